@@ -1,0 +1,42 @@
+# Entry points. Every target bootstraps first (idempotent, fast when nothing changed):
+# .venv, the package in editable mode with [test,embedded-s3], pyspark/pyspark-client guard, Java 17+.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+# Spark's Python workers start `python3` from PATH unless told otherwise; without this they would not
+# see the venv's pyarrow (mapInArrow fails with "No module named 'pyarrow'").
+PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
+PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
+export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
+
+.PHONY: help bootstrap demo test lint bench
+
+help:
+	@echo "make demo   - committed write to the embedded S3, prints the _SUCCESS summary"
+	@echo "make test   - the whole test suite (PYTEST_ARGS='-k ...' to narrow)"
+	@echo "make lint   - ruff check + ruff format --check"
+	@echo "make bench  - benchmarks (bench/)"
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+demo: bootstrap
+	$(PY) -m airflow_commit_provider.demo
+
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+test: bootstrap
+	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ "$$rc" -eq 5 ]; then echo "make test: ERROR: pytest collected no tests (exit 5)" >&2; exit 1; fi; \
+	exit "$$rc"
+
+lint:
+	@bash scripts/bootstrap.sh --no-java
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+bench: bootstrap
+	$(PY) -m bench

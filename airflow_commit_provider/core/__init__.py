@@ -1,0 +1,1 @@
+"""The commit protocols; no Airflow imports: this runs inside Spark executors."""

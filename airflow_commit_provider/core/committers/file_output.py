@@ -1,0 +1,79 @@
+"""Hadoop's FileOutputCommitter algorithms v1 and v2, kept as the baseline to measure against.
+
+On S3 every "rename" is a copy plus a delete: v1 copies each file twice, v2 once.
+"""
+
+from __future__ import annotations
+
+from airflow_commit_provider.core.committers.base import Committer
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.formats.manifest import FileEntry
+from airflow_commit_provider.core.stages import commit_files
+from airflow_commit_provider.core.stages.entries import CommitEntry
+from airflow_commit_provider.core.stages.manifests import decode_task_manifest
+from airflow_commit_provider.core.stages.context import JobContext
+from airflow_commit_provider.core.stages.errors import CommitError
+from airflow_commit_provider.core.paths import StorePath
+
+
+class FileOutputV1Committer(Committer):
+    """v1: task commit renames the attempt directory to the committed-task directory; job commit
+    renames every committed file into place. The last attempt of a task wins."""
+
+    name = "file-v1"
+    exclusive_task_commit = False
+    decoder = staticmethod(decode_task_manifest)
+    entry_action = staticmethod(commit_files.rename_entry)
+
+    def task_attempt(self, task: int, attempt: int) -> _V1TaskAttempt:
+        return _V1TaskAttempt(self, task, attempt)
+
+
+class _V1TaskAttempt(StoreDirTaskAttempt):
+    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        committed_dir = self.committer.layout.committed_task_dir(self.task_id)
+        self.store.delete_tree(committed_dir)
+        files = []
+        for status, relative in self.written_files():
+            target = committed_dir.join(relative)
+            self.store.rename_file(status.path, target)
+            files.append(FileEntry(target.uri(), self.destination_of(relative).uri(), status.size))
+        return self.publish_manifest(self.build_manifest(files, rows))
+
+
+def _verify_in_place(ctx: JobContext, entry: CommitEntry) -> None:
+    status = ctx.store.get_status(StorePath.parse(entry.dest))
+    if status is None or status.size != entry.size:
+        raise CommitError(f"job {ctx.job_id}: file-v2 task output {entry.dest} is missing or changed")
+
+
+class FileOutputV2Committer(Committer):
+    """v2: task commit renames files straight into the destination, so committed task output is
+    visible before job commit and a task commit that fails part way leaves mixed output."""
+
+    name = "file-v2"
+    exclusive_task_commit = False
+    decoder = staticmethod(decode_task_manifest)
+    entry_action = staticmethod(_verify_in_place)
+
+    def _check_store(self) -> None:
+        super()._check_store()
+        if not self.options.allow_unsafe_v2:
+            raise CommitError(
+                "file-v2 is unsafe: a failed task commit leaves partial output visible and a job abort cannot "
+                "undo committed tasks; pass CommitOptions(allow_unsafe_v2=True) to accept that"
+            )
+
+    def task_attempt(self, task: int, attempt: int) -> _V2TaskAttempt:
+        return _V2TaskAttempt(self, task, attempt)
+
+
+class _V2TaskAttempt(StoreDirTaskAttempt):
+    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        files = []
+        for status, relative in self.written_files():
+            dest = self.destination_of(relative)
+            self.store.rename_file(status.path, dest)
+            files.append(FileEntry(dest.uri(), dest.uri(), status.size))
+        return self.publish_manifest(self.build_manifest(files, rows))

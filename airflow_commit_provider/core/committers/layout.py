@@ -1,0 +1,80 @@
+"""Where a job keeps its work, as Hadoop lays it out, with the job UUID in every path.
+
+A unique job ID per directory (SPARK-33402, HADOOP-18797) means two jobs writing to the same
+destination never share or delete each other's work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from airflow_commit_provider.core.paths import StorePath
+
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+TEMPORARY_DIR = "_temporary"
+MAGIC_PREFIX = "__magic_job-"
+
+
+def validate_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+        raise ValueError(
+            f"job_id {job_id!r} is not usable in paths: use letters, digits, '.', '_' or '-' (a UUID is ideal)"
+        )
+    return job_id
+
+
+@dataclass(frozen=True)
+class JobLayout:
+    destination: StorePath
+    job_id: str
+    magic: bool = False
+
+    @property
+    def job_dir(self) -> StorePath:
+        if self.magic:
+            return self.destination.join(f"{MAGIC_PREFIX}{self.job_id}")
+        return self.destination.join(TEMPORARY_DIR, self.job_id)
+
+    @property
+    def job_attempt_dir(self) -> StorePath:
+        if self.magic:
+            return self.job_dir.join(f"job-{self.job_id}", "00")
+        return self.job_dir.join("00")
+
+    @property
+    def job_marker(self) -> StorePath:
+        """Exists from job setup until abort or cleanup; task commits check it (continuity of correctness)."""
+        return self.job_dir.join("job.json")
+
+    @property
+    def commit_intent(self) -> StorePath:
+        """The committed task list, saved first so an interrupted job commit can be resumed."""
+        return self.job_attempt_dir.join("commit-intent.json")
+
+    @property
+    def success_marker(self) -> StorePath:
+        return self.destination.join("_SUCCESS")
+
+    def task_id(self, task: int) -> str:
+        return f"task_{self.job_id}_m_{task:06d}"
+
+    def task_attempt_id(self, task: int, attempt: int) -> str:
+        return f"attempt_{self.job_id}_m_{task:06d}_{attempt}"
+
+    def task_attempt_dir(self, task_attempt_id: str) -> StorePath:
+        base = self.job_attempt_dir.join("tasks", task_attempt_id)
+        return base.join("__base") if self.magic else base
+
+    def manifest_path(self, task_id: str) -> StorePath:
+        """The committed manifest (or pendingset) of a task: its existence is the task's commit."""
+        return self.job_attempt_dir.join("manifests", f"{task_id}-manifest.json")
+
+    def upload_records_dir(self, task_attempt_id: str | None = None) -> StorePath:
+        """Records of every multipart upload an attempt started, so abort can find them all."""
+        base = self.job_attempt_dir.join("uploads")
+        return base.join(task_attempt_id) if task_attempt_id else base
+
+    def committed_task_dir(self, task_id: str) -> StorePath:
+        """FileOutputCommitter v1's committed-task directory."""
+        return self.job_attempt_dir.join("committed", task_id)

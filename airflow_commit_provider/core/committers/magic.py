@@ -1,0 +1,132 @@
+"""The magic committer: task attempts stream output straight to the final keys as multipart
+uploads, in parts as they are written, and job commit completes the uploads of committed tasks."""
+
+from __future__ import annotations
+
+from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages import commit_files
+from airflow_commit_provider.core.stages.manifests import decode_pendingset
+from airflow_commit_provider.core.stages.uploads import abort_uploads, record_uploads, recorded_uploads
+from airflow_commit_provider.core.store.base import Store
+
+
+class MagicCommitter(Committer):
+    name = "magic"
+    required_capabilities = ("multipart_upload", "consistent_listing")
+    uses_magic_layout = True
+    decoder = staticmethod(decode_pendingset)
+    entry_action = staticmethod(commit_files.complete_upload)
+
+    def task_attempt(self, task: int, attempt: int) -> MagicTaskAttempt:
+        return MagicTaskAttempt(self, task, attempt)
+
+
+class MagicOutputStream:
+    """Buffers one part at a time and uploads it as soon as it is full: memory stays at one part."""
+
+    def __init__(self, attempt: MagicTaskAttempt, dest: StorePath):
+        self._attempt = attempt
+        self._store: Store = attempt.store
+        self.dest = dest
+        self.upload_id = self._store.create_multipart_upload(dest)
+        record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
+        self._part_size = attempt.context.options.part_size
+        self._buffer = bytearray()
+        self._etags: list[str] = []
+        self._length = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed stream for {self.dest}")
+        self._buffer += data
+        self._length += len(data)
+        while len(self._buffer) >= self._part_size:
+            self._upload(bytes(self._buffer[: self._part_size]))
+            del self._buffer[: self._part_size]
+        return len(data)
+
+    def _upload(self, chunk: bytes) -> None:
+        self._etags.append(self._store.upload_part(self.dest, self.upload_id, len(self._etags) + 1, chunk))
+
+    def tell(self) -> int:
+        return self._length
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        """Parts are uploaded as they fill; a flush cannot publish anything early."""
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        if self._buffer or not self._etags:
+            self._upload(bytes(self._buffer))
+            self._buffer.clear()
+        self.closed = True
+        self._attempt.pending.append(
+            PendingCommit(
+                uri=self.dest.uri(),
+                bucket=self.dest.bucket,
+                destination_key=self.dest.key,
+                upload_id=self.upload_id,
+                etags=tuple(self._etags),
+                length=self._length,
+            )
+        )
+
+    def discard(self) -> None:
+        self.closed = True
+        self._buffer.clear()
+        abort_uploads(self._attempt.context, [(self.dest, self.upload_id)])
+
+    def __enter__(self) -> MagicOutputStream:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+class MagicTaskAttempt(TaskAttempt):
+    def __init__(self, committer: Committer, task: int, attempt: int):
+        super().__init__(committer, task, attempt)
+        self.pending: list[PendingCommit] = []
+        self._streams: list[MagicOutputStream] = []
+
+    def create_file(self, relative_path: str) -> MagicOutputStream:  # type: ignore[override]
+        stream = MagicOutputStream(self, self.destination_of(relative_path))
+        self._streams.append(stream)
+        return stream
+
+    def needs_task_commit(self) -> bool:
+        return bool(self.pending) or any(not stream.closed for stream in self._streams)
+
+    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        unclosed = [stream for stream in self._streams if not stream.closed]
+        for stream in unclosed:
+            stream.discard()
+        pendingset = PendingSet(self.committer.job_id, self.task_id, self.task_attempt_id, list(self.pending))
+        if rows is not None:
+            pendingset.iostatistics.increment("rows_written", rows)
+        data = pendingset.to_bytes()
+        try:
+            result = self._publish(decode_pendingset(data, self.task_attempt_id), data)
+        except BaseException:
+            self.abort_task()
+            raise
+        if result.adopted_from:
+            self.abort_task()
+        return result
+
+    def abort_task(self) -> None:
+        uploads = {(stream.dest, stream.upload_id) for stream in self._streams}
+        uploads.update((path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id))
+        abort_uploads(self.context, uploads)
+        self.pending.clear()

@@ -1,0 +1,33 @@
+"""Hadoop's manifest committer: task commit saves a manifest of the attempt's files; job commit
+renames them all in parallel. Correct only where file rename is atomic, so never on S3."""
+
+from __future__ import annotations
+
+from airflow_commit_provider.core.committers.base import Committer
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.formats.manifest import FileEntry
+from airflow_commit_provider.core.stages import commit_files
+from airflow_commit_provider.core.stages.manifests import decode_task_manifest
+
+
+class ManifestCommitter(Committer):
+    name = "manifest"
+    required_capabilities = ("atomic_rename", "consistent_listing")
+    decoder = staticmethod(decode_task_manifest)
+    entry_action = staticmethod(commit_files.rename_entry)
+
+    def task_attempt(self, task: int, attempt: int) -> _ManifestTaskAttempt:
+        return _ManifestTaskAttempt(self, task, attempt)
+
+
+class _ManifestTaskAttempt(StoreDirTaskAttempt):
+    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        files = [
+            FileEntry(status.path.uri(), self.destination_of(relative).uri(), status.size)
+            for status, relative in self.written_files()
+        ]
+        result = self.publish_manifest(self.build_manifest(files, rows))
+        if result.adopted_from:
+            self.abort_task()
+        return result

@@ -1,0 +1,130 @@
+"""The staging committers: tasks write to local disk, task commit uploads each file as a
+multipart upload left pending, job commit completes them. Nothing is renamed or copied.
+
+`directory` resolves conflicts over the whole destination, `partitioned` per partition written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages import commit_files, conflicts
+from airflow_commit_provider.core.stages.context import run_parallel
+from airflow_commit_provider.core.stages.load_manifests import LoadedJob
+from airflow_commit_provider.core.stages.manifests import decode_pendingset
+from airflow_commit_provider.core.stages.uploads import abort_uploads, record_uploads, upload_pending
+
+
+class StagingCommitter(Committer):
+    name = "directory"
+    required_capabilities = ("multipart_upload",)
+    per_partition = False
+    decoder = staticmethod(decode_pendingset)
+    entry_action = staticmethod(commit_files.complete_upload)
+
+    def setup_job(self) -> None:
+        super().setup_job()
+        if self.options.conflict_mode == "fail" and not self.per_partition:
+            for status in conflicts.visible_files(self.context, self.destination):
+                self.abort_job()
+                raise conflicts.OutputConflictError(
+                    f"job {self.job_id}: conflict_mode='fail' but the destination already holds {status.path}"
+                )
+
+    def task_attempt(self, task: int, attempt: int) -> StagingTaskAttempt:
+        return StagingTaskAttempt(self, task, attempt)
+
+    def _before_entries(self, loaded: LoadedJob) -> None:
+        if self.options.conflict_mode == "fail":
+            conflicts.fail_on_existing_output(self.context, loaded.spool, self.per_partition)
+
+    def _after_entries(self, loaded: LoadedJob) -> None:
+        if self.options.conflict_mode == "replace":
+            conflicts.delete_replaced_output(self.context, loaded.spool, self.per_partition)
+
+    def local_attempt_dir(self, task_attempt_id: str) -> str:
+        root = self.options.local_staging_dir or os.path.join(tempfile.gettempdir(), "airflow-commit-staging")
+        return os.path.join(root, self.job_id, task_attempt_id)
+
+
+class PartitionedCommitter(StagingCommitter):
+    name = "partitioned"
+    per_partition = True
+
+
+class StagingTaskAttempt(TaskAttempt):
+    committer: StagingCommitter
+
+    @property
+    def local_dir(self) -> str:
+        return self.committer.local_attempt_dir(self.task_attempt_id)
+
+    def setup_task(self) -> None:
+        os.makedirs(self.local_dir, exist_ok=True)
+
+    def create_file(self, relative_path: str) -> BinaryIO:
+        local_path = os.path.join(self.local_dir, *self.destination_of(relative_path).relative_to(
+            self.committer.destination
+        ).split("/"))
+        os.makedirs(os.path.dirname(local_path), exist_ok=True)
+        return open(local_path, "wb")  # noqa: SIM115 - the caller owns the stream
+
+    def _local_files(self) -> list[tuple[str, str]]:
+        found = []
+        for current, _dirs, files in os.walk(self.local_dir):
+            for name in files:
+                full = os.path.join(current, name)
+                found.append((full, os.path.relpath(full, self.local_dir).replace(os.sep, "/")))
+        return sorted(found)
+
+    def needs_task_commit(self) -> bool:
+        return bool(self._local_files())
+
+    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        store, ctx = self.store, self.context
+        files = self._local_files()
+        started: list[tuple[StorePath, str]] = []
+        try:
+            for _local, relative in files:
+                dest = self.destination_of(relative)
+                started.append((dest, store.create_multipart_upload(dest)))
+            record_uploads(ctx, self.task_attempt_id, started)
+            commits: list[PendingCommit] = [None] * len(files)  # type: ignore[list-item]
+
+            def upload(index: int) -> None:
+                dest, upload_id = started[index]
+                commits[index] = upload_pending(store, dest, upload_id, _chunks(files[index][0], ctx.options.part_size))
+
+            run_parallel(range(len(files)), upload, ctx.options.threads)
+            pendingset = PendingSet(self.committer.job_id, self.task_id, self.task_attempt_id, commits)
+            if rows is not None:
+                pendingset.iostatistics.increment("rows_written", rows)
+            data = pendingset.to_bytes()
+            result = self._publish(decode_pendingset(data, self.local_dir), data)
+        except BaseException:
+            abort_uploads(ctx, started)
+            raise
+        if result.adopted_from:
+            abort_uploads(ctx, started)
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+        return result
+
+    def abort_task(self) -> None:
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+        from airflow_commit_provider.core.stages.uploads import recorded_uploads
+
+        abort_uploads(self.context, [(path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)])
+
+
+def _chunks(local_path: str, part_size: int) -> Iterator[bytes]:
+    with open(local_path, "rb") as handle:
+        while chunk := handle.read(part_size):
+            yield chunk

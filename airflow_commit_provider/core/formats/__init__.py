@@ -1,0 +1,1 @@
+"""Persistent commit formats, compatible with Hadoop's JSON (readers ignore unknown fields)."""

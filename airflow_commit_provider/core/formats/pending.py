@@ -1,0 +1,129 @@
+"""S3A's `.pending` (SinglePendingCommit) and `.pendingset` (PendingSet) formats."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import dumps, optional_field, parse_object, require_field
+
+PENDING_VERSION = 2
+PENDINGSET_VERSION = 3
+_READABLE_PENDINGSET_VERSIONS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class PendingCommit:
+    """One incomplete multipart upload that job commit completes."""
+
+    uri: str
+    bucket: str
+    destination_key: str
+    upload_id: str
+    etags: tuple[str, ...]
+    length: int
+    created: int = field(default_factory=lambda: int(time.time() * 1000))
+    text: str = ""
+    extra_data: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self, job_id: str = "", task_id: str = "") -> dict[str, Any]:
+        return {
+            "version": PENDING_VERSION,
+            "filename": "",
+            "uri": self.uri,
+            "uploadId": self.upload_id,
+            "bucket": self.bucket,
+            "destinationKey": self.destination_key,
+            "created": self.created,
+            "saved": self.created,
+            "date": datetime.fromtimestamp(self.created / 1000, tz=timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y"),
+            "jobId": job_id,
+            "taskId": task_id,
+            "text": self.text,
+            "etags": list(self.etags),
+            "length": self.length,
+            "extraData": self.extra_data,
+            "partCount": len(self.etags),
+            "iostatistics": IOStatistics().to_json(),
+        }
+
+    def to_bytes(self) -> bytes:
+        return dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, raw: Any, source: str) -> PendingCommit:
+        if not isinstance(raw, dict):
+            raise InvalidCommitDataError(f"{source}: pending commit is not an object")
+        version = raw.get("version", PENDING_VERSION)
+        if version not in (1, PENDING_VERSION):
+            raise InvalidCommitDataError(f"{source}: unsupported pending commit version {version!r}")
+        etags = require_field(raw, "etags", list, source)
+        if not etags or not all(isinstance(tag, str) and tag for tag in etags):
+            raise InvalidCommitDataError(f"{source}: etags must be a non-empty list of non-empty strings")
+        length = require_field(raw, "length", int, source)
+        if length < 0:
+            raise InvalidCommitDataError(f"{source}: negative length {length}")
+        values = {name: require_field(raw, name, str, source) for name in ("uri", "bucket", "destinationKey", "uploadId")}
+        for name, value in values.items():
+            if not value and not (name == "bucket" and values["uri"].startswith("file:")):
+                raise InvalidCommitDataError(f"{source}: field {name!r} is empty")
+        return cls(
+            uri=values["uri"],
+            bucket=values["bucket"],
+            destination_key=values["destinationKey"],
+            upload_id=values["uploadId"],
+            etags=tuple(etags),
+            length=length,
+            created=optional_field(raw, "created", int, source, 0),
+            text=optional_field(raw, "text", str, source, ""),
+            extra_data=optional_field(raw, "extraData", dict, source, {}),
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str) -> PendingCommit:
+        return cls.from_json(parse_object(data, source), source)
+
+
+@dataclass
+class PendingSet:
+    """The uploads of one committed task attempt."""
+
+    job_id: str
+    task_id: str
+    task_attempt_id: str
+    commits: list[PendingCommit] = field(default_factory=list)
+    iostatistics: IOStatistics = field(default_factory=IOStatistics)
+
+    def to_bytes(self) -> bytes:
+        return dumps(
+            {
+                "version": PENDINGSET_VERSION,
+                "jobId": self.job_id,
+                "commits": [commit.to_json(self.job_id, self.task_id) for commit in self.commits],
+                "extraData": {"task.id": self.task_id, "task.attempt.id": self.task_attempt_id},
+                "iostatistics": self.iostatistics.to_json(),
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str) -> PendingSet:
+        obj = parse_object(data, source)
+        version = obj.get("version")
+        if version not in _READABLE_PENDINGSET_VERSIONS:
+            raise InvalidCommitDataError(
+                f"{source}: unsupported pendingset version {version!r}, expected one of {_READABLE_PENDINGSET_VERSIONS}"
+            )
+        raw_commits = require_field(obj, "commits", list, source)
+        commits = [PendingCommit.from_json(raw, f"{source}: commits[{i}]") for i, raw in enumerate(raw_commits)]
+        extra = optional_field(obj, "extraData", dict, source, {})
+        return cls(
+            job_id=optional_field(obj, "jobId", str, source, ""),
+            task_id=str(extra.get("task.id", "")),
+            task_attempt_id=str(extra.get("task.attempt.id", "")),
+            commits=commits,
+            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+        )

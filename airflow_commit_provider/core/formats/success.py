@@ -1,0 +1,160 @@
+"""`_SUCCESS` in the JSON format of Hadoop's SuccessData / ManifestSuccessData.
+
+Beyond Hadoop's fields we add the full list of committed files with sizes (`files`), the
+partitions written, totals and row counts. Hadoop's loader ignores these (unknown fields).
+`filenames` stays capped at 100 as Hadoop writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+
+SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+SUCCESS_FILENAME = "_SUCCESS"
+FILENAMES_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class CommittedFile:
+    uri: str
+    size: int
+
+
+@dataclass
+class SuccessData:
+    committer: str
+    job_id: str
+    job_id_source: str = "airflow_commit.job_id"
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    hostname: str = field(default_factory=socket.gethostname)
+    description: str = ""
+    success: bool = True
+    state: str = "committed"
+    metrics: dict[str, int] = field(default_factory=dict)
+    diagnostics: dict[str, str] = field(default_factory=dict)
+    filenames: list[str] = field(default_factory=list)
+    iostatistics: IOStatistics = field(default_factory=IOStatistics)
+    partitions: list[str] = field(default_factory=list)
+    file_count: int | None = None
+    total_bytes: int | None = None
+    rows: int | None = None
+    files: list[CommittedFile] | None = None
+    """Every committed file, when the writer recorded them (ours always do)."""
+
+    @property
+    def date(self) -> str:
+        return datetime.fromtimestamp(self.timestamp / 1000, tz=timezone.utc).isoformat()
+
+    def header(self) -> dict[str, Any]:
+        header: dict[str, Any] = {
+            "name": SUCCESS_NAME,
+            "timestamp": self.timestamp,
+            "date": self.date,
+            "hostname": self.hostname,
+            "committer": self.committer,
+            "description": self.description,
+            "jobId": self.job_id,
+            "jobIdSource": self.job_id_source,
+            "success": self.success,
+            "state": self.state,
+            "metrics": self.metrics,
+            "diagnostics": self.diagnostics,
+            "filenames": self.filenames[:FILENAMES_LIMIT],
+            "iostatistics": self.iostatistics.to_json(),
+            "partitions": self.partitions,
+        }
+        for key, value in (("fileCount", self.file_count), ("totalBytes", self.total_bytes), ("rows", self.rows)):
+            if value is not None:
+                header[key] = value
+        return header
+
+    def write_to(self, stream: IO[bytes], files: Iterable[CommittedFile] | None = None) -> None:
+        """Serialize, streaming `files` so a job of any size is written in bounded memory."""
+        files = self.files if files is None else files
+        head = json.dumps(self.header(), ensure_ascii=False)
+        if files is None:
+            stream.write(head.encode("utf-8"))
+            return
+        stream.write(head[:-1].encode("utf-8"))
+        stream.write(b', "files": [')
+        for index, committed in enumerate(files):
+            prefix = "\n  " if index == 0 else ",\n  "
+            entry = json.dumps({"path": committed.uri, "size": committed.size}, ensure_ascii=False)
+            stream.write((prefix + entry).encode("utf-8"))
+        stream.write(b"\n]}")
+
+    def to_bytes(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.write_to(buffer)
+        return buffer.getvalue()
+
+    def summary(self) -> dict[str, Any]:
+        """A small dict for logs and XCom (never the full file list)."""
+        return {
+            "job_id": self.job_id,
+            "committer": self.committer,
+            "files": self.file_count if self.file_count is not None else len(self.filenames),
+            "bytes": self.total_bytes,
+            "rows": self.rows,
+            "partitions": self.partitions,
+            "timestamp": self.timestamp,
+            "date": self.date,
+            "hostname": self.hostname,
+        }
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str) -> SuccessData:
+        """Parse ours or Hadoop's; a 0-byte legacy marker is a distinct, explained error."""
+        if not data:
+            raise LegacySuccessMarkerError(
+                f"{source}: 0-byte _SUCCESS marker; it was written by the classic FileOutputCommitter, "
+                "which records no job ID or file list"
+            )
+        obj = parse_object(data, source)
+        if obj.get("name") != SUCCESS_NAME:
+            raise InvalidCommitDataError(f"{source}: name is {obj.get('name')!r}, expected {SUCCESS_NAME!r}")
+        raw_files = optional_field(obj, "files", list, source, None)
+        files = None
+        if raw_files is not None:
+            try:
+                files = [CommittedFile(str(entry["path"]), int(entry["size"])) for entry in raw_files]
+            except (KeyError, TypeError, ValueError) as error:
+                raise InvalidCommitDataError(f"{source}: malformed 'files' entry: {error}") from error
+        return cls(
+            committer=optional_field(obj, "committer", str, source, ""),
+            job_id=optional_field(obj, "jobId", str, source, ""),
+            job_id_source=optional_field(obj, "jobIdSource", str, source, ""),
+            timestamp=optional_field(obj, "timestamp", int, source, 0),
+            hostname=optional_field(obj, "hostname", str, source, ""),
+            description=optional_field(obj, "description", str, source, ""),
+            success=optional_field(obj, "success", bool, source, True),
+            state=optional_field(obj, "state", str, source, "") or "",
+            metrics=optional_field(obj, "metrics", dict, source, {}),
+            diagnostics=optional_field(obj, "diagnostics", dict, source, {}),
+            filenames=[str(name) for name in optional_field(obj, "filenames", list, source, [])],
+            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            partitions=[str(p) for p in optional_field(obj, "partitions", list, source, [])],
+            file_count=optional_field(obj, "fileCount", int, source, None),
+            total_bytes=optional_field(obj, "totalBytes", int, source, None),
+            rows=optional_field(obj, "rows", int, source, None),
+            files=files,
+        )
+
+    def iter_files(self) -> Iterator[CommittedFile]:
+        return iter(self.files or ())
+
+
+class LegacySuccessMarkerError(InvalidCommitDataError):
+    """The `_SUCCESS` file is the classic committer's empty marker."""

@@ -1,0 +1,124 @@
+"""Store paths: one value type for `file://`, `s3://` and `s3a://` locations.
+
+Paths travel through manifests and `_SUCCESS` files as URIs, so spaces, `%`, unicode and `=`
+are percent-encoded on the way out and decoded on the way in (HADOOP-17112).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urlsplit
+
+#: Characters left unencoded in URIs; everything else (space, %, non-ASCII, ...) is encoded.
+_URI_SAFE = "/=:@!$&'()*+,;~-._"
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+class InvalidPathError(ValueError):
+    """A location string cannot be parsed into a store path."""
+
+
+@dataclass(frozen=True, order=True)
+class StorePath:
+    """A location in a store.
+
+    `scheme` is `file` or an S3 scheme; `bucket` is empty for local files; `key` is the
+    decoded path inside the bucket without a leading slash (local paths keep theirs).
+    """
+
+    scheme: str
+    bucket: str
+    key: str
+
+    @classmethod
+    def parse(cls, location: str | os.PathLike[str] | StorePath) -> StorePath:
+        """Parse a URL (`s3://b/k`, `file:///p`) or a plain local path.
+
+        URLs are taken as URIs (percent-decoded); plain paths are taken literally.
+        """
+        if isinstance(location, StorePath):
+            return location
+        text = os.fspath(location)
+        if not text:
+            raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
+        if "://" not in text:
+            return cls("file", "", _normalise_local(os.path.abspath(text)))
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidPathError(f"file URL with a host is not supported: {text!r}")
+            return cls("file", "", _normalise_local(unquote(parts.path) or "/"))
+        if scheme in S3_SCHEMES:
+            if not parts.netloc:
+                raise InvalidPathError(f"S3 URL has no bucket: {text!r}")
+            if parts.query or parts.fragment:
+                raise InvalidPathError(f"S3 URL must not have a query or fragment: {text!r}")
+            return cls(scheme, parts.netloc, unquote(parts.path).strip("/"))
+        raise InvalidPathError(f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a:// or file://")
+
+    @property
+    def is_local(self) -> bool:
+        return self.scheme == "file"
+
+    @property
+    def name(self) -> str:
+        return self.key.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> StorePath:
+        head = self.key.rstrip("/").rsplit("/", 1)[0] if "/" in self.key.strip("/") else ""
+        if self.is_local:
+            return StorePath(self.scheme, "", head or "/")
+        return StorePath(self.scheme, self.bucket, head)
+
+    def join(self, *relative: str) -> StorePath:
+        """Append relative path elements; `..` and absolute elements are refused."""
+        key = self.key
+        for element in relative:
+            for part in element.split("/"):
+                if part in ("", "."):
+                    continue
+                if part == "..":
+                    raise InvalidPathError(f"'..' is not allowed in a relative path: {element!r}")
+                key = f"{key.rstrip('/')}/{part}" if key else part
+        return StorePath(self.scheme, self.bucket, key)
+
+    def dir_prefix(self) -> str:
+        """The key prefix of everything under this directory, ending in `/` (the dataset1/dataset10 rule)."""
+        stripped = self.key.strip("/") if not self.is_local else self.key.rstrip("/")
+        return f"{stripped}/" if stripped else ("/" if self.is_local else "")
+
+    def is_under(self, directory: StorePath) -> bool:
+        """True if this path is inside `directory` (directory boundary, never a plain prefix match)."""
+        if (self.scheme in S3_SCHEMES) != (directory.scheme in S3_SCHEMES) or self.bucket != directory.bucket:
+            return False
+        return self.key.startswith(directory.dir_prefix())
+
+    def relative_to(self, directory: StorePath) -> str:
+        if not self.is_under(directory):
+            raise InvalidPathError(f"{self} is not under {directory}")
+        return self.key[len(directory.dir_prefix()) :]
+
+    def uri(self) -> str:
+        """Percent-encoded URI, the form stored in manifests and `_SUCCESS`."""
+        if self.is_local:
+            return "file://" + quote(self.key, safe=_URI_SAFE)
+        return f"{self.scheme}://{self.bucket}/" + quote(self.key, safe=_URI_SAFE)
+
+    def __str__(self) -> str:
+        if self.is_local:
+            return f"file://{self.key}"
+        return f"{self.scheme}://{self.bucket}/{self.key}"
+
+
+def _normalise_local(path: str) -> str:
+    normalised = os.path.normpath(path)
+    return "/" if normalised in ("/", "//") else normalised
+
+
+def same_location(a: StorePath, b: StorePath) -> bool:
+    """True if both name the same object, treating `s3`/`s3a`/`s3n` as one scheme."""
+    return a.bucket == b.bucket and a.key.strip("/") == b.key.strip("/") and a.is_local == b.is_local

@@ -1,0 +1,94 @@
+"""Loading the manifests of exactly the task attempts the driver reports as committed.
+
+Success is never inferred from a listing: each reported task's manifest is read by name and
+cross-checked (job ID, attempt ID, destinations) before anything becomes visible.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath
+from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.stages.entries import EntrySpool
+from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
+from airflow_commit_provider.core.stages.manifests import ManifestDecoder
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
+
+
+@dataclass
+class LoadedJob:
+    spool: EntrySpool
+    rows: int | None
+
+
+def load_committed_manifests(
+    ctx: JobContext, committed: Sequence[TaskCommitResult], decoder: ManifestDecoder, *, exclusive: bool = True
+) -> LoadedJob:
+    task_ids = [result.task_id for result in committed]
+    duplicates = sorted({task for task in task_ids if task_ids.count(task) > 1})
+    if duplicates:
+        raise InvalidCommitDataError(f"job {ctx.job_id}: tasks reported committed more than once: {duplicates}")
+    spool = EntrySpool()
+    lock = threading.Lock()
+    rows: list[int | None] = []
+
+    def load(result: TaskCommitResult) -> None:
+        path = ctx.layout.manifest_path(result.task_id)
+        try:
+            data = ctx.store.read_bytes(path)
+        except FileNotFoundInStoreError:
+            raise MissingManifestError(
+                f"job {ctx.job_id}: task {result.task_id} was reported committed but its manifest {path} does not exist"
+            ) from None
+        manifest = decoder(data, str(path))
+        if manifest.job_id != ctx.job_id:
+            raise InvalidCommitDataError(f"{path}: job ID mismatch: {manifest.job_id!r} is not this job's {ctx.job_id!r}")
+        if manifest.task_id != result.task_id:
+            raise InvalidCommitDataError(f"{path}: task ID {manifest.task_id!r} is not {result.task_id!r}")
+        if manifest.task_attempt_id != result.task_attempt_id:
+            if exclusive and ctx.store.capabilities.atomic_create_if_absent:
+                raise InvalidCommitDataError(
+                    f"{path}: committed by attempt {manifest.task_attempt_id!r}, "
+                    f"but the driver reported {result.task_attempt_id!r}"
+                )
+            log.warning("%s: last writer %s differs from reported %s", path, manifest.task_attempt_id, result.task_attempt_id)
+        with lock:
+            for entry in manifest.entries:
+                dest = _checked_destination(ctx, entry.dest, str(path))
+                if not spool.add_destination(dest.uri()):
+                    raise InvalidCommitDataError(f"{path}: duplicate destination {entry.dest}")
+                spool.append(entry, _partition_of(ctx.layout.destination, dest))
+            ctx.statistics.merge(manifest.statistics)
+            rows.append(manifest.rows)
+
+    try:
+        run_parallel(committed, load, ctx.options.threads)
+    except BaseException:
+        spool.close()
+        raise
+    total_rows = None if not rows or any(r is None for r in rows) else sum(r for r in rows if r is not None)
+    return LoadedJob(spool, total_rows)
+
+
+def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:
+    """A destination must lie inside the job's output root and outside every hidden directory."""
+    root = ctx.layout.destination
+    try:
+        path = StorePath.parse(dest)
+    except InvalidPathError as error:
+        raise InvalidCommitDataError(f"{source}: unparseable destination {dest!r}: {error}") from error
+    if not path.is_under(root):
+        raise InvalidCommitDataError(f"{source}: destination {dest} is outside the job's output root {root}")
+    relative = path.relative_to(root)
+    if not relative or any(part.startswith(("_", ".")) for part in relative.split("/")):
+        raise InvalidCommitDataError(f"{source}: destination {dest} is a hidden or reserved path under {root}")
+    return path
+
+
+def _partition_of(root: StorePath, dest: StorePath) -> str:
+    relative = dest.relative_to(root)
+    return relative.rsplit("/", 1)[0] if "/" in relative else ""

@@ -1,0 +1,57 @@
+"""Decoding committed-task manifests (TaskManifest or PendingSet) into commit entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.manifest import TaskManifest
+from airflow_commit_provider.core.formats.pending import PendingSet
+from airflow_commit_provider.core.stages.entries import CommitEntry
+
+
+@dataclass
+class LoadedManifest:
+    job_id: str
+    task_id: str
+    task_attempt_id: str
+    entries: list[CommitEntry]
+    statistics: IOStatistics = field(default_factory=IOStatistics)
+    rows: int | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(entry.size for entry in self.entries)
+
+
+ManifestDecoder = Callable[[bytes, str], LoadedManifest]
+
+
+def decode_task_manifest(data: bytes, source: str) -> LoadedManifest:
+    manifest = TaskManifest.from_bytes(data, source)
+    entries = [CommitEntry(f.dest, f.size, manifest.task_id, source=f.source) for f in manifest.files]
+    return LoadedManifest(
+        manifest.job_id,
+        manifest.task_id,
+        manifest.task_attempt_id,
+        entries,
+        manifest.iostatistics,
+        _rows(manifest.extra_data.get("rows")),
+    )
+
+
+def decode_pendingset(data: bytes, source: str) -> LoadedManifest:
+    pendingset = PendingSet.from_bytes(data, source)
+    entries = [
+        CommitEntry(c.uri, c.length, pendingset.task_id, upload_id=c.upload_id, etags=c.etags)
+        for c in pendingset.commits
+    ]
+    rows = pendingset.iostatistics.counters.get("rows_written")
+    return LoadedManifest(
+        pendingset.job_id, pendingset.task_id, pendingset.task_attempt_id, entries, pendingset.iostatistics, rows
+    )
+
+
+def _rows(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None

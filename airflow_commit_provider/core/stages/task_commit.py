@@ -1,0 +1,63 @@
+"""Saving a task's manifest: the single atomic write that commits a task attempt.
+
+On stores with create-if-absent the first attempt to save wins; a later attempt of the same
+task adopts the winner instead of failing forever (HADOOP-17258) or replacing it. Elsewhere
+the last attempt wins, as in Hadoop, and the driver's list decides.
+"""
+
+from __future__ import annotations
+
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.context import JobContext, log
+from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, JobNotActiveError
+from airflow_commit_provider.core.stages.job_state import job_is_active, require_active_job
+from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
+from airflow_commit_provider.core.store.base import FileAlreadyExistsError
+
+
+def save_task_manifest(
+    ctx: JobContext, manifest: LoadedManifest, data: bytes, decoder: ManifestDecoder, *, exclusive: bool = True
+) -> TaskCommitResult:
+    """Publish `data` as the commit of `manifest.task_id`; returns the result the driver should use.
+
+    If another attempt already committed this task, returns *its* result with `adopted_from`
+    set; the caller must then discard this attempt's own output.
+    """
+    require_active_job(ctx, f"commit task attempt {manifest.task_attempt_id}")
+    path = ctx.layout.manifest_path(manifest.task_id)
+    if exclusive and ctx.store.capabilities.atomic_create_if_absent:
+        try:
+            ctx.store.write_bytes(path, data, if_absent=True)
+        except FileAlreadyExistsError:
+            winner = decoder(ctx.store.read_bytes(path), str(path))
+            if winner.job_id != ctx.job_id:
+                raise InvalidCommitDataError(f"{path}: job ID {winner.job_id!r} is not {ctx.job_id!r}") from None
+            if winner.task_attempt_id != manifest.task_attempt_id:
+                log.info(
+                    "task %s was already committed by %s; attempt %s adopts it",
+                    manifest.task_id,
+                    winner.task_attempt_id,
+                    manifest.task_attempt_id,
+                )
+                return _result(path, winner, adopted_from=manifest.task_attempt_id)
+    else:
+        ctx.store.write_bytes(path, data)
+    if not job_is_active(ctx):
+        ctx.store.delete(path)
+        raise JobNotActiveError(
+            f"job {ctx.job_id} ended while task attempt {manifest.task_attempt_id} was committing; its output is discarded"
+        )
+    return _result(path, manifest)
+
+
+def _result(path: StorePath, manifest: LoadedManifest, adopted_from: str | None = None) -> TaskCommitResult:
+    return TaskCommitResult(
+        task_id=manifest.task_id,
+        task_attempt_id=manifest.task_attempt_id,
+        manifest=path.uri(),
+        files=len(manifest.entries),
+        bytes=manifest.total_bytes,
+        rows=manifest.rows,
+        adopted_from=adopted_from,
+    )

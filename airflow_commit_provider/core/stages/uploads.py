@@ -1,0 +1,70 @@
+"""Multipart uploads that stay pending until job commit, and the records that find them again.
+
+Every upload an attempt starts is recorded under the job directory before data is sent, so
+abort and cleanup can cancel exactly this job's uploads, including those of crashed
+attempts, without listing (and endangering) anyone else's under the destination.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+
+from airflow_commit_provider.core.formats.pending import PendingCommit
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.store.base import NoSuchUploadError, Store
+
+
+def record_uploads(ctx: JobContext, task_attempt_id: str, uploads: Iterable[tuple[StorePath, str]]) -> None:
+    records = [{"uri": path.uri(), "uploadId": upload_id} for path, upload_id in uploads]
+    if records:
+        path = ctx.layout.upload_records_dir(task_attempt_id).join(f"{uuid.uuid4().hex}.json")
+        ctx.store.write_bytes(path, json.dumps(records).encode("utf-8"))
+
+
+def recorded_uploads(ctx: JobContext, task_attempt_id: str | None = None) -> list[tuple[str, StorePath, str]]:
+    """(task attempt, destination, upload ID) of every recorded upload of the job or one attempt."""
+    root = ctx.layout.upload_records_dir(task_attempt_id)
+    found = []
+    for status in ctx.store.list_files(root):
+        attempt = status.path.parent.name
+        for record in json.loads(ctx.store.read_bytes(status.path)):
+            found.append((attempt, StorePath.parse(record["uri"]), record["uploadId"]))
+    return found
+
+
+def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> int:
+    """Abort uploads in parallel; ones already gone (completed or aborted) are fine."""
+
+    def abort(upload: tuple[StorePath, str]) -> None:
+        try:
+            ctx.store.abort_multipart_upload(*upload)
+            ctx.statistics.increment("committer_uploads_aborted")
+        except NoSuchUploadError:
+            ctx.statistics.increment("committer_uploads_already_gone")
+
+    return run_parallel(list(uploads), abort, ctx.options.threads)
+
+
+def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str]) -> int:
+    """Abort every recorded upload except those of the attempts whose output was committed."""
+    doomed = [(path, upload) for attempt, path, upload in recorded_uploads(ctx) if attempt not in committed_attempts]
+    if doomed:
+        log.info("job %s: aborting %d uploads of uncommitted task attempts", ctx.job_id, len(doomed))
+    return abort_uploads(ctx, doomed)
+
+
+def upload_pending(store: Store, dest: StorePath, upload_id: str, chunks: Iterable[bytes]) -> PendingCommit:
+    """Upload `chunks` as consecutive parts of an existing upload, leaving it pending."""
+    etags = []
+    length = 0
+    for number, chunk in enumerate(chunks, start=1):
+        etags.append(store.upload_part(dest, upload_id, number, chunk))
+        length += len(chunk)
+    if not etags:
+        etags.append(store.upload_part(dest, upload_id, 1, b""))
+    return PendingCommit(
+        uri=dest.uri(), bucket=dest.bucket, destination_key=dest.key, upload_id=upload_id, etags=tuple(etags), length=length
+    )

@@ -1,0 +1,50 @@
+"""Stores: local files and S3, opened by URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import (
+    FileAlreadyExistsError,
+    FileNotFoundInStoreError,
+    FileStatus,
+    NoSuchUploadError,
+    PendingUpload,
+    Store,
+    StoreCapabilities,
+    StoreError,
+    StoreStatistics,
+    UnsupportedStoreError,
+    UploadedPart,
+)
+
+__all__ = [
+    "FileAlreadyExistsError",
+    "FileNotFoundInStoreError",
+    "FileStatus",
+    "NoSuchUploadError",
+    "PendingUpload",
+    "Store",
+    "StoreCapabilities",
+    "StoreError",
+    "StoreStatistics",
+    "UnsupportedStoreError",
+    "UploadedPart",
+    "open_store",
+]
+
+
+def open_store(location: str | StorePath, *, threads: int = 32, **s3_options: Any) -> Store:
+    """The store for `location`; `threads` sizes the S3 connection pool to the commit thread pool.
+
+    `s3_options` go to :class:`S3Store` (endpoint_url, credentials, region, ...).
+    """
+    path = StorePath.parse(location)
+    if path.is_local:
+        from airflow_commit_provider.core.store.local import LocalStore
+
+        return LocalStore()
+    from airflow_commit_provider.core.store.s3 import S3Store
+
+    return S3Store(max_pool_connections=threads + 4, **s3_options)

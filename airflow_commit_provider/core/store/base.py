@@ -1,0 +1,181 @@
+"""The narrow store-operations interface every committer is written against.
+
+Each store declares what it can do, so a committer can refuse a store it cannot be
+correct on before any data is written (the zero-rename paper's first requirement).
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from airflow_commit_provider.core.paths import StorePath
+
+
+@dataclass(frozen=True)
+class StoreCapabilities:
+    atomic_rename: bool
+    atomic_create_if_absent: bool
+    multipart_upload: bool
+    consistent_listing: bool
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: StorePath
+    size: int
+    modified: float
+    """Last-modified time, epoch seconds."""
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class PendingUpload:
+    """An incomplete multipart upload."""
+
+    path: StorePath
+    upload_id: str
+    initiated: float
+    """Initiation time, epoch seconds."""
+
+
+@dataclass(frozen=True)
+class UploadedPart:
+    number: int
+    etag: str
+    size: int
+
+
+class StoreError(Exception):
+    """A store operation failed; the message names the path."""
+
+
+class FileAlreadyExistsError(StoreError):
+    """A create-if-absent write found the path already taken."""
+
+
+class FileNotFoundInStoreError(StoreError, FileNotFoundError):
+    """The path does not exist."""
+
+
+class NoSuchUploadError(StoreError):
+    """The multipart upload was already completed or aborted."""
+
+
+class UnsupportedStoreError(StoreError):
+    """The store lacks a capability the caller needs."""
+
+
+@dataclass
+class StoreStatistics:
+    """Thread-safe request counters, named after Hadoop's IOStatistics keys."""
+
+    counters: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def increment(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self.counters[name] = self.counters.get(name, 0) + amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counters)
+
+
+class Store(abc.ABC):
+    """Operations on one store (a local filesystem or one S3 endpoint).
+
+    Listings and tree deletes use directory boundaries: `out/dataset1` never covers
+    `out/dataset10/...`.
+    """
+
+    capabilities: StoreCapabilities
+
+    def __init__(self) -> None:
+        self.statistics = StoreStatistics()
+
+    # Objects -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def read_bytes(self, path: StorePath) -> bytes: ...
+
+    @abc.abstractmethod
+    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""
+
+    @abc.abstractmethod
+    def open_write(self, path: StorePath) -> BinaryIO:
+        """A stream whose contents become visible at `path` when it is closed."""
+
+    @abc.abstractmethod
+    def get_status(self, path: StorePath) -> FileStatus | None:
+        """The file's status, or None if there is no file at `path`."""
+
+    @abc.abstractmethod
+    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        """Every visible file under `directory`, recursively, in no set order."""
+
+    @abc.abstractmethod
+    def delete(self, path: StorePath) -> None:
+        """Delete one file; a missing file is not an error."""
+
+    def delete_files(self, paths: Iterable[StorePath]) -> None:
+        """Delete many files; stores override this to batch."""
+        for path in paths:
+            self.delete(path)
+
+    def delete_tree(self, directory: StorePath) -> int:
+        """Delete everything under `directory`; returns the number of files deleted."""
+        paths = [status.path for status in self.list_files(directory)]
+        self.delete_files(paths)
+        return len(paths)
+
+    @abc.abstractmethod
+    def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        """Move one file; atomic only if `capabilities.atomic_rename`; S3 copies then deletes."""
+
+    def prepare_directory(self, directory: StorePath) -> None:  # noqa: B027 - optional hook
+        """Make `directory` usable as a parent; object stores need nothing."""
+
+    # Multipart uploads ---------------------------------------------------------------------
+    def create_multipart_upload(self, path: StorePath) -> str:
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        """Make the upload visible at `path`; returns the object's ETag."""
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
+        """Pending uploads under `directory`, with directory-boundary semantics."""
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({directory})")
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    # Lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients and pools."""
+
+    @contextmanager
+    def session(self) -> Iterator[Store]:
+        try:
+            yield self
+        finally:
+            self.close()
+
+    def require(self, capability: str, purpose: str) -> None:
+        """Fail fast with a clear message if the store lacks `capability`."""
+        if not getattr(self.capabilities, capability):
+            raise UnsupportedStoreError(
+                f"{purpose} needs a store with {capability.replace('_', ' ')}; "
+                f"{type(self).__name__} does not provide it"
+            )

@@ -1,0 +1,277 @@
+"""The local filesystem as a store.
+
+It has atomic rename and create-if-absent (O_EXCL). Multipart uploads are emulated so the
+zero-rename committers run here too: parts live in a hidden `.__uploads__` directory beside
+the destination, invisible to listings, and completing an upload concatenates them and
+renames the result into place atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import (
+    FileAlreadyExistsError,
+    FileNotFoundInStoreError,
+    FileStatus,
+    NoSuchUploadError,
+    PendingUpload,
+    Store,
+    StoreCapabilities,
+    UploadedPart,
+)
+
+UPLOADS_DIR = ".__uploads__"
+_UPLOAD_META = "upload.json"
+
+
+class _AtomicLocalWriter:
+    """Writes to a hidden temp file and renames it into place on close."""
+
+    def __init__(self, store: LocalStore, path: StorePath):
+        self._store = store
+        self._path = path
+        os.makedirs(os.path.dirname(path.key), exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key))
+        self._file = os.fdopen(fd, "wb")
+
+    def write(self, data: bytes) -> int:
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        self._file.close()
+        os.replace(self._tmp, self._path.key)
+        self._store.statistics.increment("op_put")
+
+    def discard(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+    def __enter__(self) -> _AtomicLocalWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+class LocalStore(Store):
+    capabilities = StoreCapabilities(
+        atomic_rename=True, atomic_create_if_absent=True, multipart_upload=True, consistent_listing=True
+    )
+
+    def read_bytes(self, path: StorePath) -> bytes:
+        self.statistics.increment("op_get")
+        try:
+            with open(path.key, "rb") as handle:
+                return handle.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            raise FileNotFoundInStoreError(f"no such file: {path}") from error
+
+    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        if not if_absent:
+            with self.open_write(path) as stream:
+                stream.write(data)
+            return
+        directory = os.path.dirname(path.key)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            self.statistics.increment("op_put")
+            try:
+                os.link(tmp, path.key)
+            except FileExistsError as error:
+                raise FileAlreadyExistsError(f"file already exists: {path}") from error
+        finally:
+            os.unlink(tmp)
+
+    def open_write(self, path: StorePath) -> BinaryIO:
+        return _AtomicLocalWriter(self, path)  # type: ignore[return-value]
+
+    def get_status(self, path: StorePath) -> FileStatus | None:
+        self.statistics.increment("op_head")
+        try:
+            stat = os.stat(path.key)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not os.path.isfile(path.key):
+            return None
+        return FileStatus(path, stat.st_size, stat.st_mtime)
+
+    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        self.statistics.increment("op_list")
+        root = directory.key
+        if not os.path.isdir(root):
+            return
+        for current, dirs, files in os.walk(root):
+            dirs[:] = [name for name in dirs if name != UPLOADS_DIR]
+            for name in files:
+                full = os.path.join(current, name)
+                try:
+                    stat = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                yield FileStatus(StorePath("file", "", full), stat.st_size, stat.st_mtime)
+
+    def delete(self, path: StorePath) -> None:
+        self.statistics.increment("op_delete")
+        try:
+            os.unlink(path.key)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+
+    def delete_tree(self, directory: StorePath) -> int:
+        count = sum(1 for _ in self.list_files(directory))
+        shutil.rmtree(directory.key, ignore_errors=True)
+        self.statistics.increment("op_delete")
+        parent = os.path.dirname(directory.key.rstrip("/"))
+        if os.path.basename(parent).startswith("_"):
+            _remove_if_empty(parent)
+        return count
+
+    def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        self.statistics.increment("op_rename")
+        os.makedirs(os.path.dirname(dest.key), exist_ok=True)
+        try:
+            os.replace(source.key, dest.key)
+        except FileNotFoundError as error:
+            raise FileNotFoundInStoreError(f"rename source does not exist: {source}") from error
+
+    def prepare_directory(self, directory: StorePath) -> None:
+        os.makedirs(directory.key, exist_ok=True)
+
+    # Emulated multipart uploads ----------------------------------------------------------------
+    def _upload_dir(self, path: StorePath, upload_id: str) -> str:
+        return os.path.join(os.path.dirname(path.key), UPLOADS_DIR, upload_id)
+
+    def _existing_upload_dir(self, path: StorePath, upload_id: str) -> str:
+        upload_dir = self._upload_dir(path, upload_id)
+        meta = os.path.join(upload_dir, _UPLOAD_META)
+        try:
+            with open(meta, encoding="utf-8") as handle:
+                recorded = json.load(handle)["key"]
+        except (FileNotFoundError, NotADirectoryError) as error:
+            raise NoSuchUploadError(f"no such upload {upload_id} for {path}") from error
+        if recorded != path.key:
+            raise NoSuchUploadError(f"upload {upload_id} is for {recorded}, not {path}")
+        return upload_dir
+
+    def create_multipart_upload(self, path: StorePath) -> str:
+        self.statistics.increment("op_multipart_initiate")
+        upload_id = uuid.uuid4().hex
+        upload_dir = self._upload_dir(path, upload_id)
+        os.makedirs(upload_dir)
+        with open(os.path.join(upload_dir, _UPLOAD_META), "w", encoding="utf-8") as handle:
+            json.dump({"key": path.key, "initiated": time.time()}, handle)
+        return upload_id
+
+    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
+        self.statistics.increment("op_multipart_part")
+        self.statistics.increment("bytes_uploaded", len(data))
+        upload_dir = self._existing_upload_dir(path, upload_id)
+        part_file = os.path.join(upload_dir, f"part-{part_number:05d}")
+        with open(part_file + ".tmp", "wb") as handle:
+            handle.write(data)
+        os.replace(part_file + ".tmp", part_file)
+        return f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+
+    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        self.statistics.increment("op_multipart_complete")
+        upload_dir = self._existing_upload_dir(path, upload_id)
+        digests = []
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key))
+        with os.fdopen(fd, "wb") as out:
+            for number, etag in enumerate(etags, start=1):
+                part_file = os.path.join(upload_dir, f"part-{number:05d}")
+                try:
+                    with open(part_file, "rb") as part:
+                        data = part.read()
+                except FileNotFoundError as error:
+                    os.unlink(tmp)
+                    raise NoSuchUploadError(f"part {number} missing from upload {upload_id} for {path}") from error
+                digest = hashlib.md5(data, usedforsecurity=False)
+                if f'"{digest.hexdigest()}"' != etag:
+                    os.unlink(tmp)
+                    raise NoSuchUploadError(f"part {number} of upload {upload_id} for {path} has a different ETag")
+                digests.append(digest.digest())
+                out.write(data)
+        os.replace(tmp, path.key)
+        _remove_upload_dir(upload_dir)
+        return f'"{hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()}-{len(etags)}"'
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self.statistics.increment("op_multipart_abort")
+        _remove_upload_dir(self._existing_upload_dir(path, upload_id))
+
+    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
+        self.statistics.increment("op_multipart_list")
+        root = directory.key
+        if not os.path.isdir(root):
+            return
+        for current, dirs, _files in os.walk(root):
+            if UPLOADS_DIR not in dirs:
+                continue
+            dirs.remove(UPLOADS_DIR)
+            uploads_root = os.path.join(current, UPLOADS_DIR)
+            for upload_id in sorted(os.listdir(uploads_root)):
+                try:
+                    with open(os.path.join(uploads_root, upload_id, _UPLOAD_META), encoding="utf-8") as handle:
+                        meta = json.load(handle)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                yield PendingUpload(StorePath("file", "", meta["key"]), upload_id, meta["initiated"])
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        self.statistics.increment("op_list_parts")
+        upload_dir = self._existing_upload_dir(path, upload_id)
+        parts = []
+        for name in sorted(os.listdir(upload_dir)):
+            if name.startswith("part-") and not name.endswith(".tmp"):
+                with open(os.path.join(upload_dir, name), "rb") as handle:
+                    data = handle.read()
+                etag = f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+                parts.append(UploadedPart(int(name[5:]), etag, len(data)))
+        return parts
+
+
+def _remove_if_empty(directory: str) -> None:
+    try:
+        os.rmdir(directory)
+    except OSError:
+        return
+
+
+def _remove_upload_dir(upload_dir: str) -> None:
+    """Remove a finished upload and its `.__uploads__` parent once that is empty."""
+    shutil.rmtree(upload_dir, ignore_errors=True)
+    _remove_if_empty(os.path.dirname(upload_dir))

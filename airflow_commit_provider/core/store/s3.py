@@ -1,0 +1,486 @@
+"""The S3 store: boto3 calls behind the narrow `Store` interface.
+
+S3 has no rename, so `rename_file` copies then deletes (never atomic); the committers that
+are correct on S3 rely instead on `If-None-Match: *` and on multipart uploads, which stay
+invisible until completed. Every request is counted in `statistics` so benchmarks can report
+requests per committed file.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO, cast
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath, same_location
+from airflow_commit_provider.core.store.base import (
+    FileAlreadyExistsError,
+    FileNotFoundInStoreError,
+    FileStatus,
+    NoSuchUploadError,
+    PendingUpload,
+    Store,
+    StoreCapabilities,
+    StoreError,
+    UploadedPart,
+)
+
+#: S3's limit on keys per DeleteObjects request.
+DELETE_BATCH = 1000
+#: Largest object CopyObject can copy in one request; bigger sources use a multipart copy.
+MAX_SINGLE_COPY = 5 * 1024**3
+#: Streams larger than this are uploaded as multipart uploads when closed.
+MULTIPART_THRESHOLD = 64 * 1024**2
+MIN_PART_SIZE = 16 * 1024**2
+MAX_PARTS = 10_000
+#: Bytes a write stream keeps in memory before spilling to a temporary file.
+SPOOL_LIMIT = 8 * 1024**2
+#: Attempts for a create-if-absent write that meets a concurrent conditional write (409).
+CONDITIONAL_CONFLICT_ATTEMPTS = 4
+
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+class S3Store(Store):
+    """A store over one S3 endpoint; any bucket it can reach.
+
+    Configuration follows boto3: the endpoint comes from `endpoint_url` or `AWS_ENDPOINT_URL(_S3)`,
+    credentials from the arguments, the profile or the default chain. The client is created on first
+    use, so building a store never touches the network or the credential chain.
+    """
+
+    capabilities = StoreCapabilities(
+        atomic_rename=False,
+        atomic_create_if_absent=True,
+        multipart_upload=True,
+        consistent_listing=True,
+    )
+
+    def __init__(
+        self,
+        *,
+        max_pool_connections: int = 36,
+        endpoint_url: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        region_name: str | None = None,
+        profile_name: str | None = None,
+        client: Any = None,
+    ) -> None:
+        super().__init__()
+        self.max_pool_connections = max_pool_connections
+        self.endpoint_url = endpoint_url
+        self.region_name = region_name
+        self.profile_name = profile_name
+        self._credentials = {
+            "aws_access_key_id": aws_access_key_id,
+            "aws_secret_access_key": aws_secret_access_key,
+            "aws_session_token": aws_session_token,
+        }
+        self._client = client
+        self._owns_client = client is None
+        self._client_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        endpoint = self.endpoint_url or _env_endpoint() or "aws"
+        return f"S3Store(endpoint={endpoint!r}, region={self.region_name!r}, profile={self.profile_name!r})"
+
+    # Client ------------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The boto3 S3 client, created once (boto3 clients are thread-safe, sessions are not)."""
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._make_client()
+                client = self._client
+        return client
+
+    def _make_client(self) -> Any:
+        try:
+            session = boto3.session.Session(profile_name=self.profile_name, **self._credentials)
+        except BotoCoreError as exc:  # e.g. ProfileNotFound
+            raise StoreError(f"cannot configure S3 ({self!r}): {exc}") from exc
+        path_style = bool(self.endpoint_url or _env_endpoint())
+        config = Config(
+            max_pool_connections=self.max_pool_connections,
+            # Standard mode retries throttling (503 SlowDown) and transient errors with backoff.
+            retries={"mode": "standard", "max_attempts": 10},
+            s3={"addressing_style": "path"} if path_style else None,
+        )
+        return session.client(
+            "s3", endpoint_url=self.endpoint_url, region_name=self.region_name, config=config
+        )
+
+    def close(self) -> None:
+        """Close the client this store created; a client passed in belongs to the caller."""
+        with self._client_lock:
+            if self._client is not None and self._owns_client:
+                self._client.close()
+                self._client = None
+
+    @contextmanager
+    def _request(self, counter: str, path: StorePath, action: str) -> Iterator[None]:
+        """Count one request and turn boto errors into StoreErrors naming the URL and error code."""
+        self.statistics.increment(counter)
+        try:
+            yield
+        except ClientError as exc:
+            raise _client_error(exc, action, path) from exc
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            raise StoreError(
+                f"S3 {action} {path}: no usable AWS credentials ({exc}). Set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, choose a profile (AWS_PROFILE), or give them in the connection; "
+                "for an S3-compatible server also set AWS_ENDPOINT_URL"
+            ) from exc
+        except BotoCoreError as exc:
+            raise StoreError(f"S3 {action} {path} failed: {exc}") from exc
+
+    # Objects -----------------------------------------------------------------------------------
+    def read_bytes(self, path: StorePath) -> bytes:
+        bucket, key = _object(path)
+        with self._request("op_get", path, "GetObject"):
+            response = self.client.get_object(Bucket=bucket, Key=key)
+            return cast(bytes, response["Body"].read())
+
+    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        self._put(path, data, len(data), if_absent=if_absent)
+
+    def _put(self, path: StorePath, body: Any, size: int, *, if_absent: bool = False) -> None:
+        bucket, key = _object(path)
+        extra = {"IfNoneMatch": "*"} if if_absent else {}
+        for attempt in range(1, CONDITIONAL_CONFLICT_ATTEMPTS + 1):
+            if hasattr(body, "seek"):
+                body.seek(0)
+            try:
+                with self._request("op_put", path, "PutObject"):
+                    self.client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+            except StoreError as exc:
+                code, status = _code_and_status(exc.__cause__)
+                if if_absent and (code == "PreconditionFailed" or status == 412):
+                    raise FileAlreadyExistsError(f"{path} already exists (S3 PreconditionFailed)") from exc
+                if if_absent and (code == "ConditionalRequestConflict" or status == 409):
+                    # Another conditional write to the key is in flight; S3 asks us to retry.
+                    if attempt < CONDITIONAL_CONFLICT_ATTEMPTS:
+                        time.sleep(0.05 * 2**attempt)
+                        continue
+                    raise FileAlreadyExistsError(
+                        f"{path}: concurrent conditional writes kept conflicting (S3 ConditionalRequestConflict)"
+                    ) from exc
+                raise
+            self.statistics.increment("bytes_uploaded", size)
+            return
+
+    def open_write(self, path: StorePath) -> BinaryIO:
+        _object(path)
+        return cast(BinaryIO, S3WriteStream(self, path))
+
+    def _upload_stream(self, path: StorePath, body: BinaryIO, size: int) -> None:
+        """Publish a finished write stream: one PutObject, or a multipart upload when large."""
+        if size <= MULTIPART_THRESHOLD:
+            self._put(path, body, size)
+            return
+        part_size = max(MIN_PART_SIZE, math.ceil(size / MAX_PARTS))
+        upload_id = self.create_multipart_upload(path)
+        try:
+            body.seek(0)
+            etags = []
+            for number in range(1, math.ceil(size / part_size) + 1):
+                etags.append(self.upload_part(path, upload_id, number, body.read(part_size)))
+            self.complete_multipart_upload(path, upload_id, etags)
+        except BaseException:
+            self._abort_quietly(path, upload_id)
+            raise
+
+    def get_status(self, path: StorePath) -> FileStatus | None:
+        bucket, key = _object(path)
+        try:
+            with self._request("op_head", path, "HeadObject"):
+                head = self.client.head_object(Bucket=bucket, Key=key)
+        except FileNotFoundInStoreError:
+            return None
+        return FileStatus(path, head["ContentLength"], head["LastModified"].timestamp(), head.get("ETag"))
+
+    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        for entry in self._list_objects(directory):
+            if not _is_directory_marker(entry):
+                yield _status(directory, entry)
+
+    def _list_objects(self, directory: StorePath) -> Iterator[dict[str, Any]]:
+        """Raw ListObjectsV2 entries under the directory (markers included), page by page."""
+        bucket = _bucket(directory)
+        prefix = directory.dir_prefix()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            with self._request("op_list", directory, "ListObjectsV2"):
+                page = self.client.list_objects_v2(**kwargs)
+            for entry in page.get("Contents", ()):
+                if entry["Key"].startswith(prefix):  # defence in depth against loose prefix matching
+                    yield entry
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            kwargs["ContinuationToken"] = token
+
+    def delete(self, path: StorePath) -> None:
+        bucket, key = _object(path)
+        with self._request("op_delete", path, "DeleteObject"):
+            self.client.delete_object(Bucket=bucket, Key=key)
+
+    def delete_files(self, paths: Iterable[StorePath]) -> None:
+        by_bucket: dict[tuple[str, str], list[str]] = {}
+        for path in paths:
+            bucket, key = _object(path)
+            by_bucket.setdefault((path.scheme, bucket), []).append(key)
+        failures: list[str] = []
+        for (scheme, bucket), keys in by_bucket.items():
+            for start in range(0, len(keys), DELETE_BATCH):
+                batch = keys[start : start + DELETE_BATCH]
+                where = StorePath(scheme, bucket, batch[0])
+                with self._request("op_delete", where, "DeleteObjects"):
+                    response = self.client.delete_objects(
+                        Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                    )
+                failures += [
+                    f"{StorePath(scheme, bucket, e.get('Key', '?'))} ({e.get('Code')}: {e.get('Message')})"
+                    for e in response.get("Errors", ())
+                ]
+        if failures:
+            shown = "; ".join(failures[:20])
+            more = f" and {len(failures) - 20} more" if len(failures) > 20 else ""
+            raise StoreError(f"S3 DeleteObjects failed for {len(failures)} keys: {shown}{more}")
+
+    def delete_tree(self, directory: StorePath) -> int:
+        """Delete every key under `directory`, directory markers included; returns the file count."""
+        entries = list(self._list_objects(directory))
+        self.delete_files(StorePath(directory.scheme, directory.bucket, e["Key"]) for e in entries)
+        return sum(1 for e in entries if not _is_directory_marker(e))
+
+    def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        """HEAD, copy, delete: three requests, with a window in which both files exist."""
+        if same_location(source, dest):
+            return
+        status = self.get_status(source)
+        if status is None:
+            raise FileNotFoundInStoreError(f"cannot rename {source} to {dest}: source does not exist")
+        src_bucket, src_key = _object(source)
+        bucket, key = _object(dest)
+        copy_source = {"Bucket": src_bucket, "Key": src_key}
+        if status.size <= MAX_SINGLE_COPY:
+            with self._request("op_copy", dest, f"CopyObject from {source} to"):
+                self.client.copy_object(Bucket=bucket, Key=key, CopySource=copy_source)
+        else:
+            self._multipart_copy(copy_source, dest, status.size)
+        self.statistics.increment("bytes_copied", status.size)
+        self.delete(source)
+
+    def _multipart_copy(self, copy_source: dict[str, str], dest: StorePath, size: int) -> None:
+        bucket, key = _object(dest)
+        part_size = max(MAX_SINGLE_COPY // 10, math.ceil(size / MAX_PARTS))
+        upload_id = self.create_multipart_upload(dest)
+        try:
+            etags = []
+            for number, start in enumerate(range(0, size, part_size), start=1):
+                byte_range = f"bytes={start}-{min(start + part_size, size) - 1}"
+                with self._request("op_copy", dest, "UploadPartCopy"):
+                    response = self.client.upload_part_copy(
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        CopySource=copy_source,
+                        CopySourceRange=byte_range,
+                    )
+                etags.append(response["CopyPartResult"]["ETag"])
+            self.complete_multipart_upload(dest, upload_id, etags)
+        except BaseException:
+            self._abort_quietly(dest, upload_id)
+            raise
+
+    # Multipart uploads -----------------------------------------------------------------------
+    def create_multipart_upload(self, path: StorePath) -> str:
+        bucket, key = _object(path)
+        with self._request("op_multipart_initiate", path, "CreateMultipartUpload"):
+            return cast(str, self.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+
+    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
+        bucket, key = _object(path)
+        with self._request("op_multipart_part", path, f"UploadPart {part_number} of upload {upload_id} to"):
+            response = self.client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=data
+            )
+        self.statistics.increment("bytes_uploaded", len(data))
+        return cast(str, response["ETag"])
+
+    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        bucket, key = _object(path)
+        parts = [{"ETag": etag, "PartNumber": number} for number, etag in enumerate(etags, start=1)]
+        with self._request("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of"):
+            response = self.client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+        return cast(str, response.get("ETag", ""))
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        bucket, key = _object(path)
+        with self._request("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of"):
+            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
+        try:
+            self.abort_multipart_upload(path, upload_id)
+        except StoreError:
+            pass  # the original failure matters more; leftovers are cleaned by age later
+
+    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
+        bucket = _bucket(directory)
+        prefix = directory.dir_prefix()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            with self._request("op_multipart_list", directory, "ListMultipartUploads"):
+                page = self.client.list_multipart_uploads(**kwargs)
+            for upload in page.get("Uploads", ()):
+                if upload["Key"].startswith(prefix):  # some stores match prefixes loosely
+                    yield PendingUpload(
+                        StorePath(directory.scheme, bucket, upload["Key"]),
+                        upload["UploadId"],
+                        upload["Initiated"].timestamp(),
+                    )
+            key_marker, id_marker = page.get("NextKeyMarker"), page.get("NextUploadIdMarker")
+            if not page.get("IsTruncated") or not (key_marker or id_marker):
+                return
+            kwargs.update(KeyMarker=key_marker or "", UploadIdMarker=id_marker or "")
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        bucket, key = _object(path)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": upload_id}
+        parts: list[UploadedPart] = []
+        while True:
+            with self._request("op_list_parts", path, f"ListParts {upload_id} of"):
+                page = self.client.list_parts(**kwargs)
+            parts += [UploadedPart(p["PartNumber"], p["ETag"], p["Size"]) for p in page.get("Parts", ())]
+            marker = page.get("NextPartNumberMarker")
+            if not page.get("IsTruncated") or not marker:
+                return parts
+            kwargs["PartNumberMarker"] = marker
+
+
+class S3WriteStream(io.BufferedIOBase):
+    """A write stream that publishes its object on `close()` and never before.
+
+    Data spools to memory, then to a temporary file. `discard()`, leaving a `with` block by an
+    exception, or being garbage-collected unclosed publishes nothing: a failed task must not leave
+    a partial file at the destination.
+    """
+
+    def __init__(self, store: S3Store, path: StorePath) -> None:
+        super().__init__()
+        self.store = store
+        self.path = path
+        self._buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT)
+        self._discarded = False
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed stream for {self.path}")
+        return self._buffer.write(data)
+
+    def tell(self) -> int:
+        return self._buffer.tell()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if not self._discarded:
+                size = self._buffer.seek(0, os.SEEK_END)
+                self.store._upload_stream(self.path, cast(BinaryIO, self._buffer), size)
+        finally:
+            self._buffer.close()
+            super().close()
+
+    def discard(self) -> None:
+        """Close without publishing anything."""
+        self._discarded = True
+        self.close()
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # io.IOBase's finalizer would call close() and publish a half-written object.
+        if not getattr(self, "closed", True):
+            self.discard()
+
+
+def _env_endpoint() -> str | None:
+    return next((os.environ[name] for name in _ENDPOINT_ENV if os.environ.get(name)), None)
+
+
+def _bucket(path: StorePath) -> str:
+    if path.scheme not in S3_SCHEMES or not path.bucket:
+        raise StoreError(f"not an S3 location: {path}")
+    return path.bucket
+
+
+def _object(path: StorePath) -> tuple[str, str]:
+    bucket = _bucket(path)
+    if not path.key:
+        raise StoreError(f"S3 location names a bucket, not an object: {path}")
+    return bucket, path.key
+
+
+def _is_directory_marker(entry: dict[str, Any]) -> bool:
+    return bool(entry["Key"].endswith("/") and entry.get("Size", 0) == 0)
+
+
+def _status(directory: StorePath, entry: dict[str, Any]) -> FileStatus:
+    return FileStatus(
+        StorePath(directory.scheme, directory.bucket, entry["Key"]),
+        entry["Size"],
+        entry["LastModified"].timestamp(),
+        entry.get("ETag"),
+    )
+
+
+def _code_and_status(exc: BaseException | None) -> tuple[str, int | None]:
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        return code, exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return "", None
+
+
+def _client_error(exc: ClientError, action: str, path: StorePath) -> StoreError:
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", "")) or "Unknown"
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    detail = f": {error['Message']}" if error.get("Message") else ""
+    message = f"S3 {action} {path} failed: {code} (HTTP {status}){detail}"
+    if code in _NOT_FOUND:
+        return FileNotFoundInStoreError(message)
+    if code == "NoSuchUpload":
+        return NoSuchUploadError(message)
+    return StoreError(message)

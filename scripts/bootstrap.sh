@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Idempotent setup used by `make demo`, `make test`, `make bench` and `make lint`.
+#
+#   1. create .venv (python3.11, else python3 >= 3.10; override with PYTHON=...) if missing
+#   2. pip install -e ".[test,embedded-s3]"  (skipped when .venv/.bootstrap-stamp matches pyproject.toml)
+#   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
+#   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
+#
+# Options: --no-java  skip step 4 (lint needs no JVM).
+# Quiet on success: one line per step. Full pip output goes to .venv/bootstrap-pip.log.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+STAMP="$VENV/.bootstrap-stamp"
+PIP_LOG="$VENV/bootstrap-pip.log"
+EXTRAS="test,embedded-s3"
+CHECK_JAVA=1
+
+for arg in "$@"; do
+    case "$arg" in
+        --no-java) CHECK_JAVA=0 ;;
+        -h | --help)
+            sed -n '2,11p' "$0"
+            exit 0
+            ;;
+        *)
+            echo "bootstrap: unknown option: $arg" >&2
+            exit 2
+            ;;
+    esac
+done
+
+say() { echo "bootstrap: $*"; }
+die() {
+    echo "bootstrap: ERROR: $*" >&2
+    exit 1
+}
+
+# --- 1. virtualenv ------------------------------------------------------------------------------------
+
+py_ok() { # usable interpreter >= 3.10?
+    "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' >/dev/null 2>&1
+}
+
+pick_python() {
+    local cand
+    for cand in "${PYTHON:-}" python3.11 python3 python3.12 python3.13 python3.10; do
+        [ -n "$cand" ] || continue
+        if command -v "$cand" >/dev/null 2>&1 && py_ok "$cand"; then
+            echo "$cand"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ -x "$VENV/bin/python" ] && py_ok "$VENV/bin/python"; then
+    say "venv $VENV ($("$VENV/bin/python" -c 'import platform; print(platform.python_version())')) present"
+else
+    PY=$(pick_python) || die "need Python >= 3.10 (python3.11 preferred) on PATH, or set PYTHON=/path/to/python"
+    say "creating venv $VENV with $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV" || die "'$PY -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)"
+    rm -f "$STAMP"
+fi
+
+# --- 2. packages --------------------------------------------------------------------------------------
+
+want_stamp="$(sha256sum pyproject.toml | cut -d' ' -f1) extras=$EXTRAS $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
+
+if [ "$want_stamp" = "$have_stamp" ] && "$VENV/bin/python" -c 'import airflow_commit_provider' >/dev/null 2>&1; then
+    say "packages up to date (pyproject.toml unchanged)"
+else
+    say "installing airflow-commit-provider[$EXTRAS] (editable) into $VENV; log: $PIP_LOG"
+    start=$SECONDS
+    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+        -e ".[$EXTRAS]" >"$PIP_LOG" 2>&1; then
+        grep -v "^WARNING: Location 'file://" "$PIP_LOG" | tail -n 30 >&2 || true
+        die "pip install failed (full log: $PIP_LOG)"
+    fi
+    echo "$want_stamp" >"$STAMP"
+    say "installed in $((SECONDS - start)) s"
+fi
+
+# --- 3. pyspark / pyspark-client guard ---------------------------------------------------------------
+
+# Both distributions write into the same pyspark/ folder; whichever is installed last wins file by file.
+# If they differ, Python UDFs and mapInArrow fail with `Py4JError ... UserDefinedPythonFunction`.
+if ! guard_out=$("$VENV/bin/python" - <<'PYEOF' 2>&1
+import glob
+import os
+import sys
+from importlib import metadata
+
+problems = []
+versions = {}
+for dist in ("pyspark", "pyspark-client"):
+    try:
+        versions[dist] = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        problems.append(f"{dist} is not installed")
+
+if len(versions) == 2 and versions["pyspark"] != versions["pyspark-client"]:
+    problems.append(
+        f"pyspark {versions['pyspark']} != pyspark-client {versions['pyspark-client']}: they share the "
+        "pyspark/ folder, so the Python side no longer matches the JVM jars"
+    )
+
+if "pyspark" in versions:
+    dist = metadata.distribution("pyspark")
+    ver_file = str(dist.locate_file("pyspark/version.py"))
+    ns = {}
+    try:
+        with open(ver_file) as f:
+            exec(f.read(), ns)
+    except OSError as e:
+        problems.append(f"cannot read {ver_file}: {e}")
+    if ns.get("__version__") and ns["__version__"] != versions["pyspark"]:
+        problems.append(f"pyspark/version.py says {ns['__version__']} but pyspark is {versions['pyspark']}")
+    jars = glob.glob(os.path.join(str(dist.locate_file("pyspark/jars")), "spark-core_*.jar"))
+    if not jars:
+        problems.append("no spark-core jar under pyspark/jars (only pyspark-client installed?)")
+    elif not any(j.endswith(f"-{versions['pyspark']}.jar") for j in jars):
+        problems.append(f"Spark jars {[os.path.basename(j) for j in jars]} do not match pyspark {versions['pyspark']}")
+
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+print(versions["pyspark"])
+PYEOF
+); then
+    echo "$guard_out" >&2
+    die "pyspark/pyspark-client mismatch. Fix: pin both to the same release in pyproject.toml and re-run, or
+       $VENV/bin/pip install --force-reinstall --no-deps pyspark==<pyspark-client version>"
+fi
+say "pyspark == pyspark-client == $guard_out"
+
+# --- 4. Java 17+ --------------------------------------------------------------------------------------
+
+[ "$CHECK_JAVA" = 1 ] || exit 0
+
+JAVA_MSG="Spark needs Java 17+: install openjdk-17-jre-headless (Debian/Ubuntu) or set JAVA_HOME"
+
+java_major() { # prints the major version of java binary $1, or nothing
+    local line v
+    line=$("$1" -version 2>&1 | grep -m1 -E 'version "' || true)
+    v=${line#*version \"}
+    v=${v%%\"*}
+    [ -n "$v" ] || return 0
+    case "$v" in
+        1.*) v=${v#1.} ;; # 1.8.0_292 -> 8
+    esac
+    echo "${v%%[!0-9]*}"
+}
+
+if [ -n "${JAVA_HOME:-}" ]; then
+    JAVA_BIN="$JAVA_HOME/bin/java"
+    [ -x "$JAVA_BIN" ] || die "JAVA_HOME=$JAVA_HOME has no bin/java. $JAVA_MSG"
+    major=$(java_major "$JAVA_BIN")
+    [ -n "$major" ] && [ "$major" -ge 17 ] ||
+        die "JAVA_HOME=$JAVA_HOME is Java ${major:-unknown}; Spark uses JAVA_HOME first. $JAVA_MSG"
+    say "java $major ($JAVA_BIN, from JAVA_HOME)"
+    exit 0
+fi
+
+major=""
+if command -v java >/dev/null 2>&1; then
+    major=$(java_major java)
+fi
+
+if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "java ${major:-missing} < 17: apt-get install openjdk-17-jre-headless"
+        export DEBIAN_FRONTEND=noninteractive
+        APT_LOG=$(mktemp "${TMPDIR:-/tmp}/bootstrap-apt.XXXXXX")
+        # --no-upgrade: only make sure the package is present; never upgrade an installed JDK as a side effect
+        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends --no-upgrade \
+            openjdk-17-jre-headless; } >"$APT_LOG" 2>&1 </dev/null; then
+            tail -n 20 "$APT_LOG" >&2
+            die "apt-get install openjdk-17-jre-headless failed (log: $APT_LOG). $JAVA_MSG"
+        fi
+        rm -f "$APT_LOG"
+        hash -r
+        major=""
+        if command -v java >/dev/null 2>&1; then
+            major=$(java_major java)
+        fi
+        if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+            # another, older java may still be first on PATH: point at the new one explicitly
+            die "installed openjdk-17-jre-headless but \`java\` on PATH is still ${major:-missing}.
+       Run: update-alternatives --config java, or export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture 2>/dev/null || echo amd64)"
+        fi
+    else
+        echo "$JAVA_MSG" >&2
+        exit 1
+    fi
+fi
+say "java $major ($(command -v java))"
