@@ -47,5 +47,7 @@ def create_committer(
     try:
         cls = COMMITTERS[name]
     except KeyError:
-        raise ValueError(f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}") from None
+        raise ValueError(
+            f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}"
+        ) from None
     return cls(store, destination, job_id, options, progress)

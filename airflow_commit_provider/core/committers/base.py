@@ -106,10 +106,14 @@ class Committer(abc.ABC):
             if committed is not None and {r.task_attempt_id for r in committed} != {
                 r.task_attempt_id for r in recorded
             }:
-                raise CommitError(f"job {self.job_id}: a commit with a different task list is already under way ({path})")
+                raise CommitError(
+                    f"job {self.job_id}: a commit with a different task list is already under way ({path})"
+                )
             return recorded
         if committed is None:
-            raise CommitError(f"job {self.job_id}: no committed task list was given and no commit is under way")
+            raise CommitError(
+                f"job {self.job_id}: no committed task list was given and no commit is under way"
+            )
         payload = {"jobId": self.job_id, "committed": [r.to_json() for r in committed]}
         self.store.write_bytes(path, json.dumps(payload).encode("utf-8"))
         return list(committed)
@@ -168,5 +172,9 @@ class TaskAttempt(abc.ABC):
 
     def _publish(self, manifest: LoadedManifest, data: bytes) -> TaskCommitResult:
         return save_task_manifest(
-            self.context, manifest, data, self.committer.decoder, exclusive=self.committer.exclusive_task_commit
+            self.context,
+            manifest,
+            data,
+            self.committer.decoder,
+            exclusive=self.committer.exclusive_task_commit,
         )

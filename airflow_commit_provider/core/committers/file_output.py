@@ -9,12 +9,12 @@ from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.options import TaskCommitResult
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
 from airflow_commit_provider.core.formats.manifest import FileEntry
-from airflow_commit_provider.core.stages import commit_files
-from airflow_commit_provider.core.stages.entries import CommitEntry
-from airflow_commit_provider.core.stages.manifests import decode_task_manifest
-from airflow_commit_provider.core.stages.context import JobContext
-from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages import commit_files
+from airflow_commit_provider.core.stages.context import JobContext
+from airflow_commit_provider.core.stages.entries import CommitEntry
+from airflow_commit_provider.core.stages.errors import CommitError
+from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 
 
 class FileOutputV1Committer(Committer):

@@ -127,6 +127,8 @@ class MagicTaskAttempt(TaskAttempt):
 
     def abort_task(self) -> None:
         uploads = {(stream.dest, stream.upload_id) for stream in self._streams}
-        uploads.update((path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id))
+        uploads.update(
+            (path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)
+        )
         abort_uploads(self.context, uploads)
         self.pending.clear()

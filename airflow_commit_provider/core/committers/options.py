@@ -29,11 +29,15 @@ class CommitOptions:
 
     def __post_init__(self) -> None:
         if self.conflict_mode not in CONFLICT_MODES:
-            raise ValueError(f"conflict_mode {self.conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}")
+            raise ValueError(
+                f"conflict_mode {self.conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}"
+            )
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
         if self.part_size < MIN_PART_SIZE:
-            raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {self.part_size}")
+            raise ValueError(
+                f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {self.part_size}"
+            )
 
 
 @dataclass(frozen=True)

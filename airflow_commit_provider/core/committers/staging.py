@@ -71,11 +71,12 @@ class StagingTaskAttempt(TaskAttempt):
         os.makedirs(self.local_dir, exist_ok=True)
 
     def create_file(self, relative_path: str) -> BinaryIO:
-        local_path = os.path.join(self.local_dir, *self.destination_of(relative_path).relative_to(
-            self.committer.destination
-        ).split("/"))
+        local_path = os.path.join(
+            self.local_dir,
+            *self.destination_of(relative_path).relative_to(self.committer.destination).split("/"),
+        )
         os.makedirs(os.path.dirname(local_path), exist_ok=True)
-        return open(local_path, "wb")  # noqa: SIM115 - the caller owns the stream
+        return open(local_path, "wb")
 
     def _local_files(self) -> list[tuple[str, str]]:
         found = []
@@ -101,7 +102,9 @@ class StagingTaskAttempt(TaskAttempt):
 
             def upload(index: int) -> None:
                 dest, upload_id = started[index]
-                commits[index] = upload_pending(store, dest, upload_id, _chunks(files[index][0], ctx.options.part_size))
+                commits[index] = upload_pending(
+                    store, dest, upload_id, _chunks(files[index][0], ctx.options.part_size)
+                )
 
             run_parallel(range(len(files)), upload, ctx.options.threads)
             pendingset = PendingSet(self.committer.job_id, self.task_id, self.task_attempt_id, commits)
@@ -121,7 +124,10 @@ class StagingTaskAttempt(TaskAttempt):
         shutil.rmtree(self.local_dir, ignore_errors=True)
         from airflow_commit_provider.core.stages.uploads import recorded_uploads
 
-        abort_uploads(self.context, [(path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)])
+        abort_uploads(
+            self.context,
+            [(path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)],
+        )
 
 
 def _chunks(local_path: str, part_size: int) -> Iterator[bytes]:

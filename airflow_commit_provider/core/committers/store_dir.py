@@ -45,6 +45,6 @@ class StoreDirTaskAttempt(TaskAttempt):
             manifest.extra_data["rows"] = str(rows)
         return manifest
 
-    def publish_manifest(self, manifest: TaskManifest):  # noqa: ANN201 - TaskCommitResult
+    def publish_manifest(self, manifest: TaskManifest):
         data = manifest.to_bytes()
         return self._publish(decode_task_manifest(data, str(self.work_dir)), data)

@@ -27,12 +27,14 @@ def dumps(obj: Any) -> bytes:
 
 def require_field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], source: str) -> Any:
     value = data.get(name)
-    if value is None or not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+    if value is None or not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise InvalidCommitDataError(f"{source}: field {name!r} is missing or not a {_kind_name(kind)}")
     return value
 
 
-def optional_field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], source: str, default: Any) -> Any:
+def optional_field(
+    data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], source: str, default: Any
+) -> Any:
     value = data.get(name)
     if value is None:
         return default

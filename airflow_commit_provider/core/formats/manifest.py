@@ -62,7 +62,9 @@ class TaskManifest:
     def from_bytes(cls, data: bytes, source: str) -> TaskManifest:
         obj = parse_object(data, source)
         if obj.get("type") != TASK_MANIFEST_TYPE:
-            raise InvalidCommitDataError(f"{source}: type is {obj.get('type')!r}, expected {TASK_MANIFEST_TYPE!r}")
+            raise InvalidCommitDataError(
+                f"{source}: type is {obj.get('type')!r}, expected {TASK_MANIFEST_TYPE!r}"
+            )
         if obj.get("version") != TASK_MANIFEST_VERSION:
             raise InvalidCommitDataError(
                 f"{source}: unsupported version {obj.get('version')!r}, expected {TASK_MANIFEST_VERSION}"
@@ -77,7 +79,10 @@ class TaskManifest:
                 raise InvalidCommitDataError(f"{where}: negative size {size}")
             files.append(
                 FileEntry(
-                    _non_empty(raw, "s", where), _non_empty(raw, "d", where), size, optional_field(raw, "e", str, where, None)
+                    _non_empty(raw, "s", where),
+                    _non_empty(raw, "d", where),
+                    size,
+                    optional_field(raw, "e", str, where, None),
                 )
             )
         return cls(

@@ -40,7 +40,9 @@ class PendingCommit:
             "destinationKey": self.destination_key,
             "created": self.created,
             "saved": self.created,
-            "date": datetime.fromtimestamp(self.created / 1000, tz=timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y"),
+            "date": datetime.fromtimestamp(self.created / 1000, tz=timezone.utc).strftime(
+                "%a %b %d %H:%M:%S UTC %Y"
+            ),
             "jobId": job_id,
             "taskId": task_id,
             "text": self.text,
@@ -67,7 +69,10 @@ class PendingCommit:
         length = require_field(raw, "length", int, source)
         if length < 0:
             raise InvalidCommitDataError(f"{source}: negative length {length}")
-        values = {name: require_field(raw, name, str, source) for name in ("uri", "bucket", "destinationKey", "uploadId")}
+        values = {
+            name: require_field(raw, name, str, source)
+            for name in ("uri", "bucket", "destinationKey", "uploadId")
+        }
         for name, value in values.items():
             if not value and not (name == "bucket" and values["uri"].startswith("file:")):
                 raise InvalidCommitDataError(f"{source}: field {name!r} is empty")
@@ -118,7 +123,9 @@ class PendingSet:
                 f"{source}: unsupported pendingset version {version!r}, expected one of {_READABLE_PENDINGSET_VERSIONS}"
             )
         raw_commits = require_field(obj, "commits", list, source)
-        commits = [PendingCommit.from_json(raw, f"{source}: commits[{i}]") for i, raw in enumerate(raw_commits)]
+        commits = [
+            PendingCommit.from_json(raw, f"{source}: commits[{i}]") for i, raw in enumerate(raw_commits)
+        ]
         extra = optional_field(obj, "extraData", dict, source, {})
         return cls(
             job_id=optional_field(obj, "jobId", str, source, ""),

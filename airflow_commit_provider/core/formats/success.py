@@ -73,7 +73,11 @@ class SuccessData:
             "iostatistics": self.iostatistics.to_json(),
             "partitions": self.partitions,
         }
-        for key, value in (("fileCount", self.file_count), ("totalBytes", self.total_bytes), ("rows", self.rows)):
+        for key, value in (
+            ("fileCount", self.file_count),
+            ("totalBytes", self.total_bytes),
+            ("rows", self.rows),
+        ):
             if value is not None:
                 header[key] = value
         return header

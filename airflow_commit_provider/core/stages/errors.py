@@ -21,4 +21,10 @@ class MissingManifestError(CommitError):
     """The driver reported a committed task whose manifest is not in the store."""
 
 
-__all__ = ["CommitError", "InvalidCommitDataError", "JobNotActiveError", "MissingManifestError", "OutputConflictError"]
+__all__ = [
+    "CommitError",
+    "InvalidCommitDataError",
+    "JobNotActiveError",
+    "MissingManifestError",
+    "OutputConflictError",
+]

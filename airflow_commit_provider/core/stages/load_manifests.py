@@ -26,12 +26,18 @@ class LoadedJob:
 
 
 def load_committed_manifests(
-    ctx: JobContext, committed: Sequence[TaskCommitResult], decoder: ManifestDecoder, *, exclusive: bool = True
+    ctx: JobContext,
+    committed: Sequence[TaskCommitResult],
+    decoder: ManifestDecoder,
+    *,
+    exclusive: bool = True,
 ) -> LoadedJob:
     task_ids = [result.task_id for result in committed]
     duplicates = sorted({task for task in task_ids if task_ids.count(task) > 1})
     if duplicates:
-        raise InvalidCommitDataError(f"job {ctx.job_id}: tasks reported committed more than once: {duplicates}")
+        raise InvalidCommitDataError(
+            f"job {ctx.job_id}: tasks reported committed more than once: {duplicates}"
+        )
     spool = EntrySpool()
     lock = threading.Lock()
     rows: list[int | None] = []
@@ -46,7 +52,9 @@ def load_committed_manifests(
             ) from None
         manifest = decoder(data, str(path))
         if manifest.job_id != ctx.job_id:
-            raise InvalidCommitDataError(f"{path}: job ID mismatch: {manifest.job_id!r} is not this job's {ctx.job_id!r}")
+            raise InvalidCommitDataError(
+                f"{path}: job ID mismatch: {manifest.job_id!r} is not this job's {ctx.job_id!r}"
+            )
         if manifest.task_id != result.task_id:
             raise InvalidCommitDataError(f"{path}: task ID {manifest.task_id!r} is not {result.task_id!r}")
         if manifest.task_attempt_id != result.task_attempt_id:
@@ -55,7 +63,12 @@ def load_committed_manifests(
                     f"{path}: committed by attempt {manifest.task_attempt_id!r}, "
                     f"but the driver reported {result.task_attempt_id!r}"
                 )
-            log.warning("%s: last writer %s differs from reported %s", path, manifest.task_attempt_id, result.task_attempt_id)
+            log.warning(
+                "%s: last writer %s differs from reported %s",
+                path,
+                manifest.task_attempt_id,
+                result.task_attempt_id,
+            )
         with lock:
             for entry in manifest.entries:
                 dest = _checked_destination(ctx, entry.dest, str(path))
@@ -85,7 +98,9 @@ def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:
         raise InvalidCommitDataError(f"{source}: destination {dest} is outside the job's output root {root}")
     relative = path.relative_to(root)
     if not relative or any(part.startswith(("_", ".")) for part in relative.split("/")):
-        raise InvalidCommitDataError(f"{source}: destination {dest} is a hidden or reserved path under {root}")
+        raise InvalidCommitDataError(
+            f"{source}: destination {dest} is a hidden or reserved path under {root}"
+        )
     return path
 
 

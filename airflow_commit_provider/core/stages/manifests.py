@@ -49,7 +49,12 @@ def decode_pendingset(data: bytes, source: str) -> LoadedManifest:
     ]
     rows = pendingset.iostatistics.counters.get("rows_written")
     return LoadedManifest(
-        pendingset.job_id, pendingset.task_id, pendingset.task_attempt_id, entries, pendingset.iostatistics, rows
+        pendingset.job_id,
+        pendingset.task_id,
+        pendingset.task_attempt_id,
+        entries,
+        pendingset.iostatistics,
+        rows,
     )
 
 

@@ -17,7 +17,12 @@ from airflow_commit_provider.core.store.base import FileAlreadyExistsError
 
 
 def save_task_manifest(
-    ctx: JobContext, manifest: LoadedManifest, data: bytes, decoder: ManifestDecoder, *, exclusive: bool = True
+    ctx: JobContext,
+    manifest: LoadedManifest,
+    data: bytes,
+    decoder: ManifestDecoder,
+    *,
+    exclusive: bool = True,
 ) -> TaskCommitResult:
     """Publish `data` as the commit of `manifest.task_id`; returns the result the driver should use.
 
@@ -32,7 +37,9 @@ def save_task_manifest(
         except FileAlreadyExistsError:
             winner = decoder(ctx.store.read_bytes(path), str(path))
             if winner.job_id != ctx.job_id:
-                raise InvalidCommitDataError(f"{path}: job ID {winner.job_id!r} is not {ctx.job_id!r}") from None
+                raise InvalidCommitDataError(
+                    f"{path}: job ID {winner.job_id!r} is not {ctx.job_id!r}"
+                ) from None
             if winner.task_attempt_id != manifest.task_attempt_id:
                 log.info(
                     "task %s was already committed by %s; attempt %s adopts it",

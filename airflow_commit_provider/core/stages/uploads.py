@@ -50,7 +50,9 @@ def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> 
 
 def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str]) -> int:
     """Abort every recorded upload except those of the attempts whose output was committed."""
-    doomed = [(path, upload) for attempt, path, upload in recorded_uploads(ctx) if attempt not in committed_attempts]
+    doomed = [
+        (path, upload) for attempt, path, upload in recorded_uploads(ctx) if attempt not in committed_attempts
+    ]
     if doomed:
         log.info("job %s: aborting %d uploads of uncommitted task attempts", ctx.job_id, len(doomed))
     return abort_uploads(ctx, doomed)
@@ -66,5 +68,10 @@ def upload_pending(store: Store, dest: StorePath, upload_id: str, chunks: Iterab
     if not etags:
         etags.append(store.upload_part(dest, upload_id, 1, b""))
     return PendingCommit(
-        uri=dest.uri(), bucket=dest.bucket, destination_key=dest.key, upload_id=upload_id, etags=tuple(etags), length=length
+        uri=dest.uri(),
+        bucket=dest.bucket,
+        destination_key=dest.key,
+        upload_id=upload_id,
+        etags=tuple(etags),
+        length=length,
     )

@@ -41,7 +41,9 @@ class _AtomicLocalWriter:
         self._store = store
         self._path = path
         os.makedirs(os.path.dirname(path.key), exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key))
+        fd, self._tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key)
+        )
         self._file = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> int:
@@ -218,11 +220,15 @@ class LocalStore(Store):
                         data = part.read()
                 except FileNotFoundError as error:
                     os.unlink(tmp)
-                    raise NoSuchUploadError(f"part {number} missing from upload {upload_id} for {path}") from error
+                    raise NoSuchUploadError(
+                        f"part {number} missing from upload {upload_id} for {path}"
+                    ) from error
                 digest = hashlib.md5(data, usedforsecurity=False)
                 if f'"{digest.hexdigest()}"' != etag:
                     os.unlink(tmp)
-                    raise NoSuchUploadError(f"part {number} of upload {upload_id} for {path} has a different ETag")
+                    raise NoSuchUploadError(
+                        f"part {number} of upload {upload_id} for {path} has a different ETag"
+                    )
                 digests.append(digest.digest())
                 out.write(data)
         os.replace(tmp, path.key)
@@ -245,7 +251,9 @@ class LocalStore(Store):
             uploads_root = os.path.join(current, UPLOADS_DIR)
             for upload_id in sorted(os.listdir(uploads_root)):
                 try:
-                    with open(os.path.join(uploads_root, upload_id, _UPLOAD_META), encoding="utf-8") as handle:
+                    with open(
+                        os.path.join(uploads_root, upload_id, _UPLOAD_META), encoding="utf-8"
+                    ) as handle:
                         meta = json.load(handle)
                 except (FileNotFoundError, NotADirectoryError):
                     continue

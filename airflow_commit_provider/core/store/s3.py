@@ -41,6 +41,7 @@ DELETE_BATCH = 1000
 MAX_SINGLE_COPY = 5 * 1024**3
 #: Streams larger than this are uploaded as multipart uploads when closed.
 MULTIPART_THRESHOLD = 64 * 1024**2
+#: Part size for those uploads (S3 rejects non-final parts under 5 MiB).
 MIN_PART_SIZE = 16 * 1024**2
 MAX_PARTS = 10_000
 #: Bytes a write stream keeps in memory before spilling to a temporary file.
@@ -66,6 +67,12 @@ class S3Store(Store):
         multipart_upload=True,
         consistent_listing=True,
     )
+    #: AWS answers 404 NoSuchUpload when aborting an upload that is gone; SeaweedFS answers 204.
+    #: A one-part ListParts probe first gives NoSuchUploadError everywhere, for one more request.
+    verify_abort = True
+    #: Write streams larger than this are published as multipart uploads of `part_size` parts.
+    multipart_threshold = MULTIPART_THRESHOLD
+    part_size = MIN_PART_SIZE
 
     def __init__(
         self,
@@ -190,10 +197,10 @@ class S3Store(Store):
 
     def _upload_stream(self, path: StorePath, body: BinaryIO, size: int) -> None:
         """Publish a finished write stream: one PutObject, or a multipart upload when large."""
-        if size <= MULTIPART_THRESHOLD:
+        if size <= self.multipart_threshold:
             self._put(path, body, size)
             return
-        part_size = max(MIN_PART_SIZE, math.ceil(size / MAX_PARTS))
+        part_size = max(self.part_size, math.ceil(size / MAX_PARTS))
         upload_id = self.create_multipart_upload(path)
         try:
             body.seek(0)
@@ -335,13 +342,21 @@ class S3Store(Store):
         return cast(str, response.get("ETag", ""))
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        """Abort the upload; NoSuchUploadError if it was already completed or aborted."""
+        bucket, key = _object(path)
+        if self.verify_abort:
+            with self._request("op_list_parts", path, f"ListParts {upload_id} of"):
+                self.client.list_parts(Bucket=bucket, Key=key, UploadId=upload_id, MaxParts=1)
+        self._abort(path, upload_id)
+
+    def _abort(self, path: StorePath, upload_id: str) -> None:
         bucket, key = _object(path)
         with self._request("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of"):
             self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
         try:
-            self.abort_multipart_upload(path, upload_id)
+            self._abort(path, upload_id)
         except StoreError:
             pass  # the original failure matters more; leftovers are cleaned by age later
 

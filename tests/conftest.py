@@ -1,0 +1,65 @@
+"""Fixtures shared by the whole suite.
+
+One embedded SeaweedFS serves every S3 test in a session; it starts only when the first test
+that needs S3 asks for it, so local-only runs never pay its start-up time. `store_root` runs a
+test once per store, which is how the store contract is checked on both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import Store
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.core.store.s3 import S3Store
+    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+
+@pytest.fixture(scope="session")
+def embedded_s3() -> Iterator[EmbeddedS3]:
+    """One SeaweedFS server for the session, always stopped at the end."""
+    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+    with EmbeddedS3() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(embedded_s3: EmbeddedS3) -> str:
+    """A fresh, empty bucket, so tests never see each other's objects or uploads."""
+    return embedded_s3.create_bucket(f"test-{uuid.uuid4().hex[:20]}")
+
+
+@pytest.fixture
+def s3_store(embedded_s3: EmbeddedS3) -> Iterator[S3Store]:
+    """An S3Store on the embedded server, with statistics of its own."""
+    store = embedded_s3.store()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def local_root(tmp_path: Path) -> StorePath:
+    """A local directory that does not exist yet, inside the test's tmp_path."""
+    return StorePath.parse(str(tmp_path / "store"))
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_root(request: pytest.FixtureRequest) -> Iterator[tuple[Store, StorePath]]:
+    """(store, root directory) for each store; the S3 one starts the embedded server lazily."""
+    if request.param == "local":
+        from airflow_commit_provider.core.store.local import LocalStore
+
+        local = LocalStore()
+        yield local, request.getfixturevalue("local_root")
+        local.close()
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        yield request.getfixturevalue("s3_store"), StorePath("s3", bucket, "root")
