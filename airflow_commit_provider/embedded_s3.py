@@ -34,6 +34,15 @@ _PORT_NAMES = ("master", "volume", "filer", "s3")
 #: Where weed puts its gRPC Unix sockets regardless of TMPDIR; removed on stop.
 _GRPC_SOCKET = "/tmp/seaweedfs-{name}-grpc-{port}.sock"
 _INSTALL_HINT = "pip install 'airflow-commit-provider[embedded-s3]'"
+#: Each new bucket gets 2 volumes instead of 7, so `max_volumes` covers many more buckets.
+_MASTER_TOML = """\
+[master.volume_growth]
+copy_1 = 2
+copy_2 = 1
+copy_3 = 1
+copy_other = 1
+"""
+_PROBE_BUCKET = "embedded-s3-readiness-probe"
 
 
 class EmbeddedS3Error(RuntimeError):
@@ -71,14 +80,16 @@ class EmbeddedS3:
         startup_timeout: float = 60.0,
         stop_timeout: float = 3.0,
         weed_binary: str | None = None,
+        max_volumes: int = 2000,
     ) -> None:
         self.startup_timeout = startup_timeout
+        self.max_volumes = max_volumes
         self.stop_timeout = stop_timeout
         self.weed_binary = weed_binary
         self.access_key = "AK" + secrets.token_hex(9).upper()
         self.secret_key = secrets.token_urlsafe(30)
         self.startup_seconds: float | None = None
-        """How long the last `start()` took until S3 answered."""
+        """Seconds the last `start()` took until S3 answered and stored an object."""
         self._process: subprocess.Popen[bytes] | None = None
         self._tmpdir: str | None = None
         self._ports: dict[str, int] = {}
@@ -112,6 +123,10 @@ class EmbeddedS3:
         if self._process is not None:
             raise EmbeddedS3Error("the embedded S3 server is already started")
         binary = self.weed_binary or find_weed_binary()
+        if not os.access(binary, os.X_OK):
+            raise EmbeddedS3Error(
+                f"{binary} is not an executable 'weed' binary; install one with: {_INSTALL_HINT}"
+            )
         began = time.monotonic()
         atexit.register(self.stop)
         try:
@@ -137,6 +152,7 @@ class EmbeddedS3:
         config_path = Path(self._tmpdir, "s3.json")
         config_path.write_text(json.dumps(self._s3_config()))
         config_path.chmod(0o600)
+        Path(self._tmpdir, "master.toml").write_text(_MASTER_TOML)
         ports = _free_ports(2 * len(_PORT_NAMES))
         self._ports = {name: ports[i] for i, name in enumerate(_PORT_NAMES)}
         self._ports |= {f"{name}.grpc": ports[len(_PORT_NAMES) + i] for i, name in enumerate(_PORT_NAMES)}
@@ -144,11 +160,15 @@ class EmbeddedS3:
         command = [
             binary,
             "-logtostderr",  # keep glog files out of /tmp
+            f"-config_dir={self._tmpdir}",  # our master.toml, not one from ~/.seaweedfs or /etc
             "server",
             "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1",
             f"-dir={data_dir}",
-            "-volume.max=0",
+            # Every bucket is a collection with volumes of its own. `-volume.max=0` would allow
+            # free disk / 30 GiB volumes (2 on a 78 GB disk: one bucket); allow many small ones.
+            f"-volume.max={self.max_volumes}",
+            "-master.volumeSizeLimitMB=1024",
             "-master.telemetry=false",
             *(f"-{name}.port={p[name]}" for name in _PORT_NAMES),
             *(f"-{name}.port.grpc={p[name + '.grpc']}" for name in _PORT_NAMES),
@@ -180,21 +200,25 @@ class EmbeddedS3:
         return {"identities": [identity]}
 
     def _wait_until_ready(self, deadline: float) -> bool:
-        """Poll ListBuckets until it answers; False if the process exits first."""
-        probe = self.client(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2)
+        """Poll until S3 answers and can store an object; False if the process exits first.
+
+        ListBuckets answers before the volume server has registered with the master, and a
+        write in that window fails with 500 InternalError, so the probe also writes.
+        """
+        probe = self.client(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=5)
         try:
             while True:
                 try:
-                    probe.list_buckets()
+                    _probe_write(probe)
                     return True
-                except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
+                except Exception as exc:  # any failure means "not ready yet"
                     last_error = exc
                 assert self._process is not None
                 if self._process.poll() is not None:
                     return False
                 if time.monotonic() > deadline:
                     raise EmbeddedS3Error(
-                        f"SeaweedFS S3 did not answer within {self.startup_timeout:.0f} s "
+                        f"SeaweedFS S3 did not become ready within {self.startup_timeout:.0f} s "
                         f"(last error: {last_error}); log tail:\n{self._log_tail()}"
                     )
                 time.sleep(0.1)  # poll interval, not synchronisation
@@ -213,10 +237,8 @@ class EmbeddedS3:
             return
         if process.poll() is None:
             _signal_group(process.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # weed often ignores SIGTERM
                 process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass  # weed often lingers after SIGTERM
         _signal_group(process.pid, signal.SIGKILL)  # also reaps any stray children of the group
         process.wait()
 
@@ -277,6 +299,26 @@ class EmbeddedS3:
         finally:
             client.close()
         return name
+
+    def delete_bucket(self, name: str) -> None:
+        """Delete a bucket with everything in it (SeaweedFS allows that), freeing its volumes."""
+        client = self.client()
+        try:
+            client.delete_bucket(Bucket=name)
+        finally:
+            client.close()
+
+
+def _probe_write(client: Any) -> None:
+    """Create a bucket, write and delete an object in it, and delete the bucket."""
+    client.list_buckets()
+    with contextlib.suppress(
+        client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists
+    ):
+        client.create_bucket(Bucket=_PROBE_BUCKET)
+    client.put_object(Bucket=_PROBE_BUCKET, Key="probe", Body=b"ok")
+    client.delete_object(Bucket=_PROBE_BUCKET, Key="probe")
+    client.delete_bucket(Bucket=_PROBE_BUCKET)
 
 
 def _free_ports(count: int) -> list[int]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+INTEGRATION = "Commit Protocols"
+
 
 def get_provider_info() -> dict[str, Any]:
     """Return the provider description (schema: airflow/provider_info.schema.json).
 
-    Only keys that point at modules that exist belong here; hooks, operators, sensors and
-    triggers are added as those modules land.
+    No ``connection-types``: S3 locations use the Amazon provider's ``aws`` connection type
+    (``aws_default``), Spark the Spark provider's ``spark`` type (``spark_default``), and local paths
+    need none. Registering ``aws`` again would clash with the Amazon provider's registration.
     """
     return {
         "package-name": "airflow-commit-provider",
@@ -21,8 +24,35 @@ def get_provider_info() -> dict[str, Any]:
         ),
         "integrations": [
             {
-                "integration-name": "Commit Protocols",
+                "integration-name": INTEGRATION,
                 "tags": ["software"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_commit_provider.hooks.commit_store"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_commit_provider.operators.spark_submit",
+                    "airflow_commit_provider.operators.cleanup",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_commit_provider.sensors.success_manifest"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["airflow_commit_provider.triggers.success_manifest"],
             }
         ],
     }

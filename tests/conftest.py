@@ -7,6 +7,7 @@ test once per store, which is how the store contract is checked on both.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
     from airflow_commit_provider.embedded_s3 import EmbeddedS3
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the embedded server `s3`, so `-m "not s3"` runs without it."""
+    for item in items:
+        if "embedded_s3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.s3)
+
+
 @pytest.fixture(scope="session")
 def embedded_s3() -> Iterator[EmbeddedS3]:
     """One SeaweedFS server for the session, always stopped at the end."""
@@ -32,9 +40,15 @@ def embedded_s3() -> Iterator[EmbeddedS3]:
 
 
 @pytest.fixture
-def s3_bucket(embedded_s3: EmbeddedS3) -> str:
-    """A fresh, empty bucket, so tests never see each other's objects or uploads."""
-    return embedded_s3.create_bucket(f"test-{uuid.uuid4().hex[:20]}")
+def s3_bucket(embedded_s3: EmbeddedS3) -> Iterator[str]:
+    """A fresh, empty bucket, so tests never see each other's objects or uploads.
+
+    It is deleted afterwards: each SeaweedFS bucket holds volumes of its own.
+    """
+    bucket = embedded_s3.create_bucket(f"test-{uuid.uuid4().hex[:20]}")
+    yield bucket
+    with contextlib.suppress(Exception):
+        embedded_s3.delete_bucket(bucket)
 
 
 @pytest.fixture
@@ -51,7 +65,7 @@ def local_root(tmp_path: Path) -> StorePath:
     return StorePath.parse(str(tmp_path / "store"))
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def store_root(request: pytest.FixtureRequest) -> Iterator[tuple[Store, StorePath]]:
     """(store, root directory) for each store; the S3 one starts the embedded server lazily."""
     if request.param == "local":

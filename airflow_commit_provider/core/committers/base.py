@@ -18,10 +18,10 @@ from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log
-from airflow_commit_provider.core.stages.errors import CommitError, InvalidCommitDataError
+from airflow_commit_provider.core.stages.errors import CommitError, InvalidCommitDataError, JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
-from airflow_commit_provider.core.stages.task_commit import save_task_manifest
+from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 
 
@@ -171,10 +171,28 @@ class TaskAttempt(abc.ABC):
         return self.committer.destination.join(relative_path)
 
     def _publish(self, manifest: LoadedManifest, data: bytes) -> TaskCommitResult:
-        return save_task_manifest(
-            self.context,
-            manifest,
-            data,
-            self.committer.decoder,
-            exclusive=self.committer.exclusive_task_commit,
+        try:
+            return save_task_manifest(
+                self.context,
+                manifest,
+                data,
+                self.committer.decoder,
+                exclusive=self.committer.exclusive_task_commit,
+            )
+        except JobNotActiveError:
+            self.abort_task()  # the job is over: a late attempt discards its own output
+            raise
+
+    def _require_active_job(self) -> None:
+        """Refuse to commit (and discard this attempt's output) once the job is committed or aborted."""
+        try:
+            job_state.require_active_job(self.context, f"commit task attempt {self.task_attempt_id}")
+        except JobNotActiveError:
+            self.abort_task()
+            raise
+
+    def _holds_task_commit(self) -> bool:
+        """Whether this attempt's commit is its task's commit in the active job (abort must keep it)."""
+        return attempt_holds_task_commit(
+            self.context, self.task_id, self.task_attempt_id, self.committer.decoder
         )

@@ -32,6 +32,7 @@ class FileOutputV1Committer(Committer):
 
 class _V1TaskAttempt(StoreDirTaskAttempt):
     def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        self._require_active_job()
         committed_dir = self.committer.layout.committed_task_dir(self.task_id)
         self.store.delete_tree(committed_dir)
         files = []
@@ -71,6 +72,7 @@ class FileOutputV2Committer(Committer):
 
 class _V2TaskAttempt(StoreDirTaskAttempt):
     def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+        self._require_active_job()  # never rename into the destination of a finished job
         files = []
         for status, relative in self.written_files():
             dest = self.destination_of(relative)

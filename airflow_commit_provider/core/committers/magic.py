@@ -8,8 +8,9 @@ from airflow_commit_provider.core.committers.options import TaskCommitResult
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files
+from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
-from airflow_commit_provider.core.stages.uploads import abort_uploads, record_uploads, recorded_uploads
+from airflow_commit_provider.core.stages.uploads import abort_uploads, discard_attempt_uploads, record_uploads
 from airflow_commit_provider.core.store.base import Store
 
 
@@ -118,6 +119,8 @@ class MagicTaskAttempt(TaskAttempt):
         data = pendingset.to_bytes()
         try:
             result = self._publish(decode_pendingset(data, self.task_attempt_id), data)
+        except JobNotActiveError:
+            raise  # already discarded
         except BaseException:
             self.abort_task()
             raise
@@ -126,9 +129,8 @@ class MagicTaskAttempt(TaskAttempt):
         return result
 
     def abort_task(self) -> None:
+        if self._holds_task_commit():
+            return  # its uploads are the task's committed output
         uploads = {(stream.dest, stream.upload_id) for stream in self._streams}
-        uploads.update(
-            (path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)
-        )
-        abort_uploads(self.context, uploads)
+        discard_attempt_uploads(self.context, self.task_attempt_id, uploads)
         self.pending.clear()

@@ -18,9 +18,10 @@ from airflow_commit_provider.core.formats.pending import PendingCommit, PendingS
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files, conflicts
 from airflow_commit_provider.core.stages.context import run_parallel
+from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
-from airflow_commit_provider.core.stages.uploads import abort_uploads, record_uploads, upload_pending
+from airflow_commit_provider.core.stages.uploads import discard_attempt_uploads, record_uploads, upload_pending
 
 
 class StagingCommitter(Committer):
@@ -112,22 +113,22 @@ class StagingTaskAttempt(TaskAttempt):
                 pendingset.iostatistics.increment("rows_written", rows)
             data = pendingset.to_bytes()
             result = self._publish(decode_pendingset(data, self.local_dir), data)
+        except JobNotActiveError:
+            raise  # already discarded
         except BaseException:
-            abort_uploads(ctx, started)
+            if not self._holds_task_commit():
+                discard_attempt_uploads(ctx, self.task_attempt_id, started)
             raise
         if result.adopted_from:
-            abort_uploads(ctx, started)
+            discard_attempt_uploads(ctx, self.task_attempt_id, started)
         shutil.rmtree(self.local_dir, ignore_errors=True)
         return result
 
     def abort_task(self) -> None:
         shutil.rmtree(self.local_dir, ignore_errors=True)
-        from airflow_commit_provider.core.stages.uploads import recorded_uploads
-
-        abort_uploads(
-            self.context,
-            [(path, upload) for _a, path, upload in recorded_uploads(self.context, self.task_attempt_id)],
-        )
+        if self._holds_task_commit():
+            return  # its uploads are the task's committed output
+        discard_attempt_uploads(self.context, self.task_attempt_id)
 
 
 def _chunks(local_path: str, part_size: int) -> Iterator[bytes]:

@@ -31,6 +31,8 @@ class StoreDirTaskAttempt(TaskAttempt):
         return any(True for _ in self.store.list_files(self.work_dir))
 
     def abort_task(self) -> None:
+        if self.committer.exclusive_task_commit and self._holds_task_commit():
+            return  # the files in the work directory are the task's committed output
         self.store.delete_tree(self.work_dir)
 
     def build_manifest(self, files: list[FileEntry], rows: int | None) -> TaskManifest:

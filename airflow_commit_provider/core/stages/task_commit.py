@@ -13,7 +13,7 @@ from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, JobNotActiveError
 from airflow_commit_provider.core.stages.job_state import job_is_active, require_active_job
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
-from airflow_commit_provider.core.store.base import FileAlreadyExistsError
+from airflow_commit_provider.core.store.base import FileAlreadyExistsError, FileNotFoundInStoreError
 
 
 def save_task_manifest(
@@ -68,3 +68,23 @@ def _result(path: StorePath, manifest: LoadedManifest, adopted_from: str | None 
         rows=manifest.rows,
         adopted_from=adopted_from,
     )
+
+
+def attempt_holds_task_commit(
+    ctx: JobContext, task_id: str, task_attempt_id: str, decoder: ManifestDecoder
+) -> bool:
+    """True if the attempt's manifest is its task's commit in a job that is still active.
+
+    Aborting such an attempt must keep its output: its commit may have reached the store while
+    the reply was lost, and the task's next attempt adopts it. Once the job is over, it may go.
+    """
+    path = ctx.layout.manifest_path(task_id)
+    try:
+        data = ctx.store.read_bytes(path)
+    except FileNotFoundInStoreError:
+        return False
+    try:
+        holder = decoder(data, str(path)).task_attempt_id
+    except InvalidCommitDataError:
+        return False
+    return holder == task_attempt_id and job_is_active(ctx)

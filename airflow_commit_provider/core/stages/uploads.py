@@ -48,6 +48,21 @@ def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> 
     return run_parallel(list(uploads), abort, ctx.options.threads)
 
 
+def discard_attempt_uploads(
+    ctx: JobContext, task_attempt_id: str, uploads: Iterable[tuple[StorePath, str]] = ()
+) -> int:
+    """Abort an attempt's uploads (those given and those recorded), then delete its records.
+
+    Afterwards nothing of the attempt remains in the store, even when the job is already over
+    and its cleanup has run (a late attempt would otherwise leave its records behind).
+    """
+    found = set(uploads)
+    found.update((path, upload) for _a, path, upload in recorded_uploads(ctx, task_attempt_id))
+    aborted = abort_uploads(ctx, found)
+    ctx.store.delete_tree(ctx.layout.upload_records_dir(task_attempt_id))
+    return aborted
+
+
 def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str]) -> int:
     """Abort every recorded upload except those of the attempts whose output was committed."""
     doomed = [

@@ -8,6 +8,7 @@ requests per committed file.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -15,7 +16,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any, BinaryIO, cast
 
 import boto3
@@ -73,6 +73,8 @@ class S3Store(Store):
     #: Write streams larger than this are published as multipart uploads of `part_size` parts.
     multipart_threshold = MULTIPART_THRESHOLD
     part_size = MIN_PART_SIZE
+    #: Entries per listing request; None leaves it to the server (1000 on AWS).
+    list_page_size: int | None = None
 
     def __init__(
         self,
@@ -124,8 +126,12 @@ class S3Store(Store):
         path_style = bool(self.endpoint_url or _env_endpoint())
         config = Config(
             max_pool_connections=self.max_pool_connections,
-            # Standard mode retries throttling (503 SlowDown) and transient errors with backoff.
-            retries={"mode": "standard", "max_attempts": 10},
+            # Standard mode retries throttling (503 SlowDown) and transient errors with backoff;
+            # AWS_RETRY_MODE / AWS_MAX_ATTEMPTS still override, as everywhere in boto3.
+            retries={
+                "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
+                "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 10),
+            },
             s3={"addressing_style": "path"} if path_style else None,
         )
         return session.client(
@@ -139,7 +145,7 @@ class S3Store(Store):
                 self._client.close()
                 self._client = None
 
-    @contextmanager
+    @contextlib.contextmanager
     def _request(self, counter: str, path: StorePath, action: str) -> Iterator[None]:
         """Count one request and turn boto errors into StoreErrors naming the URL and error code."""
         self.statistics.increment(counter)
@@ -230,17 +236,19 @@ class S3Store(Store):
         """Raw ListObjectsV2 entries under the directory (markers included), page by page."""
         bucket = _bucket(directory)
         prefix = directory.dir_prefix()
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **self._page_size("MaxKeys")}
         while True:
             with self._request("op_list", directory, "ListObjectsV2"):
                 page = self.client.list_objects_v2(**kwargs)
             for entry in page.get("Contents", ()):
                 if entry["Key"].startswith(prefix):  # defence in depth against loose prefix matching
                     yield entry
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            if not page.get("IsTruncated"):
                 return
-            kwargs["ContinuationToken"] = token
+            kwargs["ContinuationToken"] = _next_marker(page, kwargs, directory, "NextContinuationToken")
+
+    def _page_size(self, parameter: str) -> dict[str, int]:
+        return {parameter: self.list_page_size} if self.list_page_size else {}
 
     def delete(self, path: StorePath) -> None:
         bucket, key = _object(path)
@@ -355,15 +363,14 @@ class S3Store(Store):
             self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
-        try:
+        # The original failure matters more; leftover uploads are purged by age later.
+        with contextlib.suppress(StoreError):
             self._abort(path, upload_id)
-        except StoreError:
-            pass  # the original failure matters more; leftovers are cleaned by age later
 
     def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
         bucket = _bucket(directory)
         prefix = directory.dir_prefix()
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **self._page_size("MaxUploads")}
         while True:
             with self._request("op_multipart_list", directory, "ListMultipartUploads"):
                 page = self.client.list_multipart_uploads(**kwargs)
@@ -374,23 +381,29 @@ class S3Store(Store):
                         upload["UploadId"],
                         upload["Initiated"].timestamp(),
                     )
-            key_marker, id_marker = page.get("NextKeyMarker"), page.get("NextUploadIdMarker")
-            if not page.get("IsTruncated") or not (key_marker or id_marker):
+            if not page.get("IsTruncated"):
                 return
-            kwargs.update(KeyMarker=key_marker or "", UploadIdMarker=id_marker or "")
+            # SeaweedFS orders uploads by ID and returns only NextUploadIdMarker; AWS returns both.
+            markers = {
+                "KeyMarker": page.get("NextKeyMarker"),
+                "UploadIdMarker": page.get("NextUploadIdMarker"),
+            }
+            if not any(markers.values()) or all(kwargs.get(k) == v for k, v in markers.items()):
+                raise StoreError(f"S3 ListMultipartUploads {directory}: truncated page without a new marker")
+            kwargs.update({k: v for k, v in markers.items() if v})
 
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
         bucket, key = _object(path)
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": upload_id}
+        kwargs |= self._page_size("MaxParts")
         parts: list[UploadedPart] = []
         while True:
             with self._request("op_list_parts", path, f"ListParts {upload_id} of"):
                 page = self.client.list_parts(**kwargs)
             parts += [UploadedPart(p["PartNumber"], p["ETag"], p["Size"]) for p in page.get("Parts", ())]
-            marker = page.get("NextPartNumberMarker")
-            if not page.get("IsTruncated") or not marker:
+            if not page.get("IsTruncated"):
                 return parts
-            kwargs["PartNumberMarker"] = marker
+            kwargs["PartNumberMarker"] = _next_marker(page, kwargs, path, "NextPartNumberMarker")
 
 
 class S3WriteStream(io.BufferedIOBase):
@@ -405,7 +418,7 @@ class S3WriteStream(io.BufferedIOBase):
         super().__init__()
         self.store = store
         self.path = path
-        self._buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT)
+        self._buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT)  # noqa: SIM115 - closed by close()
         self._discarded = False
 
     @property
@@ -449,6 +462,15 @@ class S3WriteStream(io.BufferedIOBase):
         # io.IOBase's finalizer would call close() and publish a half-written object.
         if not getattr(self, "closed", True):
             self.discard()
+
+
+def _next_marker(page: dict[str, Any], kwargs: dict[str, Any], where: StorePath, name: str) -> Any:
+    """The marker for the next page; a truncated page must move the listing on, or we would loop."""
+    marker = page.get(name)
+    request_name = name.removeprefix("Next")
+    if not marker or kwargs.get(request_name) == marker:
+        raise StoreError(f"S3 listing of {where}: truncated page without a new {name}")
+    return marker
 
 
 def _env_endpoint() -> str | None:

@@ -1,0 +1,479 @@
+"""`airflow-commit`: list and abort pending uploads, clean temporary trees, check `_SUCCESS`.
+
+Destructive commands ask first (like `hadoop s3guard uploads -abort` without `-force`) and
+refuse when nobody can answer. Errors are one line on stderr with exit status 2; a failed
+verification or a declined prompt exits 1; `--json` output is for machines; progress bars are
+drawn only on a terminal. S3 settings follow boto3's environment (`AWS_ENDPOINT_URL`, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+from airflow_commit_provider.core.cleanup import (
+    DEFAULT_OLDER_THAN,
+    NoProgress,
+    Progress,
+    abort_uploads,
+    clean_temp_trees,
+    find_temp_trees,
+    format_duration,
+    list_pending_uploads,
+    parse_duration,
+    parse_scope,
+)
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import FileNotFoundInStoreError, Store, StoreError, open_store
+from airflow_commit_provider.core.success_check import is_legacy, load_success, success_path, verify_success
+
+PROG = "airflow-commit"
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _duration(text: str) -> Any:
+    try:
+        return parse_duration(text, "--older-than")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).split(": ", 1)[1]) from error
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--endpoint-url", help="S3 endpoint (overrides AWS_ENDPOINT_URL)")
+    common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    common.add_argument("--threads", type=_positive, default=16, help="parallel requests (default 16)")
+    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
+    scoped.add_argument("url", help="directory: s3://bucket/prefix, s3a://..., file:///path or a path")
+    scoped.add_argument(
+        "--older-than",
+        type=_duration,
+        default=DEFAULT_OLDER_THAN,
+        metavar="DURATION",
+        help="only what is at least this old: 90s, 15m, 6h, 2d (default 24h)",
+    )
+    scoped.add_argument("--job-id", help="only what belongs to this job")
+    scoped.add_argument(
+        "--allow-bucket-root", action="store_true", help="allow a scope that is a whole bucket"
+    )
+    destructive = argparse.ArgumentParser(add_help=False)
+    destructive.add_argument(
+        "--dry-run", action="store_true", help="report what would be done, change nothing"
+    )
+    destructive.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    parser = _Parser(prog=PROG, description=__doc__.split("\n", 1)[0])
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{uploads,temp,success}")
+
+    uploads = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
+        dest="command", required=True
+    )
+    listing = uploads.add_parser("list", parents=[scoped], help="list pending uploads with their sizes")
+    listing.set_defaults(handler=_uploads_list)
+    abort = uploads.add_parser("abort", parents=[scoped, destructive], help="abort pending uploads")
+    abort.set_defaults(handler=_uploads_abort)
+
+    temp = groups.add_parser("temp", help="temporary trees of failed jobs").add_subparsers(
+        dest="command", required=True
+    )
+    nested = argparse.ArgumentParser(add_help=False)
+    nested.add_argument("--nested", action="store_true", help="also search below subdirectories")
+    temp.add_parser("list", parents=[scoped, nested], help="list temporary trees").set_defaults(
+        handler=_temp_list
+    )
+    temp.add_parser(
+        "clean", parents=[scoped, nested, destructive], help="delete stale temporary trees"
+    ).set_defaults(handler=_temp_clean)
+
+    success = groups.add_parser("success", help="_SUCCESS files").add_subparsers(
+        dest="command", required=True
+    )
+    show = success.add_parser("show", parents=[common], help="show a _SUCCESS file")
+    show.add_argument("url", help="output directory or its _SUCCESS file")
+    show.set_defaults(handler=_success_show)
+    verify = success.add_parser("verify", parents=[common], help="check a _SUCCESS file (exit 1 if not)")
+    verify.add_argument("url", help="output directory or its _SUCCESS file")
+    verify.add_argument("--job-id", help="the job that must have written it")
+    verify.add_argument("--min-files", type=int, metavar="N", help="at least N files committed")
+    verify.add_argument(
+        "--committer", action="append", metavar="NAME", help="expected committer (repeat for any of)"
+    )
+    verify.add_argument("--newer-than", type=_duration, metavar="DURATION", help="written within DURATION")
+    verify.add_argument("--partition", action="append", metavar="P", help="a partition that must be listed")
+    verify.add_argument("--allow-legacy", action="store_true", help="accept a 0-byte classic marker")
+    verify.set_defaults(handler=_success_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, or a usage error already printed as one line
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+    except Exception as error:  # every failure is one line; no tracebacks for users
+        known = (CliError, ValueError, OSError, StoreError)
+        message = str(error) if isinstance(error, known) else f"{type(error).__name__}: {error}"
+        _fail(message)
+        return 2
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+# Shared plumbing --------------------------------------------------------------------------
+def _open(args: argparse.Namespace, url: str) -> Store:
+    options = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
+    return open_store(StorePath.parse(url), threads=args.threads, **options)
+
+
+def _scope(args: argparse.Namespace) -> StorePath:
+    """Validate the URL before opening anything, naming it as the user typed it."""
+    return parse_scope(args.url, argument="URL", allow_bucket_root=args.allow_bucket_root)
+
+
+def _emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return "?"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[Progress]:
+    """Rich bars when stdout is a terminal and the output is for humans, otherwise nothing."""
+    if args.json or not sys.stdout.isatty():
+        yield NoProgress()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bars:
+        yield _RichProgress(bars)
+
+
+class _RichProgress:
+    def __init__(self, bars: Any) -> None:
+        self._bars = bars
+        self._task: Any = None
+
+    def start(self, description: str, total: int | None) -> None:
+        if self._task is not None:
+            self._bars.update(self._task, visible=False)
+        self._task = self._bars.add_task(description, total=total)
+
+    def advance(self, amount: int = 1) -> None:
+        if self._task is not None:
+            self._bars.advance(self._task, amount)
+
+
+def _confirm_possible(args: argparse.Namespace, action: str) -> None:
+    """Refuse up front when a prompt would be needed but nobody can answer it."""
+    if not args.dry_run and not args.yes and not sys.stdin.isatty():
+        raise CliError(
+            f"refusing to {action} without confirmation: stdin is not a terminal; "
+            "pass --yes to proceed or --dry-run to preview"
+        )
+
+
+def _confirm(args: argparse.Namespace, question: str) -> bool:
+    if args.yes:
+        return True
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _age_text(args: argparse.Namespace) -> str:
+    return format_duration(args.older_than.total_seconds())
+
+
+# uploads ----------------------------------------------------------------------------------
+def _list_uploads(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
+    return list_pending_uploads(
+        store,
+        _scope(args),
+        older_than=args.older_than,
+        job_id=args.job_id,
+        allow_bucket_root=args.allow_bucket_root,
+        threads=args.threads,
+        progress=progress,
+    )
+
+
+def _print_uploads(listing: Any, limit: int | None = None) -> None:
+    shown = listing.uploads if limit is None else listing.uploads[:limit]
+    if shown:
+        print(f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID")
+    for upload in shown:
+        initiated = datetime.fromtimestamp(upload.initiated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+        print(
+            f"{initiated:<25} {format_duration(upload.age_seconds):>7} {upload.parts or 0:>5} "
+            f"{_size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
+        )
+    if limit is not None and len(listing.uploads) > limit:
+        print(f"... and {len(listing.uploads) - limit} more")
+
+
+def _uploads_list(args: argparse.Namespace) -> int:
+    with _open(args, args.url).session() as store, _progress(args) as progress:
+        listing = _list_uploads(args, store, progress)
+    if args.json:
+        _emit(listing.to_json())
+        return 0
+    _print_uploads(listing)
+    print(
+        f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
+        f"{_size(listing.total_bytes)} in {listing.total_parts} parts "
+        f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs)"
+    )
+    return 0
+
+
+def _uploads_abort(args: argparse.Namespace) -> int:
+    _scope(args)
+    _confirm_possible(args, "abort uploads")
+    with _open(args, args.url).session() as store:
+        with _progress(args) as progress:
+            listing = _list_uploads(args, store, progress)
+        if listing.uploads and not args.dry_run and not args.yes:
+            _print_uploads(listing, limit=20)
+            question = (
+                f"Abort {len(listing.uploads)} uploads ({_size(listing.total_bytes)}) under "
+                f"{listing.scope} older than {_age_text(args)}?"
+            )
+            if not _confirm(args, question):
+                print("Nothing aborted.", file=sys.stderr)
+                return 1
+        with _progress(args) as progress:
+            report = abort_uploads(
+                store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress
+            )
+    summary = report.to_json(details=args.json)
+    if args.json:
+        _emit(summary)
+    else:
+        if args.dry_run:
+            _print_uploads(listing)
+        verb = "Would abort" if args.dry_run else "Aborted"
+        count = summary["would_abort"] if args.dry_run else summary["aborted"]
+        print(
+            f"{verb} {count} uploads under {listing.scope} older than {_age_text(args)}: "
+            f"{_size(summary['bytes'])} reclaimed{' (dry run)' if args.dry_run else ''}; "
+            f"{summary['vanished']} vanished meanwhile, {summary['failed']} failed "
+            f"in {summary['seconds']:.1f}s"
+        )
+        for failure in summary["failures"]:
+            print(f"FAILED {failure['key']} {failure['upload_id']}: {failure['error']}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+# temp -------------------------------------------------------------------------------------
+def _find_trees(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
+    return find_temp_trees(
+        store,
+        _scope(args),
+        older_than=args.older_than,
+        job_id=args.job_id,
+        nested=args.nested,
+        allow_bucket_root=args.allow_bucket_root,
+        threads=args.threads,
+        progress=progress,
+    )
+
+
+def _print_trees(trees: Sequence[Any]) -> None:
+    if trees:
+        print(f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE")
+    for tree in trees:
+        age = "-" if tree.age_seconds is None else format_duration(tree.age_seconds)
+        state = "stale" if tree.stale else "active"
+        print(f"{state:<7} {age:>7} {tree.files:>6} {_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}")
+
+
+def _temp_list(args: argparse.Namespace) -> int:
+    with _open(args, args.url).session() as store, _progress(args) as progress:
+        listing = _find_trees(args, store, progress)
+    if args.json:
+        _emit(listing.to_json())
+        return 0
+    _print_trees(listing.trees)
+    stale = listing.stale
+    print(
+        f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
+        f"(no writes for {_age_text(args)}): {_size(sum(t.bytes for t in stale))} "
+        f"in {sum(t.files for t in stale)} files"
+    )
+    return 0
+
+
+def _temp_clean(args: argparse.Namespace) -> int:
+    _scope(args)
+    _confirm_possible(args, "delete temporary trees")
+    with _open(args, args.url).session() as store:
+        with _progress(args) as progress:
+            listing = _find_trees(args, store, progress)
+        stale = listing.stale
+        if stale and not args.dry_run and not args.yes:
+            _print_trees(stale)
+            question = (
+                f"Delete {len(stale)} stale temporary trees ({_size(sum(t.bytes for t in stale))}) "
+                f"under {listing.scope}?"
+            )
+            if not _confirm(args, question):
+                print("Nothing deleted.", file=sys.stderr)
+                return 1
+        with _progress(args) as progress:
+            report = clean_temp_trees(
+                store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress
+            )
+    summary = report.to_json(details=args.json)
+    if args.json:
+        _emit(summary)
+    else:
+        if args.dry_run:
+            _print_trees(stale)
+        verb = "Would delete" if args.dry_run else "Deleted"
+        count = summary["would_delete"] if args.dry_run else summary["deleted"]
+        print(
+            f"{verb} {count} stale temporary trees under {listing.scope}: {summary['files']} files, "
+            f"{_size(summary['bytes'])}, {summary['uploads_aborted']} uploads aborted; "
+            f"{summary['skipped_active']} active left alone, {summary['failed']} failed"
+        )
+        for failure in summary["failures"]:
+            print(f"FAILED {failure['url']}: {failure['error']}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+# success ----------------------------------------------------------------------------------
+def _success_json(url: StorePath, data: SuccessData) -> dict[str, Any]:
+    return {
+        "url": str(url),
+        "legacy": is_legacy(data),
+        "success": data.success,
+        "state": data.state,
+        "description": data.description,
+        **data.summary(),
+    }
+
+
+def _success_show(args: argparse.Namespace) -> int:
+    path = success_path(args.url)
+    with _open(args, args.url).session() as store:
+        try:
+            data = load_success(store, path, allow_legacy=True)
+        except FileNotFoundInStoreError as error:
+            raise CliError(f"no _SUCCESS at {path}") from error
+    if args.json:
+        _emit(_success_json(path, data))
+        return 0
+    if is_legacy(data):
+        print(f"{path}: legacy 0-byte marker (classic FileOutputCommitter), written {data.date}")
+        return 0
+    summary = data.summary()
+    partitions = data.partitions
+    rows = [
+        ("committer", data.committer),
+        ("job ID", f"{data.job_id} ({data.job_id_source})" if data.job_id_source else data.job_id),
+        ("written", f"{data.date} on {data.hostname}"),
+        ("state", f"{data.state or '-'} ({'success' if data.success else 'FAILED'})"),
+        ("files", str(summary["files"])),
+        ("bytes", _size(data.total_bytes) if data.total_bytes is not None else "?"),
+        ("rows", "?" if data.rows is None else str(data.rows)),
+        (
+            "partitions",
+            f"{len(partitions)}: {', '.join(partitions[:10])}{' ...' if len(partitions) > 10 else ''}",
+        ),
+        ("description", data.description),
+    ]
+    print(str(path))
+    for label, value in rows:
+        print(f"  {label:<12} {value}")
+    return 0
+
+
+def _success_verify(args: argparse.Namespace) -> int:
+    path = success_path(args.url)
+    data: SuccessData | None = None
+    with _open(args, args.url).session() as store:
+        try:
+            data = load_success(store, path, allow_legacy=args.allow_legacy)
+            newer = None if args.newer_than is None else datetime.now(timezone.utc) - args.newer_than
+            reasons = verify_success(
+                data,
+                job_id=args.job_id,
+                committers=args.committer,
+                min_files=args.min_files,
+                newer_than=newer,
+                required_partitions=args.partition,
+            )
+        except FileNotFoundInStoreError:
+            reasons = [f"no _SUCCESS at {path}: the job has not committed (or wrote elsewhere)"]
+        except LegacySuccessMarkerError:
+            reasons = [
+                "_SUCCESS is a legacy 0-byte marker with no job details (pass --allow-legacy to accept)"
+            ]
+        except InvalidCommitDataError as error:
+            reasons = [f"unreadable _SUCCESS: {' '.join(str(error).split())}"]
+    if args.json:
+        _emit(
+            {
+                "url": str(path),
+                "ok": not reasons,
+                "reasons": reasons,
+                "success": None if data is None else _success_json(path, data),
+            }
+        )
+    elif reasons:
+        print(f"FAILED {path}")
+        for reason in reasons:
+            print(f"  - {reason}")
+    else:
+        assert data is not None
+        print(f"OK {path}: job {data.job_id or '-'} by {data.committer or 'legacy committer'}, {data.date}")
+    return 1 if reasons else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Cleanup of what failed and killed jobs leave behind: pending uploads and temporary trees.
+
+Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow imports here.
+"""
+
+from __future__ import annotations
+
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress
+from airflow_commit_provider.core.cleanup.durations import (
+    DEFAULT_OLDER_THAN,
+    as_timedelta,
+    format_duration,
+    parse_duration,
+)
+from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
+from airflow_commit_provider.core.cleanup.temp_trees import (
+    TempCleanReport,
+    TempTree,
+    TempTreeListing,
+    clean_stale_temp_trees,
+    clean_temp_trees,
+    find_temp_trees,
+)
+from airflow_commit_provider.core.cleanup.uploads import (
+    AbortOutcome,
+    AbortReport,
+    UploadInfo,
+    UploadListing,
+    abort_pending_uploads,
+    abort_uploads,
+    list_pending_uploads,
+)
+
+__all__ = [
+    "DEFAULT_OLDER_THAN",
+    "AbortOutcome",
+    "AbortReport",
+    "NoProgress",
+    "Progress",
+    "ScopeError",
+    "TempCleanReport",
+    "TempTree",
+    "TempTreeListing",
+    "UploadInfo",
+    "UploadListing",
+    "abort_pending_uploads",
+    "abort_uploads",
+    "as_timedelta",
+    "clean_stale_temp_trees",
+    "clean_temp_trees",
+    "find_temp_trees",
+    "format_duration",
+    "list_pending_uploads",
+    "parse_duration",
+    "parse_scope",
+]

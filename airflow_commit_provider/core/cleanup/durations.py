@@ -1,0 +1,60 @@
+"""Human durations ("90s", "15m", "6h", "2d") for cleanup ages.
+
+Ages decide what gets destroyed, so anything ambiguous (a bare number, an unknown unit) is
+refused with a message naming the argument, rather than guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+#: Uploads and temp trees younger than this are presumed live (rclone's default too).
+DEFAULT_OLDER_THAN = timedelta(hours=24)
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_TERM = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str, argument: str = "duration") -> timedelta:
+    """Parse `90s`, `15m`, `6h`, `2d`, `1w` or a sum such as `1h30m`; `0s` means no age limit."""
+    if not isinstance(text, str):
+        raise ValueError(f"{argument}: expected a duration such as 90s, 15m, 6h or 2d, got {text!r}")
+    compact = text.strip().lower().replace(" ", "")
+    terms = _TERM.findall(compact)
+    if not compact or "".join(n + u for n, u in terms) != compact:
+        raise ValueError(
+            f"{argument}: invalid duration {text!r}: use a number with a unit s, m, h, d or w "
+            "(e.g. 90s, 15m, 6h, 2d)"
+        )
+    return timedelta(seconds=sum(float(number) * _UNITS[unit] for number, unit in terms))
+
+
+def as_timedelta(value: str | int | float | timedelta, argument: str = "older_than") -> timedelta:
+    """Accept a duration string, a timedelta or seconds (operators get any of these)."""
+    if isinstance(value, timedelta):
+        result = value
+    elif isinstance(value, bool):
+        raise ValueError(f"{argument}: expected a duration, got {value!r}")
+    elif isinstance(value, (int, float)):
+        result = timedelta(seconds=value)
+    else:
+        result = parse_duration(value, argument)
+    if result < timedelta(0):
+        raise ValueError(f"{argument}: duration must not be negative, got {value!r}")
+    return result
+
+
+def format_duration(seconds: float) -> str:
+    """Compact age for tables: `2d3h`, `15m`, `42s`."""
+    remaining = max(0, int(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if remaining >= size:
+            parts.append(f"{remaining // size}{unit}")
+            remaining %= size
+        if len(parts) == 2:
+            return "".join(parts)
+    if remaining or not parts:
+        parts.append(f"{remaining}s")
+    return "".join(parts[:2])

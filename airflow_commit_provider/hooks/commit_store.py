@@ -1,0 +1,169 @@
+"""Airflow connections turned into the core's stores.
+
+``file://`` locations (and plain local paths) need no connection. ``s3://`` / ``s3a://`` locations use
+an AWS connection in the ``aws_default`` style of the Amazon provider, through its own connection
+handling (:class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`): login/password or the
+default credential chain, ``profile_name``, ``role_arn`` (assumed roles), ``region_name`` and
+``endpoint_url`` in the extras (``service_config.s3.endpoint_url`` wins over the global one).
+
+The secret parts of the credentials are registered with Airflow's secrets masker as soon as they are
+read, and never appear in logs, ``repr`` or XCom.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import open_store
+
+if TYPE_CHECKING:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from airflow_commit_provider.core.store import Store
+
+__all__ = ["CommitStoreHook", "S3Settings"]
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where and as whom to reach S3, resolved from an Airflow connection.
+
+    ``None`` fields are left to boto3's defaults (``AWS_*`` environment variables, profiles, instance
+    roles). The secret fields are excluded from ``repr``.
+    """
+
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+
+    def store_options(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
+        options = {
+            "endpoint_url": self.endpoint_url,
+            "region_name": self.region_name,
+            "aws_access_key_id": self.aws_access_key_id,
+            "aws_secret_access_key": self.aws_secret_access_key,
+            "aws_session_token": self.aws_session_token,
+        }
+        return {key: value for key, value in options.items() if value}
+
+    def environment(self) -> dict[str, str]:
+        """The same settings as the ``AWS_*`` variables boto3 (and Hadoop's S3A) read.
+
+        Meant for a child process's environment, never for command lines or logs.
+        """
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_DEFAULT_REGION": self.region_name,
+            "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
+            "AWS_SESSION_TOKEN": self.aws_session_token,
+        }
+        return {key: value for key, value in env.items() if value}
+
+
+class CommitStoreHook(BaseHook):
+    """Opens core stores (:func:`~airflow_commit_provider.core.store.open_store`) for Airflow tasks.
+
+    :param aws_conn_id: the AWS connection for ``s3://`` locations (Amazon provider's ``aws`` type).
+        ``None`` uses boto3's default configuration without looking a connection up.
+    :param region_name: overrides the connection's ``region_name``.
+    :param threads: sizes the S3 connection pool for commit/abort thread pools.
+    """
+
+    conn_name_attr = "aws_conn_id"
+    default_conn_name = "aws_default"
+    hook_name = "Commit Protocols store"
+
+    def __init__(
+        self,
+        aws_conn_id: str | None = default_conn_name,
+        *,
+        region_name: str | None = None,
+        threads: int = 32,
+    ) -> None:
+        super().__init__()
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.threads = threads
+
+    def __repr__(self) -> str:
+        return f"CommitStoreHook(aws_conn_id={self.aws_conn_id!r})"
+
+    @functools.cached_property
+    def aws_hook(self) -> AwsBaseHook:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type="s3")
+
+    def get_conn(self) -> AwsBaseHook:
+        """The Amazon provider hook behind the S3 settings."""
+        return self.aws_hook
+
+    @functools.cached_property
+    def s3_settings(self) -> S3Settings:
+        """Endpoint, region and frozen credentials from the connection (resolved once per hook).
+
+        Frozen credentials are what ``AwsBaseHook.get_credentials()`` returns; they are resolved
+        through the connection's session (so assumed roles and profiles work) and masked in logs.
+        """
+        aws = self.aws_hook
+        config = aws.conn_config
+        endpoint_url = config.get_service_endpoint_url("s3")
+        region_name = aws.region_name
+        access_key = secret_key = token = None
+        session = aws.get_session(region_name=region_name)
+        if session.get_credentials() is not None:
+            credentials = aws.get_credentials(region_name=region_name)  # masks the secret and token
+            access_key, secret_key, token = credentials.access_key, credentials.secret_key, credentials.token
+        else:
+            self.log.warning(
+                "No AWS credentials found for connection %r nor in boto3's default chain; "
+                "S3 requests will fail unless the store finds some later",
+                self.aws_conn_id,
+            )
+        if config.verify is not None:
+            self.log.warning(
+                "The connection's 'verify' extra is not applied to commit stores; use AWS_CA_BUNDLE instead"
+            )
+        self.log.info(
+            "S3 settings from connection %r: endpoint %s, region %s",
+            self.aws_conn_id,
+            endpoint_url or _env_endpoint() or "AWS default",
+            region_name or os.environ.get("AWS_DEFAULT_REGION") or "boto3 default",
+        )
+        return S3Settings(
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret_key,
+            aws_session_token=token,
+        )
+
+    def get_store(self, url: str | os.PathLike[str] | StorePath) -> Store:
+        """The store for ``url``: a local store for ``file://`` or plain paths, else an S3 store.
+
+        Opening a store never sends a request; the S3 client is created on first use.
+        """
+        path = StorePath.parse(url)
+        if path.is_local:
+            return open_store(path)
+        return open_store(path, threads=self.threads, **self.s3_settings.store_options())
+
+    def spark_environment(self, url: str | os.PathLike[str] | StorePath) -> dict[str, str]:
+        """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
+        if StorePath.parse(url).is_local:
+            return {}
+        return self.s3_settings.environment()
+
+
+def _env_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")

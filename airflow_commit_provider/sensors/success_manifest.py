@@ -1,0 +1,195 @@
+"""``SuccessManifestSensor``: wait for a job's ``_SUCCESS`` and check it says what downstream needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
+from airflow_commit_provider.triggers.success_manifest import (
+    SuccessCheckResult,
+    SuccessExpectations,
+    SuccessManifestTrigger,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_commit_provider.core.store import Store
+
+__all__ = ["SuccessManifestSensor"]
+
+
+class SuccessManifestSensor(BaseSensorOperator):
+    """Wait for ``_SUCCESS`` under a ``file://`` or ``s3://`` path and validate it.
+
+    The file must be JSON in the SuccessData format (ours or Hadoop's S3A/manifest committers'). A
+    0-byte marker of the classic FileOutputCommitter fails the task unless ``allow_legacy=True``; a
+    corrupt file fails it too. A valid file that does not meet the expectations below is *not yet*
+    the awaited one (yesterday's ``_SUCCESS``, another job's), so the sensor keeps waiting, and its
+    timeout message says why the last one was refused; with ``fail_on_mismatch=True`` it fails at
+    once instead.
+
+    Each poke costs one request (a single GET of ``_SUCCESS``). The parsed summary (job ID,
+    committer, files, bytes, rows, partitions, timestamp, path) is returned as XCom.
+
+    :param path: the output directory (or its ``_SUCCESS`` file). Templated.
+    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
+    :param job_id: the job ID the file must carry, e.g. the producing operator's XCom. Templated.
+    :param committers: committer name, or names any of which may have written it. Templated.
+    :param min_files: the least number of committed files. Templated.
+    :param newer_than: the file must have been written after this instant (a datetime or an
+        ISO-8601 string, e.g. ``"{{ data_interval_end }}"``). Templated.
+    :param required_partitions: partitions (``"dt=2024-01-01"``) the job must have written. Templated.
+    :param allow_legacy: accept a 0-byte legacy marker (it can then satisfy only ``newer_than``).
+    :param fail_on_mismatch: fail instead of waiting when the file does not meet the expectations.
+    :param deferrable: wait in the triggerer; defaults to ``[operators] default_deferrable``.
+    """
+
+    template_fields: Sequence[str] = (
+        "path",
+        "aws_conn_id",
+        "job_id",
+        "committers",
+        "min_files",
+        "newer_than",
+        "required_partitions",
+    )
+    ui_color = "#dff0d8"
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        aws_conn_id: str | None = "aws_default",
+        job_id: str | None = None,
+        committers: str | Sequence[str] | None = None,
+        min_files: int | None = None,
+        newer_than: datetime | str | None = None,
+        required_partitions: str | Sequence[str] | None = None,
+        allow_legacy: bool = False,
+        fail_on_mismatch: bool = False,
+        deferrable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.path = path
+        self.aws_conn_id = aws_conn_id
+        self.job_id = job_id
+        self.committers = committers
+        self.min_files = min_files
+        self.newer_than = newer_than
+        self.required_partitions = required_partitions
+        self.allow_legacy = allow_legacy
+        self.fail_on_mismatch = fail_on_mismatch
+        if deferrable is None:
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.deferrable = deferrable
+        self._store: Store | None = None
+        self._last_result: SuccessCheckResult | None = None
+
+    # Checks ------------------------------------------------------------------------------------
+    def _expectations(self) -> SuccessExpectations:
+        return SuccessExpectations.build(
+            job_id=self.job_id,
+            committers=self.committers,
+            min_files=self.min_files,
+            newer_than=self.newer_than,
+            required_partitions=self.required_partitions,
+            allow_legacy=self.allow_legacy,
+        )
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+
+            self._store = CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=1).get_store(self.path)
+        return self._store
+
+    def check(self) -> SuccessCheckResult:
+        """Look at ``_SUCCESS`` once (one request); fails the task if it can never qualify."""
+        try:
+            result = self._expectations().check(self.store, self.path)
+        except LegacySuccessMarkerError as error:
+            raise AirflowFailException(
+                f"{error}. Set allow_legacy=True to accept such markers, or write the output with a "
+                "committer that records its job (any of this provider's, or Hadoop's S3A/manifest committers)"
+            ) from error
+        except InvalidCommitDataError as error:
+            raise AirflowFailException(f"_SUCCESS is not a valid SuccessData file: {error}") from error
+        self._last_result = result
+        if result.state == "rejected" and self.fail_on_mismatch:
+            raise AirflowFailException(result.describe())
+        return result
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        result = self.check()
+        if result.state == "accepted":
+            self.log.info("%s", result.describe())
+            return PokeReturnValue(is_done=True, xcom_value=result.summary)
+        self.log.info("%s", result.describe())
+        return False
+
+    # Modes -------------------------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        self._expectations()  # argument errors fail before the first request
+        if not self.deferrable:
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as timeout:
+                raise AirflowSensorTimeout(f"{timeout} Last check: {self._describe_last()}") from timeout
+            finally:
+                self._close_store()
+        try:
+            result = self.check()
+        finally:
+            self._close_store()
+        if result.state == "accepted":
+            self.log.info("%s", result.describe())
+            return result.summary
+        self.log.info("%s; deferring to the triggerer", result.describe())
+        self.defer(
+            trigger=self._trigger(),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def _trigger(self) -> SuccessManifestTrigger:
+        expectations = self._expectations()
+        return SuccessManifestTrigger(
+            path=self.path,
+            aws_conn_id=self.aws_conn_id,
+            poke_interval=self.poke_interval,
+            job_id=expectations.job_id,
+            committers=list(expectations.committers) if expectations.committers is not None else None,
+            min_files=expectations.min_files,
+            newer_than=expectations.newer_than.isoformat() if expectations.newer_than else None,
+            required_partitions=list(expectations.required_partitions),
+            allow_legacy=self.allow_legacy,
+            fail_on_mismatch=self.fail_on_mismatch,
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        if not event:
+            raise AirflowException(f"the trigger for {self.path} ended without an event")
+        if event.get("status") == "success":
+            self.log.info("_SUCCESS qualifies: %s", event.get("summary"))
+            return event.get("summary")
+        message = event.get("message", "unknown error")
+        if event.get("kind") in ("invalid", "rejected"):
+            raise AirflowFailException(message)
+        raise AirflowException(message)
+
+    def _describe_last(self) -> str:
+        return self._last_result.describe() if self._last_result else "none"
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

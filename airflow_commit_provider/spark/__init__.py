@@ -1,0 +1,40 @@
+"""Spark integration: committed DataFrame writes through our committers, and Spark conf for
+Hadoop's own (JVM) committers.
+
+- :func:`write_committed` - each Spark task writes and commits one task attempt through
+  ``mapInArrow``; the driver commits the job with exactly the results Spark accepted.
+- :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
+  manifest committers.
+
+Importing this package never imports PySpark; the functions import it when called. Executors need
+this package installed (the task function is pickled by reference).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "WriteSummary",
+    "applied_conf",
+    "default_committer",
+    "jvm_committer_conf",
+    "write_committed",
+]
+
+_EXPORTS = {
+    "WriteSummary": "airflow_commit_provider.spark.writer",
+    "default_committer": "airflow_commit_provider.spark.writer",
+    "write_committed": "airflow_commit_provider.spark.writer",
+    "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
+    "applied_conf": "airflow_commit_provider.spark.jvm_committers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,320 @@
+"""Spark configuration keys, writer options, and the small picklable config executors receive.
+
+Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
+which carries S3 settings (endpoint and credentials taken from the driver); its ``repr`` never shows
+a credential, and nothing in this package logs one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_commit_provider.core.committers.options import CONFLICT_MODES, CommitOptions
+
+PREFIX = "spark.airflow_commit."
+#: Committer name (file-v1, file-v2, manifest, directory, partitioned, magic).
+CONF_COMMITTER = PREFIX + "committer"
+#: fail | append | replace.
+CONF_CONFLICT_MODE = PREFIX + "conflict_mode"
+#: A fixed job ID for the next write(s); read from the thread's local property first, then the session.
+CONF_JOB_ID = PREFIX + "job_id"
+CONF_THREADS = PREFIX + "threads"
+CONF_PART_SIZE = PREFIX + "part_size"
+CONF_LOCAL_STAGING_DIR = PREFIX + "local_staging_dir"
+CONF_S3_ENDPOINT_URL = PREFIX + "s3.endpoint_url"
+CONF_S3_ACCESS_KEY_ID = PREFIX + "s3.access_key_id"
+CONF_S3_SECRET_ACCESS_KEY = PREFIX + "s3.secret_access_key"
+CONF_S3_SESSION_TOKEN = PREFIX + "s3.session_token"
+CONF_S3_REGION = PREFIX + "s3.region"
+
+#: Spark's own key for a write job's unique ID (SPARK-33230); we set it as a local property.
+SPARK_WRITE_JOB_UUID = "spark.sql.sources.writeJobUUID"
+SPARK_MAX_RECORDS_PER_FILE = "spark.sql.files.maxRecordsPerFile"
+SPARK_PARQUET_CODEC = "spark.sql.parquet.compression.codec"
+SPARK_ORC_CODEC = "spark.sql.orc.compression.codec"
+SPARK_SPECULATION = "spark.speculation"
+
+#: S3 settings: (option key, Spark conf key, environment variables, S3Store keyword).
+_S3_SOURCES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("s3.endpoint_url", CONF_S3_ENDPOINT_URL, ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), "endpoint_url"),
+    ("s3.access_key_id", CONF_S3_ACCESS_KEY_ID, ("AWS_ACCESS_KEY_ID",), "aws_access_key_id"),
+    ("s3.secret_access_key", CONF_S3_SECRET_ACCESS_KEY, ("AWS_SECRET_ACCESS_KEY",), "aws_secret_access_key"),
+    ("s3.session_token", CONF_S3_SESSION_TOKEN, ("AWS_SESSION_TOKEN",), "aws_session_token"),
+    ("s3.region", CONF_S3_REGION, ("AWS_DEFAULT_REGION", "AWS_REGION"), "region_name"),
+)
+
+#: Options passed to Spark's `to_csv` (the same CSVOptions Spark's CSV writer uses).
+CSV_PASSTHROUGH = (
+    "sep",
+    "delimiter",
+    "quote",
+    "escape",
+    "escapequotes",
+    "quoteall",
+    "nullvalue",
+    "emptyvalue",
+    "dateformat",
+    "timestampformat",
+    "timestampntzformat",
+    "chartoescapequoteescaping",
+    "ignoreleadingwhitespace",
+    "ignoretrailingwhitespace",
+)
+#: Options passed to Spark's `to_json` (the same JSONOptions Spark's JSON writer uses).
+JSON_PASSTHROUGH = ("dateformat", "timestampformat", "timestampntzformat", "ignorenullfields", "pretty")
+_WRITER_KEYS = (
+    "maxrecordsperfile",
+    "maxbytesperfile",
+    "compression",
+    "codec",
+    "header",
+    "linesep",
+    "encoding",
+    "charset",
+    "parquet.block.size",
+    "orc.stripe.size",
+)
+_COMMITTER_KEYS = ("threads", "part_size", "allow_unsafe_v2", "local_staging_dir", "skip_cleanup")
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+class SparkConf:
+    """Read-only view of a session's runtime conf and the calling thread's local properties."""
+
+    def __init__(self, spark: Any):
+        self._spark = spark
+
+    def get(self, key: str) -> str | None:
+        local = self.local_property(key)
+        if local:
+            return local
+        try:
+            value = self._spark.conf.get(key, None)
+        except Exception:  # Spark Connect raises for unknown keys on some versions
+            return None
+        return value if value not in ("", None) else None
+
+    def local_property(self, key: str) -> str | None:
+        context = spark_context(self._spark)
+        if context is None:
+            return None
+        return context.getLocalProperty(key) or None
+
+
+def spark_context(spark: Any) -> Any:
+    """The classic SparkContext, or None for a Spark Connect session."""
+    try:
+        return spark.sparkContext
+    except Exception:  # pyspark.sql.connect sessions have no SparkContext
+        return None
+
+
+def parse_size(value: object, name: str) -> int:
+    """Bytes from an int or a size string such as ``128m`` or ``1g`` (binary units)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a size, got {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"{name} must be a size such as 134217728 or '128m', got {value!r}")
+        size = int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")
+    if size < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return size
+
+
+def parse_bool(value: object, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Endpoint and credentials for executors; credentials never appear in ``repr``."""
+
+    endpoint_url: str | None = None
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+    region_name: str | None = None
+
+    def store_kwargs(self) -> dict[str, str]:
+        return {key: value for key, value in asdict(self).items() if value}
+
+    def __repr__(self) -> str:
+        secret = "***" if self.aws_secret_access_key else None
+        return (
+            f"S3Settings(endpoint_url={self.endpoint_url!r}, region_name={self.region_name!r}, "
+            f"credentials={'given' if self.aws_access_key_id or secret else 'default chain'})"
+        )
+
+    @classmethod
+    def resolve(
+        cls, options: Mapping[str, Any], conf: SparkConf, environ: Mapping[str, str] | None = None
+    ) -> S3Settings:
+        """Per setting: the write's options, then the Spark conf, then the driver's environment."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, str | None] = {}
+        for option, conf_key, env_names, kwarg in _S3_SOURCES:
+            value = options.get(option) or conf.get(conf_key)
+            if not value:
+                value = next((environ[name] for name in env_names if environ.get(name)), None)
+            values[kwarg] = str(value) if value else None
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """Options that shape the files a task writes (not the commit)."""
+
+    max_records_per_file: int = 0
+    max_bytes_per_file: int = 0
+    compression: str | None = None
+    csv_header: bool = True
+    line_sep: str = "\n"
+    row_group_bytes: int = 64 * 1024 * 1024
+    stripe_bytes: int = 64 * 1024 * 1024
+    format_options: tuple[tuple[str, str], ...] = ()
+    """Options handed to Spark's `to_csv` / `to_json` (original key spelling)."""
+
+
+@dataclass(frozen=True)
+class ParsedOptions:
+    writer: WriterOptions
+    committer: dict[str, Any]
+    s3: dict[str, Any]
+
+
+def parse_options(options: Mapping[str, Any] | None, format: str, conf: SparkConf) -> ParsedOptions:
+    """Split ``options`` (keys case-insensitive, as Spark's) into writer, committer and S3 options."""
+    normalised: dict[str, tuple[str, Any]] = {}
+    for key, value in (options or {}).items():
+        lower = str(key).lower()
+        if lower in normalised:
+            raise ValueError(f"option {key!r} given twice (option keys are case-insensitive)")
+        normalised[lower] = (str(key), value)
+    passthrough = {"csv": CSV_PASSTHROUGH, "json": JSON_PASSTHROUGH}.get(format, ())
+    s3_keys = {source[0] for source in _S3_SOURCES}
+    unknown = sorted(
+        original
+        for lower, (original, _v) in normalised.items()
+        if lower not in _WRITER_KEYS
+        and lower not in _COMMITTER_KEYS
+        and lower not in s3_keys
+        and lower not in passthrough
+    )
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) for format {format!r}: {', '.join(unknown)}; writer options are "
+            f"{', '.join(_WRITER_KEYS + passthrough)}; committer options {', '.join(_COMMITTER_KEYS)}; "
+            f"S3 options {', '.join(sorted(s3_keys))}"
+        )
+
+    def get(key: str, default: Any = None) -> Any:
+        return normalised[key][1] if key in normalised else default
+
+    for key in ("encoding", "charset"):
+        if key in normalised and str(get(key)).replace("-", "").lower() != "utf8":
+            raise ValueError(f"only UTF-8 output is supported, got {key}={get(key)!r}")
+    if "compression" in normalised and "codec" in normalised:
+        raise ValueError("give either 'compression' or 'codec', not both")
+    max_records = get("maxrecordsperfile", conf.get(SPARK_MAX_RECORDS_PER_FILE) or 0)
+    try:
+        max_records = int(max_records)
+    except (TypeError, ValueError):
+        raise ValueError(f"maxRecordsPerFile must be an integer, got {max_records!r}") from None
+    if format in ("csv", "json") and "pretty" in normalised and parse_bool(get("pretty"), "pretty"):
+        raise ValueError("pretty=true would break the one-record-per-line layout Spark's readers expect")
+    writer = WriterOptions(
+        max_records_per_file=max(max_records, 0),
+        max_bytes_per_file=parse_size(get("maxbytesperfile", 0), "maxBytesPerFile"),
+        compression=(str(get("compression", get("codec"))).lower() if get("compression", get("codec")) else None),
+        csv_header=parse_bool(get("header", True), "header"),
+        line_sep=str(get("linesep", "\n")),
+        row_group_bytes=parse_size(get("parquet.block.size", 64 * 1024 * 1024), "parquet.block.size") or 1,
+        stripe_bytes=parse_size(get("orc.stripe.size", 64 * 1024 * 1024), "orc.stripe.size") or 1,
+        format_options=tuple(
+            (original, str(value).lower() if isinstance(value, bool) else str(value))
+            for lower, (original, value) in normalised.items()
+            if lower in passthrough
+        ),
+    )
+    if not writer.line_sep:
+        raise ValueError("lineSep must not be empty")
+    committer = {lower: get(lower) for lower in _COMMITTER_KEYS if lower in normalised}
+    s3 = {lower: get(lower) for lower in s3_keys if lower in normalised}
+    return ParsedOptions(writer, committer, s3)
+
+
+def commit_options(committer_options: Mapping[str, Any], conf: SparkConf, conflict_mode: str) -> CommitOptions:
+    """CommitOptions from the write's options, then the Spark conf, then the defaults."""
+    defaults = CommitOptions()
+    threads = committer_options.get("threads", conf.get(CONF_THREADS) or defaults.threads)
+    part_size = committer_options.get("part_size", conf.get(CONF_PART_SIZE) or defaults.part_size)
+    staging = committer_options.get("local_staging_dir", conf.get(CONF_LOCAL_STAGING_DIR))
+    try:
+        threads = int(threads)
+    except (TypeError, ValueError):
+        raise ValueError(f"threads must be an integer, got {threads!r}") from None
+    if conflict_mode not in CONFLICT_MODES:
+        raise ValueError(f"conflict_mode {conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}")
+    return CommitOptions(
+        threads=threads,
+        conflict_mode=conflict_mode,  # type: ignore[arg-type]
+        allow_unsafe_v2=parse_bool(committer_options.get("allow_unsafe_v2", False), "allow_unsafe_v2"),
+        part_size=parse_size(part_size, "part_size"),
+        local_staging_dir=str(staging) if staging else None,
+        skip_cleanup=parse_bool(committer_options.get("skip_cleanup", False), "skip_cleanup"),
+    )
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Everything a task needs, small and picklable; executors rebuild store and committer from it."""
+
+    committer: str
+    destination: str
+    """The destination as a URI (percent-encoded; StorePath.parse decodes it)."""
+    job_id: str
+    commit_options: CommitOptions
+    s3: S3Settings
+    format: str
+    codec: str | None
+    """The pyarrow codec name (None: uncompressed)."""
+    file_suffix: str
+    """What follows `c%03d` in a file name, e.g. `.snappy.parquet` or `.csv.gz`."""
+    data_columns: tuple[str, ...]
+    """Columns written into files (parquet/orc), in order."""
+    partition_columns: tuple[str, ...]
+    """Partition column names as they appear in directory names."""
+    key_columns: tuple[str, ...]
+    """The hidden string columns carrying each row's partition values (Spark-cast, '' as null)."""
+    line_column: str | None
+    """csv/json: the hidden column holding each row already encoded by Spark."""
+    header: str | None
+    """csv: the header line, or None."""
+    writer: WriterOptions
+    spark_schema_json: str | None = None
+    """parquet: the data schema as Spark writes it into the footer (org.apache.spark.sql.parquet.row.metadata)."""
+    spark_version: str | None = None
+    empty_schema: Any = None
+    """The Arrow schema of the written columns, for the empty file of an empty write (pyarrow.Schema)."""
+    hooks: Any = None
+    """Test hooks (tasks.TaskHooks); None in normal use."""
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partition_columns)

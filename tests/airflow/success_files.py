@@ -1,0 +1,34 @@
+"""`_SUCCESS` files for the sensor and trigger tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import Store
+
+JOB = "job-0001"
+NOW_MS = int(time.time() * 1000)
+
+
+def success(**overrides: Any) -> SuccessData:
+    values: dict[str, Any] = {
+        "committer": "partitioned",
+        "job_id": JOB,
+        "timestamp": NOW_MS,
+        "partitions": ["dt=2024-01-01"],
+        "file_count": 3,
+        "total_bytes": 300,
+        "rows": 30,
+        "files": [CommittedFile(f"s3://b/t/dt=2024-01-01/part-{i}.parquet", 100) for i in range(3)],
+        "filenames": [f"dt=2024-01-01/part-{i}.parquet" for i in range(3)],
+    }
+    values.update(overrides)
+    return SuccessData(**values)
+
+
+def put(store: Store, directory: StorePath, data: SuccessData | bytes) -> None:
+    payload = data if isinstance(data, bytes) else data.to_bytes()
+    store.write_bytes(directory.join("_SUCCESS"), payload)

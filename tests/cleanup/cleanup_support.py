@@ -1,0 +1,107 @@
+"""Helpers for the cleanup tests: making uploads and trees, and a store that injects races."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, UploadedPart
+
+
+def start_upload(store: Store, path: StorePath, parts: int = 1, size: int = 1000) -> str:
+    """A pending upload with `parts` parts of `size` bytes."""
+    upload_id = store.create_multipart_upload(path)
+    for number in range(1, parts + 1):
+        store.upload_part(path, upload_id, number, bytes([number % 256]) * size)
+    return upload_id
+
+
+def is_pending(store: Store, path: StorePath, upload_id: str) -> bool:
+    return any(u.upload_id == upload_id for u in store.list_multipart_uploads(path.parent))
+
+
+def write_files(store: Store, root: StorePath, relative: Iterable[str], data: bytes = b"x" * 10) -> None:
+    for name in relative:
+        store.write_bytes(root.join(name), data)
+
+
+def keys_under(store: Store, root: StorePath) -> set[str]:
+    return {status.path.relative_to(root) for status in store.list_files(root)}
+
+
+class DelegatingStore(Store):
+    """Every call goes to `inner`; tests override single methods to inject races and failures."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__()
+        self.inner = inner
+        self.capabilities = inner.capabilities
+
+    def read_bytes(self, path: StorePath) -> bytes:
+        return self.inner.read_bytes(path)
+
+    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        self.inner.write_bytes(path, data, if_absent=if_absent)
+
+    def open_write(self, path: StorePath) -> BinaryIO:
+        return self.inner.open_write(path)
+
+    def get_status(self, path: StorePath) -> FileStatus | None:
+        return self.inner.get_status(path)
+
+    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        return self.inner.list_files(directory)
+
+    def delete(self, path: StorePath) -> None:
+        self.inner.delete(path)
+
+    def delete_files(self, paths: Iterable[StorePath]) -> None:
+        self.inner.delete_files(paths)
+
+    def delete_tree(self, directory: StorePath) -> int:
+        return self.inner.delete_tree(directory)
+
+    def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        self.inner.rename_file(source, dest)
+
+    def create_multipart_upload(self, path: StorePath) -> str:
+        return self.inner.create_multipart_upload(path)
+
+    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
+        return self.inner.upload_part(path, upload_id, part_number, data)
+
+    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        return self.inner.complete_multipart_upload(path, upload_id, etags)
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self.inner.abort_multipart_upload(path, upload_id)
+
+    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
+        return self.inner.list_multipart_uploads(directory)
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        return self.inner.list_parts(path, upload_id)
+
+
+class HookedStore(DelegatingStore):
+    """Runs `before[method](path, upload_id)` once per upload before delegating that method."""
+
+    def __init__(self, inner: Store, before: dict[str, Callable[[StorePath, str], None]]) -> None:
+        super().__init__(inner)
+        self.before = before
+        self.calls: dict[str, int] = {}
+
+    def _hook(self, method: str, path: StorePath, upload_id: str) -> None:
+        key = f"{method}:{upload_id}"
+        self.calls[key] = self.calls.get(key, 0) + 1
+        if method in self.before:
+            self.before[method](path, upload_id)
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self._hook("abort", path, upload_id)
+        self.inner.abort_multipart_upload(path, upload_id)
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        self._hook("list_parts", path, upload_id)
+        return self.inner.list_parts(path, upload_id)

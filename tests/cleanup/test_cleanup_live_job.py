@@ -1,0 +1,95 @@
+"""A live job's uploads and temp tree survive cleanups that run while it writes (embedded S3).
+
+The live job is a real magic-committer job on another thread. Each cleanup calls it back at its
+most dangerous moment, after listing and before acting, and waits until it has written more.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airflow_commit_provider.core.cleanup import abort_pending_uploads, clean_stale_temp_trees
+from airflow_commit_provider.core.committers.magic import MagicCommitter, MagicTaskAttempt
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.s3 import S3Store
+
+pytestmark = pytest.mark.s3
+
+
+class InterleavingProgress:
+    """Runs `step` on another thread, and waits for it, whenever a cleanup phase starts."""
+
+    def __init__(self, step: Callable[[], None], phases: tuple[str, ...]) -> None:
+        self.step, self.phases, self.steps = step, phases, 0
+
+    def start(self, description: str, total: int | None) -> None:
+        if description in self.phases:
+            thread = threading.Thread(target=self.step)
+            thread.start()
+            thread.join()
+            self.steps += 1
+
+    def advance(self, amount: int = 1) -> None:
+        return None
+
+
+def _write(attempt: MagicTaskAttempt, name: str) -> None:
+    with attempt.create_file(name) as stream:
+        stream.write(name.encode() * 10)
+
+
+def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str) -> None:
+    table = StorePath("s3", s3_bucket, "warehouse/events")
+    dead_id, live_id = str(uuid.uuid4()), str(uuid.uuid4())
+
+    dead = MagicCommitter(s3_store, table, dead_id)  # set up, wrote, then was killed
+    dead.setup_job()
+    dead_attempt = dead.task_attempt(0, 0)
+    _write(dead_attempt, f"day=1/part-00000-{dead_id}-c000.json")
+    _write(dead_attempt, "day=2/unnamed.json")  # found only through the job's upload records
+
+    live = MagicCommitter(s3_store, table, live_id)
+    live.setup_job()
+    live_attempts = [live.task_attempt(0, 0)]
+    _write(live_attempts[0], f"day=1/part-00000-{live_id}-c000.json")
+    counter = iter(range(1, 100))
+
+    def live_step() -> None:
+        """The live job keeps working: a new task attempt starts, records and uploads a file."""
+        attempt = live.task_attempt(next(counter), 0)
+        live_attempts.append(attempt)
+        _write(attempt, f"day=3/part-{len(live_attempts):05d}-{live_id}-c000.json")
+
+    # 1. The hourly cleanup: real clock, 1 h threshold. Everything is young: nothing is touched.
+    progress = InterleavingProgress(live_step, ("Aborting uploads", "Deleting temporary trees"))
+    uploads = abort_pending_uploads(s3_store, table, older_than="1h", progress=progress)
+    trees = clean_stale_temp_trees(s3_store, table, older_than="1h", progress=progress)
+    assert (uploads.aborted, uploads.listing.too_recent, trees.to_json()["deleted"]) == (0, 3, 0)
+
+    # 2. Cleanup after the failed job, scoped by its job ID with no age limit, while the live job
+    #    writes: only the dead job's uploads go, found by file name and by its upload records.
+    dead_keys = {p.destination_key for p in dead_attempt.pending}
+    report = abort_pending_uploads(s3_store, table, older_than="0s", job_id=dead_id, progress=progress)
+    assert {o.upload.path.key for o in report.outcomes} == dead_keys
+    assert (report.aborted, report.listing.other_jobs) == (2, 3)  # the live job had three when listed
+    assert not dead_keys & {u.path.key for u in s3_store.list_multipart_uploads(table)}
+
+    # 3. A clock far ahead makes every tree look stale; the live job writes after the listing,
+    #    so its tree is recognised as active at delete time. The dead job's tree goes.
+    later = datetime.now(timezone.utc) + timedelta(days=3)
+    trees = clean_stale_temp_trees(s3_store, table, older_than="1d", now=later, progress=progress)
+    assert {o.tree.job_id: o.status for o in trees.outcomes} == {dead_id: "deleted", live_id: "active"}
+    assert progress.steps == 4
+
+    # The live job was never disturbed: every attempt commits and the job commits all its files.
+    results = [attempt.commit_task() for attempt in live_attempts]
+    success = live.commit_job(results)
+    assert success.file_count == len(live_attempts) == 5
+    for attempt in live_attempts:
+        for pending_commit in attempt.pending:
+            assert s3_store.get_status(StorePath("s3", s3_bucket, pending_commit.destination_key)) is not None

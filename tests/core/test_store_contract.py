@@ -1,0 +1,402 @@
+"""The store contract, checked on the local store and on S3 (embedded SeaweedFS).
+
+Committers are written once against `Store`; these tests pin down the behaviour they rely on,
+in particular directory boundaries (`dataset1` never covers `dataset10`), create-if-absent,
+publish-on-close streams and the multipart upload lifecycle.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import (
+    FileAlreadyExistsError,
+    FileNotFoundInStoreError,
+    NoSuchUploadError,
+    Store,
+    StoreError,
+    open_store,
+)
+
+StoreRoot = tuple[Store, StorePath]
+
+#: The smallest size S3 accepts for a part that is not the last one.
+MIN_PART = 5 * 1024 * 1024
+
+SPECIAL_NAMES = [
+    "with space/file name.txt",
+    "percent%25/100%.txt",
+    "ünïcødé/日本語.txt",
+    "year=2024/k=v=w.txt",
+]
+
+
+def listed(store: Store, directory: StorePath) -> set[StorePath]:
+    return {status.path for status in store.list_files(directory)}
+
+
+# Objects -----------------------------------------------------------------------------------------
+def test_write_read_roundtrip(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("a", "b.bin")
+    store.write_bytes(path, b"first")
+    assert store.read_bytes(path) == b"first"
+    store.write_bytes(path, b"second, longer")  # plain writes overwrite
+    assert store.read_bytes(path) == b"second, longer"
+    status = store.get_status(path)
+    assert status is not None
+    assert (status.path, status.size) == (path, len(b"second, longer"))
+    assert abs(status.modified - time.time()) < 300
+
+
+def test_write_if_absent_refuses_existing_file(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("marker")
+    store.write_bytes(path, b"winner", if_absent=True)
+    with pytest.raises(FileAlreadyExistsError):
+        store.write_bytes(path, b"loser", if_absent=True)
+    assert store.read_bytes(path) == b"winner"
+
+
+def test_missing_file(store_root: StoreRoot) -> None:
+    store, root = store_root
+    missing = root.join("no", "such", "file")
+    assert store.get_status(missing) is None
+    with pytest.raises(FileNotFoundInStoreError) as caught:
+        store.read_bytes(missing)
+    assert isinstance(caught.value, FileNotFoundError)
+    assert "file" in str(caught.value)
+    store.delete(missing)  # deleting a missing file is not an error
+
+
+def test_get_status_of_directory_is_none(store_root: StoreRoot) -> None:
+    store, root = store_root
+    store.write_bytes(root.join("dir", "file"), b"x")
+    assert store.get_status(root.join("dir")) is None
+
+
+def test_list_files_is_recursive_and_respects_directory_boundary(store_root: StoreRoot) -> None:
+    store, root = store_root
+    inside = [root.join("dataset1", "a"), root.join("dataset1", "sub", "deeper", "b")]
+    outside = [root.join("dataset10", "c"), root.join("dataset1.txt"), root.join("dataset1x", "d")]
+    for path in inside + outside:
+        store.write_bytes(path, path.name.encode())
+    assert listed(store, root.join("dataset1")) == set(inside)
+    assert listed(store, root) == set(inside + outside)
+    sizes = {status.path: status.size for status in store.list_files(root.join("dataset1"))}
+    assert sizes == {root.join("dataset1", "a"): 1, root.join("dataset1", "sub", "deeper", "b"): 1}
+
+
+def test_list_files_of_missing_directory_is_empty(store_root: StoreRoot) -> None:
+    store, root = store_root
+    assert listed(store, root.join("nothing", "here")) == set()
+
+
+def test_delete_tree_respects_directory_boundary(store_root: StoreRoot) -> None:
+    store, root = store_root
+    for name in ("dataset1/a", "dataset1/sub/b", "dataset10/c", "dataset1.txt"):
+        store.write_bytes(root.join(name), b"x")
+    assert store.delete_tree(root.join("dataset1")) == 2
+    assert listed(store, root.join("dataset1")) == set()
+    assert listed(store, root) == {root.join("dataset10", "c"), root.join("dataset1.txt")}
+
+
+def test_delete_and_delete_files(store_root: StoreRoot) -> None:
+    store, root = store_root
+    paths = [root.join("many", f"part-{i:05d}") for i in range(7)]
+    for path in paths:
+        store.write_bytes(path, b"x")
+    store.delete(paths[0])
+    assert store.get_status(paths[0]) is None
+    store.delete_files([*paths[1:5], root.join("many", "missing")])
+    assert listed(store, root.join("many")) == set(paths[5:])
+
+
+def test_rename_file(store_root: StoreRoot) -> None:
+    store, root = store_root
+    source, dest = root.join("_temporary", "part-0"), root.join("final", "part-0")
+    store.write_bytes(source, b"payload")
+    store.rename_file(source, dest)
+    assert store.get_status(source) is None
+    assert store.read_bytes(dest) == b"payload"
+    with pytest.raises(FileNotFoundInStoreError):
+        store.rename_file(source, root.join("elsewhere"))
+
+
+def test_rename_file_replaces_destination(store_root: StoreRoot) -> None:
+    store, root = store_root
+    source, dest = root.join("new"), root.join("old")
+    store.write_bytes(source, b"new")
+    store.write_bytes(dest, b"old")
+    store.rename_file(source, dest)
+    assert store.read_bytes(dest) == b"new"
+    assert listed(store, root) == {dest}
+
+
+# Write streams ---------------------------------------------------------------------------------
+def test_open_write_publishes_only_on_close(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("streamed", "part-0.parquet")
+    with store.open_write(path) as stream:
+        stream.write(b"abc")
+        stream.write(b"def")
+        assert store.get_status(path) is None
+        assert listed(store, root) == set()
+    assert store.read_bytes(path) == b"abcdef"
+    assert listed(store, root) == {path}
+
+
+def test_open_write_publishes_nothing_on_exception(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("failed", "part-0")
+
+    def failing_task() -> None:
+        with store.open_write(path) as stream:
+            stream.write(b"partial")
+            raise RuntimeError("task failed")
+
+    with pytest.raises(RuntimeError, match="task failed"):
+        failing_task()
+    assert store.get_status(path) is None
+    assert listed(store, root) == set()
+
+
+def test_open_write_discard_publishes_nothing(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("discarded")
+    stream = store.open_write(path)
+    stream.write(b"partial")
+    stream.discard()  # type: ignore[attr-defined]
+    assert store.get_status(path) is None
+
+
+def test_unclosed_stream_is_not_published_when_collected(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("abandoned")
+    stream = store.open_write(path)
+    stream.write(b"partial")
+    del stream
+    gc.collect()
+    assert store.get_status(path) is None
+
+
+def test_open_write_overwrites(store_root: StoreRoot) -> None:
+    store, root = store_root
+    path = root.join("file")
+    store.write_bytes(path, b"old")
+    with store.open_write(path) as stream:
+        stream.write(b"new")
+    assert store.read_bytes(path) == b"new"
+
+
+@pytest.mark.parametrize("name", SPECIAL_NAMES)
+def test_special_characters_in_paths(store_root: StoreRoot, name: str) -> None:
+    store, root = store_root
+    path = root.join(name)
+    store.write_bytes(path, name.encode())
+    assert store.read_bytes(path) == name.encode()
+    assert listed(store, root) == {path}
+    reparsed = StorePath.parse(path.uri())
+    assert reparsed == path
+    assert store.get_status(reparsed) is not None
+    moved = root.join("moved", name)
+    store.rename_file(path, moved)
+    assert store.read_bytes(moved) == name.encode()
+    assert store.delete_tree(root) == 1
+
+
+# Multipart uploads -----------------------------------------------------------------------------
+@pytest.fixture
+def multipart_root(store_root: StoreRoot) -> StoreRoot:
+    store, _ = store_root
+    if not store.capabilities.multipart_upload:
+        pytest.skip(f"{type(store).__name__} has no multipart uploads")
+    return store_root
+
+
+def test_multipart_upload_complete(multipart_root: StoreRoot) -> None:
+    store, root = multipart_root
+    path = root.join("dataset1", "part-0")
+    first, last = b"a" * MIN_PART, b"tail"
+    upload_id = store.create_multipart_upload(path)
+    etags = [store.upload_part(path, upload_id, 1, first), store.upload_part(path, upload_id, 2, last)]
+    assert store.get_status(path) is None
+    assert listed(store, root) == set()  # pending uploads are invisible
+    etag = store.complete_multipart_upload(path, upload_id, etags)
+    assert etag
+    assert store.read_bytes(path) == first + last
+    assert listed(store, root) == {path}
+    assert list(store.list_multipart_uploads(root)) == []
+
+
+def test_list_multipart_uploads_respects_directory_boundary(multipart_root: StoreRoot) -> None:
+    store, root = multipart_root
+    mine = root.join("dataset1", "sub", "part-0")
+    other = root.join("dataset10", "part-0")
+    before = time.time()
+    mine_id = store.create_multipart_upload(mine)
+    other_id = store.create_multipart_upload(other)
+    pending = list(store.list_multipart_uploads(root.join("dataset1")))
+    assert [(p.path, p.upload_id) for p in pending] == [(mine, mine_id)]
+    assert before - 5 <= pending[0].initiated <= time.time() + 5
+    everything = {(p.path, p.upload_id) for p in store.list_multipart_uploads(root)}
+    assert everything == {(mine, mine_id), (other, other_id)}
+    assert list(store.list_multipart_uploads(root.join("elsewhere"))) == []
+
+
+def test_abort_multipart_upload(multipart_root: StoreRoot) -> None:
+    store, root = multipart_root
+    path = root.join("aborted")
+    upload_id = store.create_multipart_upload(path)
+    etag = store.upload_part(path, upload_id, 1, b"data")
+    store.abort_multipart_upload(path, upload_id)
+    assert list(store.list_multipart_uploads(root)) == []
+    assert store.get_status(path) is None
+    with pytest.raises(NoSuchUploadError):
+        store.abort_multipart_upload(path, upload_id)
+    with pytest.raises(NoSuchUploadError):
+        store.complete_multipart_upload(path, upload_id, [etag])
+    with pytest.raises(NoSuchUploadError):
+        store.list_parts(path, upload_id)
+    assert store.get_status(path) is None
+
+
+def test_abort_after_complete_raises_and_keeps_the_file(multipart_root: StoreRoot) -> None:
+    store, root = multipart_root
+    path = root.join("completed")
+    upload_id = store.create_multipart_upload(path)
+    store.complete_multipart_upload(path, upload_id, [store.upload_part(path, upload_id, 1, b"kept")])
+    with pytest.raises(NoSuchUploadError):
+        store.abort_multipart_upload(path, upload_id)
+    assert store.read_bytes(path) == b"kept"
+
+
+def test_list_parts(multipart_root: StoreRoot) -> None:
+    store, root = multipart_root
+    path = root.join("parts")
+    upload_id = store.create_multipart_upload(path)
+    assert store.list_parts(path, upload_id) == []
+    etags = [store.upload_part(path, upload_id, n, bytes([n]) * n) for n in (1, 2, 3)]
+    parts = sorted(store.list_parts(path, upload_id), key=lambda part: part.number)
+    assert [(p.number, p.etag, p.size) for p in parts] == [
+        (1, etags[0], 1),
+        (2, etags[1], 2),
+        (3, etags[2], 3),
+    ]
+    store.abort_multipart_upload(path, upload_id)
+
+
+# S3 only ---------------------------------------------------------------------------------------
+def test_s3_counts_requests(s3_store: Store, s3_bucket: str) -> None:
+    root = StorePath("s3", s3_bucket, "stats")
+    s3_store.write_bytes(root.join("a"), b"12345")
+    s3_store.read_bytes(root.join("a"))
+    s3_store.get_status(root.join("a"))
+    list(s3_store.list_files(root))
+    s3_store.rename_file(root.join("a"), root.join("b"))
+    assert s3_store.statistics.snapshot() == {
+        "op_put": 1,
+        "bytes_uploaded": 5,
+        "op_get": 1,
+        "op_head": 2,  # get_status, then rename's own HEAD
+        "op_list": 1,
+        "op_copy": 1,
+        "bytes_copied": 5,
+        "op_delete": 1,
+    }
+
+
+def test_s3_listings_follow_every_page(s3_store: Store, s3_bucket: str) -> None:
+    s3_store.list_page_size = 2  # type: ignore[attr-defined]
+    root = StorePath("s3", s3_bucket, "paged")
+    files = {root.join("dataset1", f"f{i}") for i in range(5)}
+    for path in files | {root.join("dataset10", "other")}:
+        s3_store.write_bytes(path, b"x")
+    assert listed(s3_store, root.join("dataset1")) == files
+    assert s3_store.statistics.snapshot()["op_list"] == 3
+    uploads = {(path, s3_store.create_multipart_upload(path)) for path in files for _ in range(2)}
+    pending = {(p.path, p.upload_id) for p in s3_store.list_multipart_uploads(root.join("dataset1"))}
+    assert pending == uploads
+    path, upload_id = next(iter(uploads))
+    etags = [s3_store.upload_part(path, upload_id, n, b"x") for n in range(1, 6)]
+    assert [part.etag for part in s3_store.list_parts(path, upload_id)] == etags
+
+
+def test_s3_delete_files_batches_by_1000(s3_store: Store, s3_bucket: str) -> None:
+    paths = [StorePath("s3", s3_bucket, f"never-written/{i}") for i in range(1001)]
+    s3_store.delete_files(paths)
+    assert s3_store.statistics.snapshot()["op_delete"] == 2
+
+
+def test_s3_large_stream_becomes_multipart_upload(s3_store: Store, s3_bucket: str) -> None:
+    s3_store.multipart_threshold = MIN_PART  # type: ignore[attr-defined]
+    s3_store.part_size = MIN_PART  # type: ignore[attr-defined]
+    path = StorePath("s3", s3_bucket, "big")
+    data = bytes(range(256)) * (MIN_PART * 2 // 256) + b"tail"
+    with s3_store.open_write(path) as stream:
+        for start in range(0, len(data), 1 << 20):
+            stream.write(data[start : start + (1 << 20)])
+    assert s3_store.read_bytes(path) == data
+    stats = s3_store.statistics.snapshot()
+    assert (stats["op_multipart_initiate"], stats["op_multipart_part"], stats["op_multipart_complete"]) == (
+        1,
+        3,
+        1,
+    )
+    assert stats.get("op_put", 0) == 0
+
+
+def test_s3_client_is_shared_across_threads(s3_store: Store, s3_bucket: str) -> None:
+    root = StorePath("s3", s3_bucket, "threads")
+    threads = [
+        threading.Thread(target=s3_store.write_bytes, args=(root.join(f"f{i}"), b"x")) for i in range(16)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(listed(s3_store, root)) == 16
+
+
+def test_s3_errors_name_url_and_code(s3_store: Store, embedded_s3: object) -> None:
+    path = StorePath("s3", "no-such-bucket-here", "key")
+    with pytest.raises(StoreError) as caught:
+        list(s3_store.list_files(path))
+    assert "s3://no-such-bucket-here/key" in str(caught.value)
+    assert "NoSuchBucket" in str(caught.value)
+
+
+def test_s3_repr_hides_secrets(embedded_s3: object) -> None:
+    store = embedded_s3.store()  # type: ignore[attr-defined]
+    assert embedded_s3.secret_key not in repr(store)  # type: ignore[attr-defined]
+    assert embedded_s3.secret_key not in repr(embedded_s3)  # type: ignore[attr-defined]
+
+
+def test_s3_missing_credentials_error_is_clear(
+    embedded_s3: object, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", f"{tmp_path}/none")
+    monkeypatch.setenv("AWS_CONFIG_FILE", f"{tmp_path}/none")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = open_store(f"s3://{s3_bucket}/", endpoint_url=embedded_s3.endpoint_url)  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match="AWS_ACCESS_KEY_ID"):
+        store.read_bytes(StorePath("s3", s3_bucket, "key"))
+
+
+def test_s3_endpoint_from_environment(
+    embedded_s3: object, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in embedded_s3.env().items():  # type: ignore[attr-defined]
+        monkeypatch.setenv(name, value)
+    store = open_store(f"s3a://{s3_bucket}/env")
+    path = StorePath.parse(f"s3a://{s3_bucket}/env/file")
+    store.write_bytes(path, b"via env")
+    assert [status.path for status in store.list_files(path.parent)] == [path]
+    store.close()

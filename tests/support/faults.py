@@ -1,0 +1,287 @@
+"""A store wrapper that fails one chosen store call, to test every phase against every fault.
+
+Every call through the wrapper is numbered and logged, so a test can first run a scenario
+cleanly to learn its calls, then re-run it with a fault at each of them. Fault modes:
+
+- ``before``: the call is not made and raises `InjectedFault` (a `StoreError`): a request that
+  never reached the store;
+- ``after``: the call is made, then raises `InjectedFault`: a request that succeeded but whose
+  response was lost (the hard case: the store changed, the caller thinks it did not);
+- ``crash`` / ``crash_after``: like before/after, but raise `SimulatedCrash` (a BaseException)
+  and mark the wrapper dead: every later call raises it too, so no clean-up handler of the
+  "dead process" can touch the store until `revive()`;
+- ``exit``: `os._exit()` before the call, for tests that run the victim in a child process.
+
+Writes through `open_write` count twice: ``open_write`` when the stream is opened and
+``write_close`` when closing it publishes the object.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Literal
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import (
+    FileStatus,
+    PendingUpload,
+    Store,
+    StoreError,
+    UploadedPart,
+)
+
+FaultMode = Literal["before", "after", "crash", "crash_after", "exit"]
+EXIT_CODE = 86
+
+
+class InjectedFault(StoreError):
+    """A store call failed because the test said so."""
+
+
+class SimulatedCrash(BaseException):
+    """The process making store calls died (not an Exception: ordinary handlers do not catch it)."""
+
+
+@dataclass(frozen=True)
+class StoreCall:
+    index: int
+    op: str
+    path: str
+    mutating: bool
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.op}({self.path})"
+
+
+CallFilter = Callable[[StoreCall], bool]
+
+
+class FaultInjectingStore(Store):
+    """Delegates to `inner`; injects at most one planned fault (or a crash) at a chosen call."""
+
+    def __init__(self, inner: Store):
+        super().__init__()
+        self.inner = inner
+        self.capabilities = inner.capabilities
+        self.statistics = inner.statistics
+        self.calls: list[StoreCall] = []
+        self.fired: StoreCall | None = None
+        self.dead = False
+        self.lost_uploads: list[tuple[StorePath, str]] = []
+        """Multipart uploads whose creation succeeded but whose response was 'lost'."""
+        self._lock = threading.Lock()
+        self._at: int | None = None
+        self._when: CallFilter | None = None
+        self._mode: FaultMode = "before"
+
+    def __repr__(self) -> str:
+        return f"FaultInjectingStore({self.inner!r})"
+
+    # Planning ----------------------------------------------------------------------------------
+    def inject(self, *, at: int | None = None, when: CallFilter | None = None, mode: FaultMode = "before") -> None:
+        """Fail the call numbered `at`, or the first call for which `when` is true, once."""
+        if (at is None) == (when is None):
+            raise ValueError("give exactly one of at= and when=")
+        with self._lock:
+            self._at, self._when, self._mode, self.fired = at, when, mode, None
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._at, self._when = None, None
+
+    def revive(self) -> None:
+        """A new process takes over: calls work again (an unfired plan stays armed)."""
+        with self._lock:
+            self.dead = False
+
+    def calls_since(self, start: int) -> list[StoreCall]:
+        with self._lock:
+            return self.calls[start:]
+
+    @property
+    def call_count(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    # The one gate every call passes ---------------------------------------------------------------
+    def _gate(self, op: str, path: object, mutating: bool) -> tuple[StoreCall, FaultMode | None]:
+        with self._lock:
+            call = StoreCall(len(self.calls), op, str(path), mutating)
+            self.calls.append(call)
+            if self.dead:
+                raise SimulatedCrash(f"store call {call} after the process died")
+            fire = self.fired is None and (
+                (self._at is not None and call.index == self._at)
+                or (self._when is not None and self._when(call))
+            )
+            if not fire:
+                return call, None
+            self.fired = call
+            self._at, self._when = None, None
+            mode = self._mode
+            if mode in ("crash", "crash_after"):
+                self.dead = True
+        if mode == "exit":
+            os._exit(EXIT_CODE)
+        if mode == "before":
+            raise InjectedFault(f"injected fault before {call}")
+        if mode == "crash":
+            raise SimulatedCrash(f"process died before {call}")
+        return call, mode
+
+    @staticmethod
+    def _after(call: StoreCall, mode: FaultMode | None) -> None:
+        if mode == "after":
+            raise InjectedFault(f"injected fault after {call} (the call took effect)")
+        if mode == "crash_after":
+            raise SimulatedCrash(f"process died after {call} (the call took effect)")
+
+    def _run(self, op: str, path: object, mutating: bool, action: Callable[[], Any]) -> Any:
+        call, mode = self._gate(op, path, mutating)
+        result = action()
+        self._after(call, mode)
+        return result
+
+    # Objects -------------------------------------------------------------------------------------
+    def read_bytes(self, path: StorePath) -> bytes:
+        return self._run("read_bytes", path, False, lambda: self.inner.read_bytes(path))
+
+    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        op = "write_bytes_if_absent" if if_absent else "write_bytes"
+        self._run(op, path, True, lambda: self.inner.write_bytes(path, data, if_absent=if_absent))
+
+    def open_write(self, path: StorePath) -> BinaryIO:
+        call, mode = self._gate("open_write", path, True)
+        stream = self.inner.open_write(path)
+        if mode is not None:
+            _discard(stream)
+        self._after(call, mode)
+        return _FaultStream(self, path, stream)  # type: ignore[return-value]
+
+    def get_status(self, path: StorePath) -> FileStatus | None:
+        return self._run("get_status", path, False, lambda: self.inner.get_status(path))
+
+    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        return iter(self._run("list_files", directory, False, lambda: list(self.inner.list_files(directory))))
+
+    def delete(self, path: StorePath) -> None:
+        self._run("delete", path, True, lambda: self.inner.delete(path))
+
+    def delete_files(self, paths: Iterable[StorePath]) -> None:
+        paths = list(paths)
+        where = paths[0] if paths else "-"
+        self._run("delete_files", where, True, lambda: self.inner.delete_files(paths))
+
+    def delete_tree(self, directory: StorePath) -> int:
+        return self._run("delete_tree", directory, True, lambda: self.inner.delete_tree(directory))
+
+    def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        self._run("rename_file", f"{source} -> {dest}", True, lambda: self.inner.rename_file(source, dest))
+
+    def prepare_directory(self, directory: StorePath) -> None:
+        self._run("prepare_directory", directory, True, lambda: self.inner.prepare_directory(directory))
+
+    # Multipart uploads -----------------------------------------------------------------------------
+    def create_multipart_upload(self, path: StorePath) -> str:
+        call, mode = self._gate("create_multipart_upload", path, True)
+        upload_id = self.inner.create_multipart_upload(path)
+        if mode in ("after", "crash_after"):
+            with self._lock:
+                self.lost_uploads.append((path, upload_id))
+        self._after(call, mode)
+        return upload_id
+
+    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
+        return self._run(
+            "upload_part", path, True, lambda: self.inner.upload_part(path, upload_id, part_number, data)
+        )
+
+    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        return self._run(
+            "complete_multipart_upload",
+            path,
+            True,
+            lambda: self.inner.complete_multipart_upload(path, upload_id, etags),
+        )
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self._run(
+            "abort_multipart_upload", path, True, lambda: self.inner.abort_multipart_upload(path, upload_id)
+        )
+
+    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
+        return iter(
+            self._run(
+                "list_multipart_uploads",
+                directory,
+                False,
+                lambda: list(self.inner.list_multipart_uploads(directory)),
+            )
+        )
+
+    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
+        return self._run("list_parts", path, False, lambda: self.inner.list_parts(path, upload_id))
+
+    def close(self) -> None:
+        """The wrapped store belongs to the test fixture, which closes it."""
+
+
+class _FaultStream:
+    """Counts the close that publishes a written object as its own store call."""
+
+    def __init__(self, store: FaultInjectingStore, path: StorePath, inner: Any):
+        self._store = store
+        self._path = path
+        self._inner = inner
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed stream for {self._path}")
+        return self._inner.write(data)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            call, mode = self._store._gate("write_close", self._path, True)
+        except InjectedFault:
+            _discard(self._inner)
+            raise
+        self._inner.close()
+        self._store._after(call, mode)
+
+    def discard(self) -> None:
+        if not self.closed:
+            self.closed = True
+            _discard(self._inner)
+
+    def __enter__(self) -> _FaultStream:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+def _discard(stream: Any) -> None:
+    discard = getattr(stream, "discard", None)
+    if discard is not None:
+        discard()
+    else:
+        stream.close()

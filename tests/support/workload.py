@@ -1,0 +1,142 @@
+"""Committers by store, attempt-tagged output, and small drivers for tasks and jobs.
+
+Every file an attempt writes carries the job, task and attempt in its bytes, so the invariant
+checker can tell *which* attempt's output became visible, not just that some file did.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+
+from airflow_commit_provider.core.committers import CommitOptions, Committer, TaskAttempt, create_committer
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import Store
+
+ALL_COMMITTERS = ("file-v1", "file-v2", "manifest", "directory", "partitioned", "magic")
+#: First committed attempt of a task wins; later ones adopt it (create-if-absent task commit).
+EXCLUSIVE_COMMITTERS = ("manifest", "directory", "partitioned", "magic")
+#: Last committed attempt wins, as in Hadoop; the engine's commit coordinator lets one commit.
+LAST_WINS_COMMITTERS = ("file-v1", "file-v2")
+UPLOAD_COMMITTERS = ("directory", "partitioned", "magic")
+#: The committers that give every correctness property (file-v2 is the documented exception).
+CORRECT_COMMITTERS = ("file-v1", "manifest", "directory", "partitioned", "magic")
+
+COMMITTER_PARAMS = [pytest.param(name, id=name) for name in ALL_COMMITTERS]
+CORRECT_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in CORRECT_COMMITTERS]
+EXCLUSIVE_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in EXCLUSIVE_COMMITTERS]
+
+
+def supported(name: str, store: Store) -> bool:
+    """The manifest committer needs atomic rename, which S3 does not have (it refuses S3)."""
+    return not (name == "manifest" and not store.capabilities.atomic_rename)
+
+
+def skip_unsupported(name: str, store: Store) -> None:
+    if not supported(name, store):
+        pytest.skip(f"{name} refuses {type(store).__name__} by design (tested in test_commit_formats)")
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def make_options(staging_dir: str | os.PathLike[str] | None = None, **overrides: object) -> CommitOptions:
+    """Test options: file-v2 allowed, a small pool, staging buffered under the test's tmp dir."""
+    values: dict[str, object] = {"allow_unsafe_v2": True, "threads": 4}
+    if staging_dir is not None:
+        values["local_staging_dir"] = os.fspath(staging_dir)
+    values.update(overrides)
+    return CommitOptions(**values)  # type: ignore[arg-type]
+
+
+def payload(job_id: str, task: int, attempt: int, name: str, size: int = 0) -> bytes:
+    """Bytes that say which job, task and attempt wrote `name`, padded to at least `size`."""
+    head = f"job={job_id} task={task} attempt={attempt} file={name}\n".encode()
+    return head + b"x" * max(0, size - len(head))
+
+
+def task_files(task: int, count: int = 2, *, partitioned: bool = True) -> list[str]:
+    """Relative output names of a task, the same for every attempt (as Spark names them)."""
+    names = []
+    for index in range(count):
+        part = f"part-{task:05d}-{index}.bin"
+        names.append(f"dt=2024-01-0{1 + (task + index) % 3}/{part}" if partitioned else part)
+    return names
+
+
+def write_files(attempt: TaskAttempt, files: Mapping[str, bytes]) -> None:
+    for name, data in files.items():
+        with attempt.create_file(name) as stream:
+            stream.write(data)
+
+
+@dataclass
+class Attempt:
+    """One task attempt and the files it wrote."""
+
+    task: int
+    number: int
+    handle: TaskAttempt
+    files: dict[str, bytes] = field(default_factory=dict)
+    result: TaskCommitResult | None = None
+
+    @property
+    def attempt_id(self) -> str:
+        return self.handle.task_attempt_id
+
+
+@dataclass
+class JobRun:
+    """A committer plus the bookkeeping a test driver needs."""
+
+    committer: Committer
+    store: Store
+    dest: StorePath
+    job_id: str
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        store: Store,
+        dest: StorePath,
+        options: CommitOptions | None = None,
+        job_id: str | None = None,
+    ) -> JobRun:
+        job_id = job_id or new_job_id()
+        return cls(create_committer(name, store, dest, job_id, options or make_options()), store, dest, job_id)
+
+    @property
+    def name(self) -> str:
+        return self.committer.name
+
+    def attempt(self, task: int, number: int, names: list[str] | None = None, *, size: int = 0) -> Attempt:
+        """Set up an attempt and write its files (each tagged with this attempt)."""
+        handle = self.committer.task_attempt(task, number)
+        handle.setup_task()
+        names = task_files(task) if names is None else names
+        files = {name: payload(self.job_id, task, number, name, size) for name in names}
+        write_files(handle, files)
+        return Attempt(task, number, handle, files)
+
+    def commit(self, attempt: Attempt) -> TaskCommitResult:
+        attempt.result = attempt.handle.commit_task()
+        return attempt.result
+
+    def run_task(self, task: int, number: int = 0, names: list[str] | None = None, *, size: int = 0) -> Attempt:
+        attempt = self.attempt(task, number, names, size=size)
+        self.commit(attempt)
+        return attempt
+
+
+def expected_output(*attempts: Attempt) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for attempt in attempts:
+        out.update(attempt.files)
+    return out
