@@ -36,8 +36,20 @@ def _is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def _as_bool(value: object, argument: str) -> bool:
+    """A flag that may arrive rendered from a template as text."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "", "none"):
+        return False
+    raise ValueError(f"{argument}: expected true or false, got {value!r}")
+
+
 class _CleanupOperator(BaseOperator):
-    template_fields: Sequence[str] = ("scope", "older_than", "job_id")
+    template_fields: Sequence[str] = ("scope", "older_than", "job_id", "dry_run")
 
     def __init__(
         self,
@@ -46,7 +58,7 @@ class _CleanupOperator(BaseOperator):
         aws_conn_id: str | None = "aws_default",
         older_than: str | float | timedelta = DEFAULT_OLDER_THAN,
         job_id: str | None = None,
-        dry_run: bool = False,
+        dry_run: bool | str = False,
         allow_bucket_root: bool = False,
         threads: int = 16,
         sample_size: int = 20,
@@ -66,11 +78,14 @@ class _CleanupOperator(BaseOperator):
             parse_scope(scope, argument="scope", allow_bucket_root=allow_bucket_root)
         if not _is_template(older_than):
             as_timedelta(older_than, "older_than")
+        if not _is_template(dry_run):
+            _as_bool(dry_run, "dry_run")
 
-    def _resolve(self) -> tuple[StorePath, timedelta, str | None]:
+    def _resolve(self) -> tuple[StorePath, timedelta, str | None, bool]:
+        """The rendered arguments, checked again: templates can render to anything."""
         path = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
         age = as_timedelta(self.older_than, "older_than")
-        return path, age, (self.job_id or None)
+        return path, age, (self.job_id or None), _as_bool(self.dry_run, "dry_run")
 
     def _store(self, path: StorePath) -> Store:
         return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=self.threads).get_store(path)
@@ -92,7 +107,7 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
     ui_color = "#f4d9c6"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        path, age, job_id = self._resolve()
+        path, age, job_id, dry_run = self._resolve()
         store = self._store(path)
         try:
             report = abort_pending_uploads(
@@ -100,20 +115,20 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
                 path,
                 older_than=age,
                 job_id=job_id,
-                dry_run=self.dry_run,
+                dry_run=dry_run,
                 allow_bucket_root=self.allow_bucket_root,
                 threads=self.threads,
             )
         finally:
             store.close()
         result = report.to_json(sample=self.sample_size)
-        verb = "would abort" if self.dry_run else "aborted"
+        verb = "would abort" if dry_run else "aborted"
         self.log.info(
             "%s: %s %d uploads older than %s (%d bytes in %d parts); %d vanished meanwhile, "
             "%d too recent, %d of other jobs, %d failed",
             path,
             verb,
-            result["would_abort"] if self.dry_run else result["aborted"],
+            result["would_abort"] if dry_run else result["aborted"],
             format_duration(age.total_seconds()),
             result["bytes"],
             result["parts"],
@@ -149,7 +164,7 @@ class CleanupTemporaryOperator(_CleanupOperator):
         self.nested = nested
 
     def execute(self, context: Context) -> dict[str, Any]:
-        path, age, job_id = self._resolve()
+        path, age, job_id, dry_run = self._resolve()
         store = self._store(path)
         try:
             report = clean_stale_temp_trees(
@@ -159,7 +174,7 @@ class CleanupTemporaryOperator(_CleanupOperator):
                 job_id=job_id,
                 nested=self.nested,
                 allow_bucket_root=self.allow_bucket_root,
-                dry_run=self.dry_run,
+                dry_run=dry_run,
                 threads=self.threads,
             )
         finally:
@@ -169,8 +184,8 @@ class CleanupTemporaryOperator(_CleanupOperator):
             "%s: %s %d stale temporary trees older than %s (%d files, %d bytes, %d uploads aborted); "
             "%d active left alone, %d failed",
             path,
-            "would delete" if self.dry_run else "deleted",
-            result["would_delete"] if self.dry_run else result["deleted"],
+            "would delete" if dry_run else "deleted",
+            result["would_delete"] if dry_run else result["deleted"],
             format_duration(age.total_seconds()),
             result["files"],
             result["bytes"],

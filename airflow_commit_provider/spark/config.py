@@ -94,8 +94,9 @@ class SparkConf:
         if local:
             return local
         try:
-            value = self._spark.conf.get(key, None)
-        except Exception:  # Spark Connect raises for unknown keys on some versions
+            # Without a default, registered keys give their default value; unknown keys raise.
+            value = self._spark.conf.get(key)
+        except Exception:
             return None
         return value if value not in ("", None) else None
 

@@ -40,10 +40,7 @@ class _AtomicLocalWriter:
     def __init__(self, store: LocalStore, path: StorePath):
         self._store = store
         self._path = path
-        os.makedirs(os.path.dirname(path.key), exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key)
-        )
+        fd, self._tmp = _hidden_temp_file(path)
         self._file = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> int:
@@ -67,6 +64,7 @@ class _AtomicLocalWriter:
             return
         self._file.close()
         os.replace(self._tmp, self._path.key)
+        _remove_if_empty(os.path.dirname(self._tmp))
         self._store.statistics.increment("op_put")
 
     def discard(self) -> None:
@@ -74,6 +72,7 @@ class _AtomicLocalWriter:
             self._file.close()
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
+        _remove_if_empty(os.path.dirname(self._tmp))
 
     def __enter__(self) -> _AtomicLocalWriter:
         return self
@@ -103,9 +102,7 @@ class LocalStore(Store):
             with self.open_write(path) as stream:
                 stream.write(data)
             return
-        directory = os.path.dirname(path.key)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = _hidden_temp_file(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -116,6 +113,7 @@ class LocalStore(Store):
                 raise FileAlreadyExistsError(f"file already exists: {path}") from error
         finally:
             os.unlink(tmp)
+            _remove_if_empty(os.path.dirname(tmp))
 
     def open_write(self, path: StorePath) -> BinaryIO:
         return _AtomicLocalWriter(self, path)  # type: ignore[return-value]
@@ -211,7 +209,7 @@ class LocalStore(Store):
         self.statistics.increment("op_multipart_complete")
         upload_dir = self._existing_upload_dir(path, upload_id)
         digests = []
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=os.path.dirname(path.key))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=upload_dir)
         with os.fdopen(fd, "wb") as out:
             for number, etag in enumerate(etags, start=1):
                 part_file = os.path.join(upload_dir, f"part-{number:05d}")
@@ -270,6 +268,17 @@ class LocalStore(Store):
                 etag = f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
                 parts.append(UploadedPart(int(name[5:]), etag, len(data)))
         return parts
+
+
+def _hidden_temp_file(path: StorePath) -> tuple[int, str]:
+    """A temp file beside `path`, inside the hidden uploads directory so listings never see it."""
+    directory = os.path.join(os.path.dirname(path.key), UPLOADS_DIR)
+    while True:
+        os.makedirs(directory, exist_ok=True)
+        try:
+            return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        except FileNotFoundError:
+            continue  # a concurrent writer removed the emptied directory between the two calls
 
 
 def _remove_if_empty(directory: str) -> None:

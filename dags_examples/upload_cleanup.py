@@ -1,0 +1,103 @@
+"""Hourly cleanup of what failed and killed commit jobs leave behind, and a report of what it reclaimed.
+
+Pending multipart uploads are billed yet invisible, and `_temporary`, `__magic*` and
+`.spark-staging-*` trees pile up in table roots. For every table root this DAG aborts uploads
+older than `older_than`, then deletes temporary trees with no writes for as long. Live jobs are
+safe: their uploads and trees are younger than the threshold, and a tree written to while the
+cleanup runs is left alone.
+
+Table roots come from the run's `roots` param or else the Airflow Variable `commit_cleanup_roots`
+(a JSON list such as `["s3://lake/warehouse/events", "s3://lake/warehouse/users"]`). Each root is
+a directory: `s3://lake/out/dataset1` never touches `s3://lake/out/dataset10`. S3 access uses the
+`aws_default` connection (`endpoint_url` in its extras for S3-compatible stores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import DAG, Param, Variable, task
+
+from airflow_commit_provider.core.cleanup import as_timedelta, parse_scope
+from airflow_commit_provider.operators import AbortMultipartUploadsOperator, CleanupTemporaryOperator
+
+ROOTS_VARIABLE = "commit_cleanup_roots"
+AWS_CONN_ID = "aws_default"
+
+with DAG(
+    dag_id="upload_cleanup",
+    description="Abort stale multipart uploads and delete stale temporary trees under table roots",
+    schedule="@hourly",
+    start_date=datetime(2025, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    params={
+        "roots": Param(
+            [], type="array", description=f"Table roots; empty means the {ROOTS_VARIABLE} Variable"
+        ),
+        "older_than": Param("24h", type="string", description="Minimum age: 90s, 15m, 6h, 2d"),
+        "dry_run": Param(False, type="boolean", description="Report what would be reclaimed, change nothing"),
+    },
+    tags=["commit-protocols", "cleanup"],
+    doc_md=__doc__,
+) as dag:
+
+    @task
+    def table_roots(params: dict[str, Any] | None = None) -> list[str]:
+        """The roots to clean, validated here so a bad entry fails this task with a clear message."""
+        params = params or {}
+        roots = params.get("roots") or Variable.get(ROOTS_VARIABLE, default=[], deserialize_json=True)
+        if not isinstance(roots, list):
+            raise ValueError(f"{ROOTS_VARIABLE}: expected a JSON list of table roots, got {roots!r}")
+        as_timedelta(params.get("older_than", "24h"), "older_than")
+        return [str(parse_scope(root, argument=f"{ROOTS_VARIABLE}[{i}]")) for i, root in enumerate(roots)]
+
+    roots = table_roots()
+    common = {
+        "aws_conn_id": AWS_CONN_ID,
+        "older_than": "{{ params.older_than }}",
+        "dry_run": "{{ params.dry_run }}",
+    }
+    uploads = AbortMultipartUploadsOperator.partial(task_id="abort_stale_uploads", **common).expand(
+        scope=roots
+    )
+    trees = CleanupTemporaryOperator.partial(task_id="clean_stale_temp_trees", **common).expand(scope=roots)
+    uploads >> trees
+
+    @task(trigger_rule="none_failed")
+    def report(
+        upload_reports: Iterable[dict[str, Any]], tree_reports: Iterable[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Sum what was reclaimed (bytes are what people want to see) and log it per root."""
+        uploads_done, trees_done = list(upload_reports or []), list(tree_reports or [])
+        summary = {
+            "roots": len({r["scope"] for r in uploads_done + trees_done}),
+            "dry_run": any(r["dry_run"] for r in uploads_done + trees_done),
+            "uploads_aborted": sum(r["aborted"] + r["would_abort"] for r in uploads_done),
+            "upload_bytes": sum(r["bytes"] for r in uploads_done),
+            "uploads_vanished": sum(r["vanished"] for r in uploads_done),
+            "trees_deleted": sum(r["deleted"] + r["would_delete"] for r in trees_done),
+            "tree_files": sum(r["files"] for r in trees_done),
+            "tree_bytes": sum(r["bytes"] for r in trees_done),
+            "trees_active": sum(r["skipped_active"] for r in trees_done),
+        }
+        summary["bytes_reclaimed"] = summary["upload_bytes"] + summary["tree_bytes"]
+        for r in uploads_done:
+            print(f"{r['scope']}: {r['aborted'] + r['would_abort']} uploads, {r['bytes']} bytes")
+        for r in trees_done:
+            print(f"{r['scope']}: {r['deleted'] + r['would_delete']} temp trees, {r['bytes']} bytes")
+        verb = "would reclaim" if summary["dry_run"] else "reclaimed"
+        print(
+            f"{verb} {summary['bytes_reclaimed']} bytes: {summary['uploads_aborted']} uploads, "
+            f"{summary['trees_deleted']} temporary trees under {summary['roots']} roots"
+        )
+        return summary
+
+    report(uploads.output, trees.output)
+
+
+if __name__ == "__main__":
+    dag.test()
