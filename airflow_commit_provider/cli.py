@@ -295,7 +295,7 @@ def _uploads_abort(args: argparse.Namespace) -> int:
         _emit(summary)
     else:
         if args.dry_run:
-            _print_uploads(listing)
+            _print_uploads(listing, limit=50)
         verb = "Would abort" if args.dry_run else "Aborted"
         count = summary["would_abort"] if args.dry_run else summary["aborted"]
         print(
@@ -373,7 +373,7 @@ def _temp_clean(args: argparse.Namespace) -> int:
         _emit(summary)
     else:
         if args.dry_run:
-            _print_trees(stale)
+            _print_trees(stale[:50])
         verb = "Would delete" if args.dry_run else "Deleted"
         count = summary["would_delete"] if args.dry_run else summary["deleted"]
         print(

@@ -26,6 +26,16 @@ from airflow_commit_provider.operators import AbortMultipartUploadsOperator, Cle
 ROOTS_VARIABLE = "commit_cleanup_roots"
 AWS_CONN_ID = "aws_default"
 
+
+def _materialise(reports: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The mapped tasks' reports; indexing within `len` avoids probing past the end of the XComs."""
+    if reports is None:
+        return []
+    if hasattr(reports, "__len__") and hasattr(reports, "__getitem__"):
+        return [reports[i] for i in range(len(reports))]  # type: ignore[index]
+    return list(reports)
+
+
 with DAG(
     dag_id="upload_cleanup",
     description="Abort stale multipart uploads and delete stale temporary trees under table roots",
@@ -72,7 +82,7 @@ with DAG(
         upload_reports: Iterable[dict[str, Any]], tree_reports: Iterable[dict[str, Any]]
     ) -> dict[str, Any]:
         """Sum what was reclaimed (bytes are what people want to see) and log it per root."""
-        uploads_done, trees_done = list(upload_reports or []), list(tree_reports or [])
+        uploads_done, trees_done = _materialise(upload_reports), _materialise(tree_reports)
         summary = {
             "roots": len({r["scope"] for r in uploads_done + trees_done}),
             "dry_run": any(r["dry_run"] for r in uploads_done + trees_done),

@@ -2,7 +2,7 @@
 # Idempotent setup used by `make demo`, `make test`, `make bench` and `make lint`.
 #
 #   1. create .venv (python3.11, else python3 >= 3.10; override with PYTHON=...) if missing
-#   2. pip install -e ".[test,embedded-s3]"  (skipped when .venv/.bootstrap-stamp matches pyproject.toml)
+#   2. pip install -e ".[test,embedded-s3,bench]"  (skipped when .venv/.bootstrap-stamp matches pyproject.toml)
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
 #
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP="$VENV/.bootstrap-stamp"
 PIP_LOG="$VENV/bootstrap-pip.log"
-EXTRAS="test,embedded-s3"
+EXTRAS="test,embedded-s3,bench"
 CHECK_JAVA=1
 
 for arg in "$@"; do

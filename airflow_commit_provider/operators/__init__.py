@@ -1,5 +1,6 @@
 """Airflow operators of the commit provider."""
 
 from airflow_commit_provider.operators.cleanup import AbortMultipartUploadsOperator, CleanupTemporaryOperator
+from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 
-__all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator"]
+__all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "CommittedSparkSubmitOperator"]

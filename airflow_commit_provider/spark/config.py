@@ -84,21 +84,46 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
 class SparkConf:
-    """Read-only view of a session's runtime conf and the calling thread's local properties."""
+    """Read-only view of a session's runtime conf and the calling thread's local properties.
+
+    ``spark.airflow_commit.*`` keys are looked up in the thread's local properties first (so one
+    thread's write can be configured without touching the session), then in the session conf.
+    """
 
     def __init__(self, spark: Any):
         self._spark = spark
+        self._explicit: dict[str, str] | None = None
+
+    def _all(self) -> dict[str, str]:
+        if self._explicit is None:
+            try:
+                self._explicit = dict(self._spark.conf.getAll)
+            except Exception:  # older PySpark without RuntimeConfig.getAll
+                self._explicit = {}
+        return self._explicit
 
     def get(self, key: str) -> str | None:
-        local = self.local_property(key)
-        if local:
-            return local
+        if key.startswith(PREFIX):
+            value = self.local_property(key) or self._all().get(key)
+            if value is None and not self._all():
+                value = self._lookup(key)
+            return value or None
+        return self._all().get(key) or self._lookup(key)
+
+    def _lookup(self, key: str) -> str | None:
         try:
             # Without a default, registered keys give their default value; unknown keys raise.
             value = self._spark.conf.get(key)
         except Exception:
             return None
         return value if value not in ("", None) else None
+
+    def spark_conf(self, key: str) -> str | None:
+        """A SparkContext (core) setting such as spark.speculation."""
+        context = spark_context(self._spark)
+        if context is None:
+            return None
+        return context.getConf().get(key, None)
 
     def local_property(self, key: str) -> str | None:
         context = spark_context(self._spark)

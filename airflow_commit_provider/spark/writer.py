@@ -34,7 +34,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.committers import COMMITTERS, Committer, TaskCommitResult, create_committer
@@ -70,12 +70,15 @@ class WriteSummary:
     rows: int | None
     partitions: list[str]
     tasks: int
+    retried_tasks: int
+    """Tasks whose accepted attempt was not their first (TaskContext.attemptNumber() > 0)."""
+    adopted_tasks: int
+    """Tasks whose accepted attempt found an earlier attempt already committed and adopted it."""
     write_seconds: float
     """From job setup until every task had committed (the Spark job)."""
     job_commit_seconds: float
     total_seconds: float
     success_file: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +90,7 @@ class WriteHooks:
 
     task: Any = None
     """tasks.TaskHooks, pickled into every task."""
-    before_job_commit: Callable[[Committer, list[TaskCommitResult]], None] | None = None
+    before_job_commit: Callable[[Committer, list[TaskCommitResult], cfg.TaskConfig], None] | None = None
 
 
 def default_committer(destination: StorePath, partitioned: bool, conflict_mode: str) -> str:
@@ -138,7 +141,7 @@ def write_committed(
     job_id = validate_job_id(conf.get(cfg.CONF_JOB_ID) or str(uuid.uuid4()))
     s3 = cfg.S3Settings() if destination.is_local else cfg.S3Settings.resolve(parsed.s3, conf)
 
-    prepared, task_config = _plan(df, fmt.name, columns, parsed.writer, spark)
+    prepared, task_config = _plan(df, fmt.name, columns, parsed.writer, spark, conf)
     task_config = cfg.TaskConfig(
         committer=name,
         destination=destination.uri(),
@@ -148,7 +151,7 @@ def write_committed(
         hooks=_hooks.task if _hooks else None,
         **task_config,
     )
-    if name in _LAST_WRITER_WINS and (conf.get(cfg.SPARK_SPECULATION) or "").lower() == "true":
+    if name in _LAST_WRITER_WINS and (conf.spark_conf(cfg.SPARK_SPECULATION) or "").lower() == "true":
         log.warning(
             "committer %s lets the last task attempt win; with spark.speculation a killed duplicate can "
             "replace an accepted attempt's output at task commit: prefer 'manifest' or 'magic'",
@@ -184,7 +187,7 @@ def write_committed(
             tasks_done = time.monotonic()
             results = _accepted_results(rows, job_id)
             if _hooks and _hooks.before_job_commit:
-                _hooks.before_job_commit(job, results)
+                _hooks.before_job_commit(job, results, task_config)
             success = job.commit_job(results)
         except BaseException:
             log.error("job %s: write to %s failed; aborting the job", job_id, destination)
@@ -209,6 +212,8 @@ def write_committed(
         rows=success.rows if success.rows is not None else sum(r.rows for r in rows),
         partitions=list(success.partitions),
         tasks=len(rows),
+        retried_tasks=sum(1 for row in rows if row["attempt_number"] > 0),
+        adopted_tasks=sum(1 for result in results if result.adopted_from),
         write_seconds=round(tasks_done - started, 3),
         job_commit_seconds=round(finished - tasks_done, 3),
         total_seconds=round(finished - started, 3),
@@ -308,7 +313,12 @@ def _resolve_columns(df: DataFrame, requested: Sequence[str]) -> list[str]:
 
 
 def _plan(
-    df: DataFrame, fmt: str, partition_by: Sequence[str], writer: cfg.WriterOptions, spark: Any
+    df: DataFrame,
+    fmt: str,
+    partition_by: Sequence[str],
+    writer: cfg.WriterOptions,
+    spark: Any,
+    conf: cfg.SparkConf,
 ) -> tuple[DataFrame, dict[str, Any]]:
     """The DataFrame the tasks consume, and the format/partition parts of the task config.
 
@@ -339,7 +349,6 @@ def _plan(
         as_string = F.col(_quoted(column)).cast("string")
         keys.append(F.when(as_string == F.lit(""), F.lit(None).cast("string")).otherwise(as_string).alias(key))
 
-    conf = cfg.SparkConf(spark)
     codec, suffix = fmt_spec.resolve_codec(
         writer.compression,
         {"parquet": conf.get(cfg.SPARK_PARQUET_CODEC), "orc": conf.get(cfg.SPARK_ORC_CODEC)}.get(fmt),

@@ -1,11 +1,54 @@
-"""Fixtures for the cleanup tests: an Airflow home of their own, and store wrappers for races."""
+"""Airflow settings for the cleanup tests, and an AWS connection to the embedded S3.
+
+Airflow reads its configuration when first imported, so the environment is set when this
+conftest is imported. `setdefault`: when the whole suite runs, tests/airflow/conftest.py has
+already chosen a home, DAG folder and database, and these tests simply use those.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-# Airflow reads its home when first imported; keep it out of ~/airflow and skip the examples.
-# setdefault: another conftest (or the caller) may already have chosen one.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-cleanup-"))
+import pytest
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+REPO = Path(__file__).resolve().parents[2]
+_HOME = os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-cleanup-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags_examples"))
+os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_HOME}/airflow.db")
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_db() -> None:
+    """`airflow db migrate` once per session, for the tests that run a DAG (idempotent)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True, check=False
+    )
+    if result.returncode:
+        raise RuntimeError(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+
+@pytest.fixture
+def aws_test_conn(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An Airflow AWS connection (id `aws_default`) to the embedded S3, from the environment."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)  # settings must come from the connection alone
+    conn = {
+        "conn_type": "aws",
+        "login": embedded_s3.access_key,
+        "password": embedded_s3.secret_key,
+        "extra": {"endpoint_url": embedded_s3.endpoint_url, "region_name": embedded_s3.region},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    yield "aws_default"

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from airflow_commit_provider.core.stages.errors import JobNotActiveError, MissingManifestError
-from support.fixtures import CommitEnv, commit_env, commit_s3  # noqa: F401 - fixtures
+from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
 from support.invariants import (
     assert_aborted,
     assert_committed,

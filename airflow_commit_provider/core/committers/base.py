@@ -74,7 +74,9 @@ class Committer(abc.ABC):
         previous = success.read_success(ctx)
         if previous is not None and previous.job_id == self.job_id:
             log.info("job %s is already committed", self.job_id)
-            if job_state.job_is_active(ctx):
+            if not self.options.skip_cleanup:
+                # An interrupted cleanup may have deleted the job marker but not the job directory:
+                # cleanup is idempotent, so finish it whatever state it reached.
                 self.cleanup_job()
             return previous
         job_state.require_active_job(ctx, "commit the job")

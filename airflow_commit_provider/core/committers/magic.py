@@ -33,7 +33,12 @@ class MagicOutputStream:
         self._store: Store = attempt.store
         self.dest = dest
         self.upload_id = self._store.create_multipart_upload(dest)
-        record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
+        try:
+            record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
+        except BaseException:
+            # unrecorded, the upload could never be found again to abort it
+            abort_uploads(attempt.context, [(dest, self.upload_id)])
+            raise
         self._part_size = attempt.context.options.part_size
         self._buffer = bytearray()
         self._etags: list[str] = []

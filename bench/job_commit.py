@@ -1,0 +1,190 @@
+"""Scenario 1: job commit scaling on S3.
+
+- Time: our magic job commit (`commit_job`: load the pendingsets, complete every upload, write
+  `_SUCCESS`, clean up the job directory) against a raw parallel CompleteMultipartUpload loop at the
+  same concurrency over uploads whose IDs and ETags it already holds in memory: the physical limit
+  at this endpoint. Target: ratio <= 1.15.
+- Requests per committed file during job commit (target 1) and CopyObject requests (target 0),
+  from the S3 store's own request counters.
+- Peak memory of job commit at 100k files (target: at most 100 MB above the baseline). Creating
+  100k real uploads would take longer than the whole benchmark, so this part runs the same
+  committer and job-commit code over a local store whose multipart completes return at once
+  (manifests, upload records, spool and `_SUCCESS` are real files): it isolates the committer's
+  memory from the store's. Each measurement runs in a fresh child process (`bench.job_commit_memory`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+
+from airflow_commit_provider.core.committers import CommitOptions, create_committer
+from bench import s3_setup
+from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, counter_delta, log, new_id, requests_in, timer
+
+TARGET_RATIO = 1.15
+TARGET_REQUESTS_PER_FILE = 1.0
+TARGET_MEMORY_MB = 100.0
+PAYLOAD = b"x" * 1024
+
+
+def task_count(files: int) -> int:
+    """Tasks for a job of `files` files: at least 32 (so setup runs in parallel), 100 files each beyond."""
+    return min(files, max(32, files // 100))
+
+
+def run(env: BenchEnv) -> ScenarioResult:
+    sizes = env.pick(tiny=[40], small=[1000], full=[1000, 10000])
+    memory_sizes = env.pick(tiny=[2000], small=[10000, 100000], full=[10000, 100000])
+    result = ScenarioResult(
+        "job_commit",
+        "Job commit scaling (magic committer, embedded S3)",
+        env.size,
+        env.repeat,
+        parameters={
+            "files": sizes,
+            "memory_files": memory_sizes,
+            "threads": env.threads,
+            "file_size_bytes": len(PAYLOAD),
+            "committer": "magic",
+            "baseline": "raw boto3 CompleteMultipartUpload loop, same thread count, IDs and ETags in memory",
+        },
+    )
+    for files in sizes:
+        _time_job_commit(env, result, files)
+    for files in memory_sizes:
+        _memory(env, result, files)
+    return result
+
+
+def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
+    tasks = task_count(files)
+    files_per_task = -(-files // tasks)
+    label = f"{files:,} files"
+    comparison = result.comparison(
+        f"job commit, {label}",
+        ours_label="magic commit_job",
+        baseline_label="raw parallel CompleteMultipartUpload",
+        unit="s",
+        target=TARGET_RATIO,
+        group="job_commit",
+    )
+    requests = result.check(f"requests per committed file at job commit, {label}", unit="requests/file")
+    requests.target = TARGET_REQUESTS_PER_FILE
+    copies = result.check(f"CopyObject requests at job commit, {label}", unit="requests", target=0)
+    for rep in range(env.repeat):
+        log(f"job_commit: {label}, repetition {rep + 1}/{env.repeat}: setting up two fresh sets")
+        ours_bucket, raw_bucket = env.new_bucket("jc-ours"), env.new_bucket("jc-raw")
+        setup_store = env.s3.store(max_pool_connections=s3_setup.SETUP_THREADS + 4)
+        client = s3_setup.raw_client(env.s3, env.threads)
+        try:
+            job_id = new_id("job")
+            destination = f"s3://{ours_bucket}/out"
+            with timer() as setup_ours:
+                results = s3_setup.magic_task_outputs(
+                    setup_store, destination, job_id, files, files_per_task, PAYLOAD, env.threads
+                )
+            with timer() as setup_raw:
+                uploads = s3_setup.create_raw_uploads(client, raw_bucket, "out", files, PAYLOAD)
+            log(f"job_commit: setup took {setup_ours():.1f} s (magic tasks) and {setup_raw():.1f} s (raw)")
+
+            def ours() -> tuple[float, dict[str, int]]:
+                # A fresh store and committer, as a driver would have after the tasks ran.
+                store = env.s3.store(max_pool_connections=env.threads + 4)
+                try:
+                    committer = create_committer(
+                        "magic", store, destination, job_id, CommitOptions(threads=env.threads)
+                    )
+                    before = store.statistics.snapshot()
+                    with timer() as elapsed:
+                        success = committer.commit_job(results)
+                    counters = counter_delta(store.statistics.snapshot(), before)
+                finally:
+                    store.close()
+                if success.file_count != files:
+                    raise RuntimeError(f"job commit committed {success.file_count} files, expected {files}")
+                return elapsed(), counters
+
+            def raw() -> float:
+                with timer() as elapsed:
+                    s3_setup.complete_raw(client, raw_bucket, uploads, env.threads)
+                return elapsed()
+
+            # Alternate the order so drift on a shared host does not favour one side.
+            if rep % 2 == 0:
+                ours_seconds, counters = ours()
+                raw_seconds = raw()
+            else:
+                raw_seconds = raw()
+                ours_seconds, counters = ours()
+            comparison.add(ours_seconds, raw_seconds)
+            total_requests = requests_in(counters)
+            requests.values.append(total_requests / files)
+            copies.values.append(counters.get("op_copy", 0))
+            result.measure(f"requests by type at job commit, {label}", 0, unit="")  # placeholder key order
+            result.measurements[f"requests by type at job commit, {label}"]["raw"].pop()
+            result.measurements.setdefault(f"request counters, {label}", {"unit": "requests", "raw": []})
+            _record_counters(result, label, counters)
+            result.measure(f"setup seconds (magic tasks), {label}", setup_ours(), "s")
+            log(
+                f"job_commit: {label}: ours {ours_seconds:.2f} s, raw {raw_seconds:.2f} s "
+                f"(ratio {ours_seconds / raw_seconds:.2f}); {total_requests / files:.3f} requests/file {counters}"
+            )
+        finally:
+            setup_store.close()
+            client.close()
+            env.drop_bucket(ours_bucket)
+            env.drop_bucket(raw_bucket)
+
+
+def _record_counters(result: ScenarioResult, label: str, counters: dict[str, int]) -> None:
+    """Keep each repetition's request counters (by operation) for the report's breakdown."""
+    result.measurements.pop(f"requests by type at job commit, {label}", None)
+    breakdown = result.parameters.setdefault("job_commit_requests", {}).setdefault(label, [])
+    breakdown.append(counters)
+    result.measurements.pop(f"request counters, {label}", None)
+
+
+def _memory(env: BenchEnv, result: ScenarioResult, files: int) -> None:
+    label = f"{files:,} files"
+    growth = result.check(
+        f"job commit peak RSS above baseline, {label} (instant-complete store)",
+        unit="MB",
+        target=TARGET_MEMORY_MB,
+        note="fresh process per run; RSS sampled every 5 ms during commit_job",
+    )
+    tasks = max(10, files // 1000)
+    with tempfile.TemporaryDirectory(prefix="bench-jc-memory-", dir=env.work_dir) as work:
+        log(f"job_commit: preparing a {label} job ({tasks} tasks) for the memory measurement")
+        _child(["prepare", "--dir", work, "--files", str(files), "--tasks", str(tasks)])
+        for rep in range(env.repeat):
+            measured = _child(["commit", "--dir", work])
+            growth.values.append(measured["rss_growth_bytes"] / 1e6)
+            result.measure(f"job commit seconds, {label} (instant-complete store)", measured["seconds"])
+            result.measure(f"baseline RSS, {label}", measured["rss_baseline_bytes"] / 1e6, "MB")
+            log(f"job_commit: memory {label} run {rep + 1}: {measured}")
+            if rep + 1 < env.repeat:
+                _child(["reset", "--dir", work])
+        _child(["reset", "--dir", work])
+        traced = _child(["commit", "--dir", work, "--tracemalloc"])
+        result.check(
+            f"job commit Python heap peak (tracemalloc), {label}",
+            unit="MB",
+            note="one run with tracemalloc; heap allocations only",
+        ).values.append(traced["tracemalloc_peak_bytes"] / 1e6)
+
+
+def _child(args: list[str]) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.job_commit_memory", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"bench.job_commit_memory {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
+    lines = completed.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}

@@ -1,0 +1,106 @@
+"""The PySpark application of the ``daily_partitioned_ingest`` DAG: one day into ``dt=<day>``.
+
+Submitted by ``CommittedSparkSubmitOperator``, which passes the destination, committer, conflict
+mode, engine and this try's job ID as ``spark.airflow_commit.*`` confs, the S3 settings as
+``AWS_*`` environment variables, and this package's ``core`` and ``spark`` modules as
+``--py-files``. The application itself only says *what* to write:
+
+    spark-submit daily_ingest_job.py --source s3://lake/landing/events/dt=2024-01-01/events.csv \\
+        --ds 2024-01-01 [--fail-on-try N]
+
+It reads the landed CSV (in the driver through the store layer, since PyPI's PySpark has no
+``s3a://`` filesystem; with hadoop-aws on the cluster ``spark.read.csv`` would do), adds the ``dt``
+partition column and writes parquet partitioned by ``dt``:
+
+- engine ``python``: :func:`airflow_commit_provider.spark.write_committed`, which takes committer,
+  conflict mode and job ID from the confs (``partitioned`` + ``replace``: only ``dt=<day>`` is
+  replaced, atomically, at job commit; every other day stays untouched);
+- engine ``hadoop``: Spark's own writer with Hadoop's committer as configured by the operator.
+
+``--fail-on-try N`` makes one Spark task fail on Airflow try N (after the other task wrote its
+files), to show that a failed try leaves nothing behind and the retry writes exactly one copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+CONF = "spark.airflow_commit."
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, help="the landed CSV of the day")
+    parser.add_argument("--ds", required=True, help="the day, YYYY-MM-DD: the dt partition written")
+    parser.add_argument("--partitions", type=int, default=2, help="Spark tasks (files per day)")
+    parser.add_argument("--fail-on-try", type=int, default=0, help="fail a Spark task on this Airflow try")
+    return parser.parse_args(argv)
+
+
+def read_landed(source: str) -> Any:
+    """The landed CSV as an Arrow table, read through the store layer (AWS_* from the environment)."""
+    import pyarrow.csv as pv
+
+    from airflow_commit_provider.core.paths import StorePath
+    from airflow_commit_provider.core.store import open_store
+
+    store = open_store(source, threads=1)
+    try:
+        data = store.read_bytes(StorePath.parse(source))
+    finally:
+        store.close()
+    return pv.read_csv(io.BytesIO(data))
+
+
+def fail_one_task(partition: int, message: str) -> Any:
+    """A mapInArrow function that fails in one Spark partition (the others write normally)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        doomed = context is not None and context.partitionId() == partition
+        for batch in batches:
+            if doomed:
+                raise RuntimeError(message)
+            yield batch
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = SparkSession.builder.appName(f"daily-ingest-{args.ds}").getOrCreate()
+    destination = spark.conf.get(f"{CONF}destination", None)
+    if not destination:
+        raise SystemExit(f"{CONF}destination is not set: submit this job with CommittedSparkSubmitOperator")
+    engine = spark.conf.get(f"{CONF}engine", "python")
+    try_number = int(spark.conf.get(f"{CONF}try_number", "0") or 0)
+
+    landed = read_landed(args.source)
+    df = spark.createDataFrame(landed).repartition(args.partitions).withColumn("dt", F.lit(args.ds))
+    if args.fail_on_try and try_number == args.fail_on_try:
+        message = f"deliberate failure of a Spark task on try {try_number} (--fail-on-try)"
+        df = df.mapInArrow(fail_one_task(args.partitions - 1, message), df.schema)
+
+    if engine == "python":
+        from airflow_commit_provider.spark import write_committed
+
+        summary = write_committed(df, destination, format="parquet", partition_by=["dt"])
+        print(json.dumps({"write_committed": summary.to_dict()}, default=str))
+    else:
+        df.write.partitionBy("dt").mode("append").parquet(destination)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

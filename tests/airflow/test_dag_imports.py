@@ -1,0 +1,80 @@
+"""The example DAGs import cleanly, and the provider registers with Airflow."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
+
+
+@pytest.fixture(scope="module")
+def dagbag():  # type: ignore[no-untyped-def]
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(EXAMPLES))  # Airflow 3.3: examples are never included here
+
+
+def test_no_import_errors(dagbag) -> None:  # type: ignore[no-untyped-def]
+    assert dagbag.import_errors == {}
+    assert dagbag.dags, "dags_examples/ holds DAGs"
+
+
+def test_job_scripts_are_not_parsed_as_dags(dagbag) -> None:  # type: ignore[no-untyped-def]
+    assert not any("/jobs/" in path for path in dagbag.file_last_changed)
+
+
+def test_daily_partitioned_ingest_shape(dagbag) -> None:  # type: ignore[no-untyped-def]
+    from airflow_commit_provider.operators import CommittedSparkSubmitOperator
+    from airflow_commit_provider.sensors import SuccessManifestSensor
+
+    dag = dagbag.dags.get("daily_partitioned_ingest")  # get_dag() would ask the metadata DB
+    assert dag is not None
+    assert set(dag.task_ids) == {"land_source_data", "write_partition", "wait_for_success", "check_partition"}
+    writer = dag.get_task("write_partition")
+    assert isinstance(writer, CommittedSparkSubmitOperator)
+    assert (writer.committer, writer.conflict_mode, writer.engine) == ("partitioned", "replace", "python")
+    assert Path(writer.application).is_file()
+    assert isinstance(dag.get_task("wait_for_success"), SuccessManifestSensor)
+    assert dag.get_task("check_partition").upstream_task_ids == {"land_source_data", "wait_for_success"}
+    assert dag.max_active_runs == 1
+
+
+def test_provider_info_entry_point() -> None:
+    from airflow_commit_provider.get_provider_info import get_provider_info
+
+    points = [
+        ep
+        for ep in importlib.metadata.entry_points(group="apache_airflow_provider")
+        if ep.value.startswith("airflow_commit_provider")
+    ]
+    assert len(points) == 1
+    info = points[0].load()()
+    assert info == get_provider_info()
+    assert info["package-name"] == "airflow-commit-provider"
+    assert "connection-types" not in info, "the Amazon provider's 'aws' type is reused, not registered again"
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+
+
+def test_airflow_providers_list_shows_the_provider() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "providers", "list", "--output", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert '"package_name": "airflow-commit-provider"' in result.stdout
+
+
+def test_provider_triggers_are_registered() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    triggers = {t.trigger_class_name for t in ProvidersManager().trigger}
+    assert any("airflow_commit_provider.triggers.success_manifest" in t for t in triggers), triggers

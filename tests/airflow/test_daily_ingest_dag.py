@@ -1,0 +1,110 @@
+"""The example DAG end to end: Airflow's dag.test(), real Spark (local), the embedded S3.
+
+One scenario, in order, because each step checks what the previous ones left:
+
+1. day 1 with a Spark task failing on the first try: the try fails, leaves nothing behind, and
+   the retry (a new job) writes the day;
+2. day 2 (a backfilled day): written, and day 1 is untouched;
+3. day 1 again (a re-run): replaced by exactly one new copy, and day 2 is untouched.
+
+Spark runs four times here (fail, retry, day 2, re-run): the slowest test of the suite.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from dag_runs import load_dag, run_dag, task_instances, xcom
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DAY1 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DAY2 = datetime(2024, 1, 2, tzinfo=timezone.utc)
+
+
+def table_files(store: Store, table: StorePath) -> dict[str, str | None]:
+    """Every visible object under the table: relative path -> ETag."""
+    return {s.path.relative_to(table): s.etag for s in store.list_files(table)}
+
+
+def day_files(files: dict[str, Any], day: str) -> dict[str, Any]:
+    return {path: etag for path, etag in files.items() if path.startswith(f"dt={day}/")}
+
+
+def assert_clean(store: Store, root: StorePath, table: StorePath) -> None:
+    """No pending upload anywhere in the bucket, no temporary directory in the table."""
+    assert list(store.list_multipart_uploads(root)) == []
+    leftovers = [p for p in table_files(store, table) if p != "_SUCCESS" and not p.startswith("dt=")]
+    assert leftovers == [], f"temporary files left in the table: {leftovers}"
+
+
+def run_day(day: datetime, **conf: Any) -> Any:
+    """One run of the example DAG; a fresh DAG object each time (a run's conf updates its params)."""
+    dag = load_dag("daily_partitioned_ingest")
+    # A retry without the production minute of delay (dag.test would wait it out).
+    dag.get_task("write_partition").retry_delay = timedelta(0)
+    return run_dag(dag, day, {"fail_on_try": 0, **conf})
+
+
+def test_failed_try_retry_backfill_and_rerun(
+    airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
+) -> None:
+    from airflow_commit_provider.core.success_check import load_success
+
+    store = aws_default.store()
+    root = StorePath("s3", s3_bucket, "")
+    table = root.join("warehouse", "events")
+    conf = {"root": f"s3://{s3_bucket}"}
+
+    # 1. Day 1: the first try's Spark job fails, the retry writes the day.
+    run1 = run_day(DAY1, **conf, fail_on_try=1)
+    tis = task_instances(run1)
+    assert {t: ti.state for t, ti in tis.items()} == dict.fromkeys(tis, "success"), "the retry succeeded"
+    assert tis["write_partition"].try_number == 2, "the first try failed and was retried"
+    written = xcom(run1, "write_partition")
+    landed = xcom(run1, "land_source_data")
+    checked = xcom(run1, "check_partition")
+    assert written["try_number"] == 2 and written["committer"] == "partitioned"
+    assert written["partitions"] == ["dt=2024-01-01"] and written["rows"] == landed["rows"]
+    assert checked["rows"] == landed["rows"] and checked["job_id"] == written["job_id"]
+    assert xcom(run1, "wait_for_success")["job_id"] == written["job_id"]
+    assert aws_default.secret_key not in repr([written, landed, checked])
+    assert load_success(store, table).job_id == written["job_id"]
+    assert_clean(store, root, table)
+    after_day1 = table_files(store, table)
+    day1_first = day_files(after_day1, "2024-01-01")
+    assert day1_first and all(written["job_id"] in path for path in day1_first), (
+        "every file of the day is the retry's: nothing of the failed try became visible"
+    )
+
+    # 2. Day 2: a backfilled day; day 1 stays as it was.
+    run2 = run_day(DAY2, **conf)
+    assert task_instances(run2)["check_partition"].state == "success"
+    written2 = xcom(run2, "write_partition")
+    assert written2["try_number"] == 1 and written2["partitions"] == ["dt=2024-01-02"]
+    after_day2 = table_files(store, table)
+    assert day_files(after_day2, "2024-01-01") == day1_first, "day 2 did not touch day 1"
+    day2_files = day_files(after_day2, "2024-01-02")
+    assert day2_files and all(written2["job_id"] in path for path in day2_files)
+    assert xcom(run2, "check_partition")["rows"] == xcom(run2, "land_source_data")["rows"]
+    assert_clean(store, root, table)
+
+    # 3. Day 1 again: exactly one new copy of day 1; day 2 stays as it was.
+    rerun = run_day(DAY1, **conf)
+    assert task_instances(rerun)["check_partition"].state == "success"
+    rewritten = xcom(rerun, "write_partition")
+    assert rewritten["job_id"] != written["job_id"]
+    after_rerun = table_files(store, table)
+    day1_again = day_files(after_rerun, "2024-01-01")
+    assert day1_again and all(rewritten["job_id"] in path for path in day1_again), "day 1 replaced"
+    assert not set(day1_again) & set(day1_first), "no file of the earlier copy remains"
+    assert xcom(rerun, "check_partition")["rows"] == landed["rows"], "exactly one copy of day 1"
+    assert day_files(after_rerun, "2024-01-02") == day2_files, "the re-run did not touch day 2"
+    assert_clean(store, root, table)
+    store.close()

@@ -1,0 +1,143 @@
+"""The cleanup operators (called directly) and the hourly example DAG."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from cleanup_support import keys_under, start_upload, write_files
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.operators import AbortMultipartUploadsOperator, CleanupTemporaryOperator
+
+DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "upload_cleanup.py"
+
+
+@pytest.mark.parametrize("operator", [AbortMultipartUploadsOperator, CleanupTemporaryOperator])
+@pytest.mark.parametrize(
+    ("scope", "message"),
+    [
+        ("s3://", "no bucket"),
+        ("s3:bucket/x", "cannot parse"),
+        ("ftp://host/x", "unsupported scheme"),
+        ("s3://bucket", "allow_bucket_root"),
+        ("s3://bucket/", "allow_bucket_root"),
+        ("", "empty scope"),
+    ],
+)
+def test_bad_scopes_fail_at_definition(operator: type, scope: str, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^scope: .*{message}"):
+        operator(task_id="cleanup", scope=scope)
+
+
+def test_templated_scope_is_checked_after_rendering() -> None:
+    op = AbortMultipartUploadsOperator(
+        task_id="abort", scope="s3://{{ params.bucket }}", older_than="{{ x }}"
+    )
+    assert op.template_fields == ("scope", "older_than", "job_id", "dry_run")
+    op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
+    with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
+        op.execute(context={})
+    op.scope, op.older_than = "s3://lake/t", "soon"
+    with pytest.raises(ValueError, match=r"^older_than: invalid duration 'soon'"):
+        op.execute(context={})
+    with pytest.raises(ValueError, match=r"^older_than"):
+        CleanupTemporaryOperator(task_id="clean", scope="s3://lake/t", older_than="5 parsecs")
+
+
+@pytest.mark.s3
+def test_abort_operator_reports_counts_bytes_and_sample(
+    aws_test_conn: str, s3_store: S3Store, s3_bucket: str
+) -> None:
+    table = StorePath("s3", s3_bucket, "lake/events")
+    for i in range(25):
+        start_upload(s3_store, table.join(f"day={i % 3}/part-{i:03d}"), size=100)
+    neighbour = start_upload(s3_store, StorePath("s3", s3_bucket, "lake/events10/part-0"))
+    scope = f"s3://{s3_bucket}/lake/events"
+
+    dry = AbortMultipartUploadsOperator(task_id="dry", scope=scope, older_than="0s", dry_run=True)
+    report = dry.execute(context={})
+    assert (report["would_abort"], report["aborted"], report["bytes"]) == (25, 0, 2500)
+    assert len(list(s3_store.list_multipart_uploads(table))) == 25
+
+    op = AbortMultipartUploadsOperator(
+        task_id="abort", scope=scope, older_than=timedelta(0), aws_conn_id=aws_test_conn, sample_size=5
+    )
+    report = op.execute(context={})
+    assert (report["aborted"], report["bytes"], report["parts"], report["failed"]) == (25, 2500, 25, 0)
+    assert len(report["sample"]) == 5 and all(k.startswith("lake/events/") for k in report["sample"])
+    json.dumps(report)  # XCom-safe
+    assert list(s3_store.list_multipart_uploads(table)) == []
+    assert [u.upload_id for u in s3_store.list_multipart_uploads(table.parent)] == [neighbour]
+    # Default threshold (24 h): a fresh upload is left alone.
+    start_upload(s3_store, table.join("fresh"))
+    assert AbortMultipartUploadsOperator(task_id="a", scope=scope).execute(context={})["too_recent"] == 1
+
+
+@pytest.mark.s3
+def test_cleanup_operator_on_s3(aws_test_conn: str, s3_store: S3Store, s3_bucket: str) -> None:
+    table = StorePath("s3", s3_bucket, "lake/events")
+    write_files(s3_store, table, ["_temporary/j1/00/f", ".spark-staging-j2/f", "data/part-0", "_SUCCESS"])
+    op = CleanupTemporaryOperator(task_id="clean", scope=f"s3://{s3_bucket}/lake/events", older_than="0s")
+    report = op.execute(context={})
+    assert (report["deleted"], report["files"], report["bytes"]) == (2, 2, 20)
+    assert keys_under(s3_store, table) == {"data/part-0", "_SUCCESS"}
+
+
+def test_cleanup_operator_on_local_files_needs_no_connection(tmp_path: Path) -> None:
+    store, root = LocalStore(), StorePath.parse(str(tmp_path / "table"))
+    write_files(store, root, ["__magic_job-x/a", "data/part-0"])
+    report = CleanupTemporaryOperator(
+        task_id="clean", scope=f"file://{root.key}", older_than="0s", aws_conn_id=None, dry_run="true"
+    ).execute(context={})
+    assert (report["would_delete"], report["dry_run"]) == (1, True)
+    report = CleanupTemporaryOperator(task_id="clean", scope=root.key, older_than=0).execute(context={})
+    assert report["deleted"] == 1 and keys_under(store, root) == {"data/part-0"}
+
+
+def test_example_dag_imports() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAG_FILE))
+    assert bag.import_errors == {}
+    dag = bag.dags["upload_cleanup"]
+    assert set(dag.task_ids) == {"table_roots", "abort_stale_uploads", "clean_stale_temp_trees", "report"}
+    assert dag.catchup is False and "0 * * * *" in repr(dag.timetable)
+
+
+@pytest.mark.s3
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_example_dag_reclaims_and_reports(
+    migrated_airflow_db: None,
+    aws_test_conn: str,
+    s3_store: S3Store,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    roots = [f"s3://{s3_bucket}/lake/t1", f"s3://{s3_bucket}/lake/t2"]
+    monkeypatch.setenv("AIRFLOW_VAR_COMMIT_CLEANUP_ROOTS", json.dumps(roots))
+    start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t1/day=1/part-0"), parts=2, size=1000)
+    start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t10/part-0"))  # outside every root
+    write_files(s3_store, StorePath("s3", s3_bucket, "lake/t2"), ["_temporary/j/00/f", "data/f"])
+
+    dag = DagBag(dag_folder=str(DAG_FILE)).dags["upload_cleanup"]
+    run = dag.test(run_conf={"older_than": "0s"})
+    assert run.state == "success"
+    states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
+    assert set(states.values()) == {"success"} and len(states) == 6
+    assert [u.path.key for u in s3_store.list_multipart_uploads(StorePath("s3", s3_bucket, "lake"))] == [
+        "lake/t10/part-0"
+    ]
+    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t2")) == {"data/f"}
+    summary = next(ti for ti in run.get_task_instances() if ti.task_id == "report").xcom_pull(
+        task_ids="report"
+    )
+    assert summary["uploads_aborted"] == 1 and summary["upload_bytes"] == 2000
+    assert summary["trees_deleted"] == 1 and summary["bytes_reclaimed"] == 2010

@@ -1,0 +1,103 @@
+"""One local Spark session for every Spark test, and S3 helpers for committed writes.
+
+Session: ``local[2,4]`` (2 cores; the second number is local mode's task.maxFailures, so a failed
+task is retried up to 3 times - ``spark.task.maxFailures`` is ignored in local mode but set too),
+loopback only, no UI, small shuffles, UTC, Arrow batches of 50 rows so every task sees several
+batches. ``spark.python.task.killTimeout`` is short so a killed attempt's Python worker goes
+quickly.
+
+Speculation is NOT enabled: Spark never speculates in local mode (TaskSchedulerImpl.start only
+starts the speculation thread ``if (!isLocal && SPECULATION_ENABLED)``), and it never places a
+speculative copy on a host that already runs the task (``hasAttemptOnHost``), which rules out
+local-cluster mode on one machine too. The speculation tests therefore drive what speculation does
+to a write through Spark's own task-kill path plus duplicate attempts (see test_failures.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import spark_hooks
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # Python workers must run this interpreter (it has pyarrow and this package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+
+    cloudpickle.register_pickle_by_value(spark_hooks)
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("airflow-commit-provider-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+        .config("spark.python.task.killTimeout", "100ms")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_bucket(embedded_s3: EmbeddedS3) -> str:
+    """One bucket per test module (a new SeaweedFS bucket costs ~0.6 s); tests use fresh prefixes."""
+    return embedded_s3.create_bucket(f"spark-{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture
+def s3_prefix(spark_bucket: str) -> str:
+    """A fresh ``s3://bucket/prefix`` for one test."""
+    return f"s3://{spark_bucket}/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def s3_options(embedded_s3: EmbeddedS3) -> dict[str, Any]:
+    """write_committed options pointing executors at the embedded S3."""
+    return {
+        "s3.endpoint_url": embedded_s3.endpoint_url,
+        "s3.access_key_id": embedded_s3.access_key,
+        "s3.secret_access_key": embedded_s3.secret_key,
+        "s3.region": embedded_s3.region,
+    }
+
+
+@pytest.fixture(scope="session")
+def spark_s3_store(embedded_s3: EmbeddedS3) -> Iterator[Any]:
+    store = embedded_s3.store()
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def arrow_s3(embedded_s3: EmbeddedS3) -> Any:
+    """pyarrow's S3 filesystem on the embedded server, for reading results back."""
+    from pyarrow import fs
+
+    return fs.S3FileSystem(
+        access_key=embedded_s3.access_key,
+        secret_key=embedded_s3.secret_key,
+        endpoint_override=embedded_s3.endpoint_url,
+        region=embedded_s3.region,
+        allow_bucket_creation=False,
+    )

@@ -1,0 +1,180 @@
+"""Failures during a committed Spark write: retried tasks, speculation, a driver failure.
+
+After each, the destination holds exactly one copy of each expected file (the rows read back equal
+the rows written, no duplicates), `_SUCCESS` lists exactly the visible files, and no pending upload,
+temp object or temp directory remains.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from spark_hooks import FailFirstAttempt, SlowAttemptCoordinator, SlowFirstAttempt
+from spark_support import assert_committed_write, read_local, read_s3_rows, rows_of, sample_df, store_for
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.errors import JobNotActiveError
+from airflow_commit_provider.spark import write_committed
+from airflow_commit_provider.spark.tasks import TaskHooks, TaskInfo, run_task_attempt
+from airflow_commit_provider.spark.writer import WriteHooks
+from support.invariants import assert_nothing_left_behind
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def df(spark):
+    return sample_df(spark, rows=24).cache()
+
+
+def _destination(kind: str, tmp_path, request) -> tuple[str, dict]:
+    if kind == "local":
+        return str(tmp_path / "out"), {}
+    return request.getfixturevalue("s3_prefix"), dict(request.getfixturevalue("s3_options"))
+
+
+def _check(spark, df, kind, dest_text, summary, request, fmt="parquet"):
+    dest = StorePath.parse(dest_text)
+    store = store_for(dest, request.getfixturevalue("spark_s3_store") if kind == "s3" else None)
+    assert_committed_write(store, dest, summary)
+    if kind == "local":
+        assert rows_of(read_local(spark, fmt, dest_text, df.schema)) == rows_of(df)
+    else:
+        arrow_s3 = request.getfixturevalue("arrow_s3")
+        assert read_s3_rows(arrow_s3, fmt, dest) == rows_of(df, ("id", "name", "amount", "flag", "part"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "committer", "point", "mode"),
+    [
+        pytest.param("local", "manifest", "after_file", "crash", id="local-manifest-crash-mid-write"),
+        pytest.param("local", "magic", "after_commit", "raise", id="local-magic-fail-after-task-commit"),
+        pytest.param("s3", "magic", "after_file", "crash", marks=pytest.mark.s3, id="s3-magic-crash-mid-write"),
+        pytest.param("s3", "magic", "after_commit", "raise", marks=pytest.mark.s3, id="s3-magic-fail-after-commit"),
+        pytest.param("s3", "partitioned", "after_file", "raise", marks=pytest.mark.s3, id="s3-partitioned-raise"),
+    ],
+)
+def test_task_fails_on_first_attempt_then_succeeds(spark, df, tmp_path, request, kind, committer, point, mode):
+    """Attempt 0 of partition 1 dies mid-write (its uploads/temp files stay behind: only job cleanup can
+    remove them) or fails right after its task commit (the retry must adopt the committed attempt)."""
+    dest_text, options = _destination(kind, tmp_path, request)
+    hook = FailFirstAttempt(partition=1, mode=mode)
+    task_hooks = TaskHooks(after_file=hook) if point == "after_file" else TaskHooks(after_commit=hook)
+    summary = write_committed(
+        df,
+        dest_text,
+        partition_by=["part"],
+        committer=committer,
+        options={**options, "maxRecordsPerFile": 3},
+        _hooks=WriteHooks(task=task_hooks),
+    )
+    assert summary.retried_tasks == 1
+    assert summary.adopted_tasks == (1 if point == "after_commit" else 0)
+    assert summary.rows == 24
+    _check(spark, df, kind, dest_text, summary, request)
+
+
+def _zombie_batch(config, marker: str) -> pa.RecordBatch:
+    """Rows a duplicate attempt writes; if they ever became visible the read-back would show them."""
+    columns = {config.line_column: [f'{{"id": -1, "name": "{marker}"}}']}
+    columns.update({key: ["a"] for key in config.key_columns})
+    return pa.RecordBatch.from_pydict(columns)
+
+
+@pytest.mark.parametrize(
+    ("kind", "committer"),
+    [
+        pytest.param("local", "manifest", id="local-manifest"),
+        pytest.param("s3", "magic", marks=pytest.mark.s3, id="s3-magic"),
+    ],
+)
+def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
+    """What speculation does to a write, with Spark's real kill path (local mode cannot speculate:
+    see conftest.py):
+
+    1. attempt 0 of partition 1 is deliberately slow after writing a file; Spark kills it
+       (``killTaskAttempt``, as TaskSetManager kills a losing speculative attempt) and the other
+       attempt's result is the one the driver receives; the killed attempt's pending uploads are
+       aborted by job cleanup;
+    2. a duplicate attempt of an already committed task commits before job commit: it must adopt
+       the committed attempt and discard its own output;
+    3. a duplicate attempt that only gets to commit after job commit is refused and leaves nothing.
+    """
+    dest_text, options = _destination(kind, tmp_path, request)
+    captured = {}
+
+    def duplicate_before_job_commit(job, results, config):
+        captured["config"] = config
+        outcome = run_task_attempt(config, TaskInfo(0, 900_001, 7), [_zombie_batch(config, "early zombie")])
+        assert outcome.result is not None and outcome.result.adopted_from is not None
+        assert outcome.result.task_attempt_id in {r.task_attempt_id for r in results}
+
+    context = spark.sparkContext
+    with SlowAttemptCoordinator(
+        kill=lambda attempt: context._jsc.sc().killTaskAttempt(attempt, True, "another attempt succeeded")
+    ) as coordinator:
+        host, port = coordinator.address
+        summary = write_committed(
+            df,
+            dest_text,
+            format="json",
+            partition_by=["part"],
+            committer=committer,
+            options={**options, "maxRecordsPerFile": 3},
+            _hooks=WriteHooks(
+                task=TaskHooks(after_file=SlowFirstAttempt(partition=1, host=host, port=port)),
+                before_job_commit=duplicate_before_job_commit,
+            ),
+        )
+    assert coordinator.errors == []
+    assert len(coordinator.killed) == 1
+    assert summary.retried_tasks == 1
+    _check(spark, df, kind, dest_text, summary, request, fmt="json")
+
+    config = captured["config"]
+    with pytest.raises(JobNotActiveError):
+        run_task_attempt(config, TaskInfo(1, 900_002, 8), [_zombie_batch(config, "late zombie")])
+    _check(spark, df, kind, dest_text, summary, request, fmt="json")
+
+
+@pytest.mark.parametrize(
+    ("kind", "committer"),
+    [
+        pytest.param("local", "manifest", id="local-manifest"),
+        pytest.param("local", "file-v1", id="local-file-v1"),
+        pytest.param("s3", "magic", marks=pytest.mark.s3, id="s3-magic"),
+        pytest.param("s3", "directory", marks=pytest.mark.s3, id="s3-directory"),
+    ],
+)
+def test_driver_fails_between_task_commits_and_job_commit(spark, df, tmp_path, request, kind, committer):
+    """Every task committed, then the driver fails before job commit: the job is aborted, the
+    destination keeps exactly its previous content, and a rerun commits normally."""
+    dest_text, options = _destination(kind, tmp_path, request)
+    dest = StorePath.parse(dest_text)
+    store = store_for(dest, request.getfixturevalue("spark_s3_store") if kind == "s3" else None)
+    first = write_committed(df.where("id < 6"), dest_text, partition_by=["part"], committer=committer, options=options)
+    before = {s.path.relative_to(dest): s.size for s in store.list_files(dest)}
+
+    def fail(job, results, config):
+        assert len(results) == 2
+        raise RuntimeError("driver failed before job commit")
+
+    with pytest.raises(RuntimeError, match="driver failed before job commit"):
+        write_committed(
+            df,
+            dest_text,
+            partition_by=["part"],
+            committer=committer,
+            options={**options, "maxRecordsPerFile": 3},
+            _hooks=WriteHooks(before_job_commit=fail),
+        )
+    assert {s.path.relative_to(dest): s.size for s in store.list_files(dest)} == before
+    assert_nothing_left_behind(store, dest)
+    assert first.files == len(before) - 1  # and _SUCCESS
+
+    # A rerun into a clean destination commits exactly once.
+    rerun_text = dest_text.rstrip("/") + "-rerun"
+    summary = write_committed(
+        df, rerun_text, partition_by=["part"], committer=committer, options={**options, "maxRecordsPerFile": 3}
+    )
+    _check(spark, df, kind, rerun_text, summary, request)
