@@ -369,6 +369,7 @@ def start_spark() -> SparkSession:
         SparkSession.builder.master("local[2]")
         .appName("airflow-commit-provider-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")

@@ -132,7 +132,9 @@ with DAG(
     )
 
     @task
-    def check_partition(landed: dict[str, Any], success: dict[str, Any], params: dict[str, Any], ds: str) -> dict:
+    def check_partition(
+        landed: dict[str, Any], success: dict[str, Any], params: dict[str, Any], ds: str
+    ) -> dict:
         """The day's partition holds exactly the landed rows: one copy, complete."""
         import pyarrow.parquet as pq
 
@@ -147,7 +149,9 @@ with DAG(
         finally:
             store.close()
         if rows != landed["rows"]:
-            raise ValueError(f"{partition} holds {rows} rows in {len(files)} files, {landed['rows']} were landed")
+            raise ValueError(
+                f"{partition} holds {rows} rows in {len(files)} files, {landed['rows']} were landed"
+            )
         return {"partition": str(partition), "rows": rows, "files": len(files), "job_id": success["job_id"]}
 
     landed >> write_partition >> wait_for_success

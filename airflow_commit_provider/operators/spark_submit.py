@@ -73,6 +73,8 @@ CONF_PREFIX = "spark.airflow_commit."
 STOP_WAIT_SECONDS = 30.0
 #: Partitions listed in the XCom summary; the count is always exact.
 SUMMARY_PARTITIONS = 100
+#: Hadoop committers that put the job ID given in the conf into `_SUCCESS` (fs.s3a.committer.uuid).
+HADOOP_COMMITTERS_WITH_JOB_ID = ("magic", "directory", "partitioned")
 #: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
 SHIPPED_SUBPACKAGES = ("core", "spark")
 
@@ -94,13 +96,17 @@ class CommittedSparkSubmitOperator(BaseOperator):
     :param ship_package: ship this package's ``core`` and ``spark`` modules as ``--py-files``.
     :param spark_python: the Python for the driver and executors when the master is ``local``
         (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
+    :param jvm_conf_options: more keyword arguments for ``jvm_committer_conf`` (engine="hadoop"), e.g.
+        ``{"bind_commit_protocol": False}`` where spark-hadoop-cloud is not on the classpath.
 
     The other arguments are those of ``SparkSubmitOperator`` / ``SparkSubmitHook`` (``conf``,
     ``files``, ``py_files``, ``application_args``, ``env_vars``, ``executor_memory``, ...), with the
     same templating.
 
-    Returns (XCom) ``{"job_id", "committer", "engine", "destination", "files", "bytes", "rows",
-    "partitions", "partition_count", "duration_seconds", "try_number"}``.
+    Returns (XCom) ``{"job_id", "try_job_id", "committer", "engine", "destination", "files", "bytes",
+    "rows", "partitions", "partition_count", "duration_seconds", "try_number"}``: ``job_id`` is the one
+    in ``_SUCCESS`` (what a downstream sensor checks), ``try_job_id`` the one the operator generated;
+    they differ only for Hadoop's manifest and file committers, which take Spark's own write UUID.
     """
 
     template_fields: Sequence[str] = (
@@ -143,6 +149,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         allow_unsafe_v2: bool = False,
         ship_package: bool = True,
         spark_python: str | None = None,
+        jvm_conf_options: dict[str, Any] | None = None,
         conf: dict[str, Any] | None = None,
         files: str | None = None,
         py_files: str | None = None,
@@ -200,6 +207,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._allow_unsafe_v2 = allow_unsafe_v2
         self._ship_package = ship_package
         self._spark_python = spark_python
+        self._jvm_conf_options = dict(jvm_conf_options or {})
         self._hook_options: dict[str, Any] = {
             "repositories": repositories,
             "total_executor_cores": total_executor_cores,
@@ -245,17 +253,18 @@ class CommittedSparkSubmitOperator(BaseOperator):
             with tempfile.TemporaryDirectory(prefix="airflow-commit-submit-") as workdir:
                 hook = self._make_hook(store_hook, job_id, try_number, workdir)
                 self._hook = hook
+                submitted_ms = int(time.time() * 1000)
                 hook.submit(self.application, start_new_session=True)
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
-            data = self._verify_success(store_hook, job_id)
+            data = self._verify_success(store_hook, job_id, submitted_ms)
         except BaseException as error:  # failures, AirflowTaskTimeout, AirflowTaskTerminated
             self._stop_spark()
             self._abort_job(store_hook, f"{type(error).__name__}: {error}")
             raise
         finally:
             self._hook = None
-        return self._summary(data, try_number, time.monotonic() - started)
+        return self._summary(data, job_id, try_number, time.monotonic() - started)
 
     def on_kill(self) -> None:
         """Stop spark-submit and its children, abort this try's job; ``execute`` then fails.
@@ -320,6 +329,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
                     conflict_mode=self.conflict_mode,
                     job_id=job_id,
                     allow_unsafe_v2=self._allow_unsafe_v2,
+                    **self._jvm_conf_options,
                 )
             )
         return conf
@@ -380,33 +390,62 @@ class CommittedSparkSubmitOperator(BaseOperator):
         return extra
 
     # After the job -------------------------------------------------------------------------------
-    def _verify_success(self, store_hook: CommitStoreHook, job_id: str) -> SuccessData:
-        """This try's ``_SUCCESS``, or an error naming why the one found is not."""
+    def _verify_success(self, store_hook: CommitStoreHook, job_id: str, submitted_ms: int) -> SuccessData:
+        """This try's ``_SUCCESS``, or an error naming why the one found is not.
+
+        Our committers and Hadoop's S3A committers record the job ID the operator passed. Hadoop's
+        manifest and FileOutputCommitter cannot be given one (Spark sets a random
+        ``spark.sql.sources.writeJobUUID`` per write; the classic committer writes a 0-byte marker),
+        so for those the ``_SUCCESS`` must have been written after this try's spark-submit started.
+        """
+        by_job_id = self.engine == "python" or self.committer in HADOOP_COMMITTERS_WITH_JOB_ID
+        classic = self.engine == "hadoop" and self.committer in ("file-v1", "file-v2")
         store = store_hook.get_store(self.destination)
         try:
-            data = load_success(store, self.destination)
+            data = load_success(store, self.destination, allow_legacy=classic)
         except FileNotFoundInStoreError as error:
             raise AirflowException(
                 f"spark-submit succeeded but {self.destination} has no _SUCCESS: job {job_id} did not "
                 "commit (does the application write through the committer?)"
             ) from error
         except InvalidCommitDataError as error:
-            raise AirflowException(f"job {job_id}: {error}") from error
+            raise AirflowException(
+                f"job {job_id}: {error}; the {self.committer} committer writes a JSON _SUCCESS, so Spark "
+                "did not write through it (for engine='hadoop', check the committer factory and commit "
+                "protocol classes are on the classpath)"
+            ) from error
         finally:
             store.close()
-        if data.job_id != job_id:
-            raise AirflowException(
-                f"the _SUCCESS in {self.destination} is not this try's: it names job {data.job_id!r} "
-                f"(committer {data.committer!r}, written {data.date}), this try ran job {job_id!r}; "
-                "a stale or foreign _SUCCESS means this try's output was not committed"
+        if by_job_id:
+            if data.job_id != job_id:
+                raise AirflowException(
+                    f"the _SUCCESS in {self.destination} is not this try's: it names job {data.job_id!r} "
+                    f"(committer {data.committer!r}, written {data.date}), this try ran job {job_id!r}; "
+                    "a stale or foreign _SUCCESS means this try's output was not committed"
+                )
+        else:
+            if data.timestamp < submitted_ms:
+                raise AirflowException(
+                    f"the _SUCCESS in {self.destination} was written at {data.date}, before this try "
+                    f"(job {job_id}) started: it is stale, this try's output was not committed"
+                )
+            self.log.warning(
+                "Hadoop's %s committer records Spark's own job ID (%r), not this try's (%s): the _SUCCESS "
+                "was accepted because it was written after this try started",
+                self.committer,
+                data.job_id,
+                job_id,
             )
         return data
 
-    def _summary(self, data: SuccessData, try_number: int | None, duration: float) -> dict[str, Any]:
+    def _summary(
+        self, data: SuccessData, job_id: str, try_number: int | None, duration: float
+    ) -> dict[str, Any]:
         summary = data.summary()
         partitions = list(summary.get("partitions") or ())
         result = {
-            "job_id": data.job_id,
+            "job_id": data.job_id or job_id,
+            "try_job_id": job_id,
             "committer": data.committer,
             "engine": self.engine,
             "destination": self.destination,
@@ -539,6 +578,9 @@ def _abort_hadoop_job(store: Store, destination: str, job_id: str, log: Any) -> 
     ``__magic_job-<job ID>``, then deletes the job's temporary trees (``__magic_job-<id>``,
     ``_temporary/<id>``, ``.spark-staging-<id>`` ...). The S3A staging committers keep their pending
     upload lists on the cluster filesystem: their uploads are left to AbortMultipartUploadsOperator.
+    The manifest committer's ``_temporary/manifest_<id>`` carries Spark's own write UUID and the
+    classic committer's ``_temporary/0`` is shared by all jobs: those are left to
+    CleanupTemporaryOperator, which deletes temporary trees once they are stale.
     """
     from airflow_commit_provider.core.cleanup import clean_stale_temp_trees
     from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet

@@ -10,7 +10,7 @@ mode, engine and this try's job ID as ``spark.airflow_commit.*`` confs, the S3 s
 
 It reads the landed CSV (in the driver through the store layer, since PyPI's PySpark has no
 ``s3a://`` filesystem; with hadoop-aws on the cluster ``spark.read.csv`` would do), adds the ``dt``
-partition column and writes parquet partitioned by ``dt``:
+partition column and writes it (parquet unless ``--format``) partitioned by ``dt``:
 
 - engine ``python``: :func:`airflow_commit_provider.spark.write_committed`, which takes committer,
   conflict mode and job ID from the confs (``partitioned`` + ``replace``: only ``dt=<day>`` is
@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--source", required=True, help="the landed CSV of the day")
     parser.add_argument("--ds", required=True, help="the day, YYYY-MM-DD: the dt partition written")
     parser.add_argument("--partitions", type=int, default=2, help="Spark tasks (files per day)")
+    parser.add_argument("--format", default="parquet", choices=("parquet", "orc", "csv", "json"))
     parser.add_argument("--fail-on-try", type=int, default=0, help="fail a Spark task on this Airflow try")
     return parser.parse_args(argv)
 
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     if engine == "python":
         from airflow_commit_provider.spark import write_committed
 
-        summary = write_committed(df, destination, format="parquet", partition_by=["dt"])
+        summary = write_committed(df, destination, format=args.format, partition_by=["dt"])
         print(json.dumps({"write_committed": summary.to_dict()}, default=str))
     else:
-        df.write.partitionBy("dt").mode("append").parquet(destination)
+        df.write.format(args.format).partitionBy("dt").mode("append").save(destination)
     spark.stop()
     return 0
 

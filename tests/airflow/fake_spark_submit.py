@@ -6,6 +6,7 @@ application using the core committers, as FAKE_SPARK_MODE says:
 
 - ``commit``: writes two task outputs and commits the job under the job ID it was given;
 - ``stale``: writes nothing and exits 0 (whatever `_SUCCESS` was there stays);
+- ``legacy``: writes a 0-byte `_SUCCESS`, as Hadoop's classic FileOutputCommitter does;
 - ``foreign``: commits under another job ID;
 - ``crash``: commits the tasks (pending uploads, manifests) and exits 3 before job commit,
   like a driver that dies without cleaning up;
@@ -78,6 +79,13 @@ def main(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_SPARK_MODE", "commit")
     print(f"fake spark-submit: mode {mode}, job {confs.get('spark.airflow_commit.job_id')}", flush=True)
     if mode == "stale":
+        return 0
+    if mode == "legacy":  # what Hadoop's classic FileOutputCommitter leaves
+        from airflow_commit_provider.core.paths import StorePath
+        from airflow_commit_provider.core.store import open_store
+
+        destination = StorePath.parse(confs["spark.airflow_commit.destination"])
+        open_store(destination).write_bytes(destination.join("_SUCCESS"), b"")
         return 0
     from airflow_commit_provider.core.committers import CommitOptions, create_committer
     from airflow_commit_provider.core.store import open_store

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from success_files import success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
@@ -342,7 +343,11 @@ def test_templated_fields() -> None:
     )
     op.application_args = ["--day", "{{ ds }}"]
     op.render_template_fields(
-        {"params": {"bucket": "lake", "committer": "partitioned"}, "ds": "2024-01-01", "ds_nodash": "20240101"}
+        {
+            "params": {"bucket": "lake", "committer": "partitioned"},
+            "ds": "2024-01-01",
+            "ds_nodash": "20240101",
+        }
     )
     assert op.destination == "s3://lake/events"
     assert op.committer == "partitioned"
@@ -361,3 +366,74 @@ def test_local_master_finds_spark_submit_beside_the_interpreter(monkeypatch: pyt
     assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
     if (Path(sys.executable).parent / "spark-submit").is_file():
         assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/nonexistent"]
+
+
+# engine="hadoop" ------------------------------------------------------------------------------------
+def test_hadoop_engine_adds_the_jvm_committer_conf() -> None:
+    from airflow_commit_provider.spark import jvm_committer_conf
+
+    op = operator("s3a://lake/events", committer="magic", engine="hadoop")
+    conf = op.job_conf("job-1", 2)
+    assert conf["spark.airflow_commit.engine"] == "hadoop"
+    assert conf["spark.hadoop.fs.s3a.committer.name"] == "magic"
+    assert conf["spark.hadoop.fs.s3a.committer.uuid"] == "job-1", "S3A records this try's job ID"
+    assert conf.items() >= jvm_committer_conf("s3a://lake/events", "magic", job_id="job-1").items()
+    local = operator(
+        "file:///data/events",
+        committer="manifest",
+        engine="hadoop",
+        jvm_conf_options={"bind_commit_protocol": False},
+    ).job_conf("job-2", 1)
+    assert "spark.sql.sources.commitProtocolClass" not in local
+    with pytest.raises(ValueError, match="s3a://"):
+        operator("s3://lake/events", committer="magic", engine="hadoop").job_conf("job-3", 1)
+
+
+def test_hadoop_manifest_success_is_accepted_when_fresh(fake_spark: FakeSpark, tmp_path: Path) -> None:
+    destination = tmp_path / "out"
+    op = operator(str(destination), committer="manifest", engine="hadoop")
+    summary = op.execute(context())
+    assert summary["engine"] == "hadoop" and summary["files"] == 2
+    assert summary["try_job_id"] == fake_spark.record()["confs"]["spark.airflow_commit.job_id"]
+
+
+def test_hadoop_stale_success_fails(fake_spark: FakeSpark, tmp_path: Path) -> None:
+    destination = StorePath.parse(str(tmp_path / "out"))
+    LocalStore().write_bytes(destination.join("_SUCCESS"), success(timestamp=1).to_bytes())
+    fake_spark.mode("stale")
+    with pytest.raises(AirflowException, match="before this try"):
+        operator(str(destination), committer="manifest", engine="hadoop").execute(context())
+
+
+def test_hadoop_classic_marker_is_accepted_when_fresh(fake_spark: FakeSpark, tmp_path: Path) -> None:
+    fake_spark.mode("legacy")
+    summary = operator(str(tmp_path / "out"), committer="file-v1", engine="hadoop").execute(context())
+    assert summary["committer"] == "" and summary["job_id"] == summary["try_job_id"]
+
+
+def test_hadoop_abort_cleans_the_s3a_magic_job(s3_destination: tuple[Store, StorePath]) -> None:
+    """S3A magic: uploads listed in the job's .pending files are aborted, its trees deleted."""
+    import logging
+
+    from airflow_commit_provider.core.formats.pending import PendingCommit
+    from airflow_commit_provider.operators.spark_submit import _abort_hadoop_job
+
+    store, destination = s3_destination
+    job = "5a1e3c9e-0000-4000-8000-000000000001"
+    target = destination.join("dt=2024-01-01", "part-00000.parquet")
+    upload = store.create_multipart_upload(target)
+    etag = store.upload_part(target, upload, 1, b"x" * 1024)
+    pending = PendingCommit(target.uri(), target.bucket, target.key, upload, (etag,), 1024)
+    magic = destination.join(f"__magic_job-{job}", f"job-{job}", "tasks", "attempt_0", "__base")
+    store.write_bytes(magic.join("dt=2024-01-01", "part-00000.parquet.pending"), pending.to_bytes())
+    store.write_bytes(destination.join("_temporary", job, "x"), b"1")
+    other = destination.join("_temporary", "another-job", "y")
+    store.write_bytes(other, b"2")
+
+    _abort_hadoop_job(store, str(destination), job, logging.getLogger("test"))
+    assert pending_uploads_of(store, destination) == []
+    assert visible(store, destination) == ["_temporary/another-job/y"], "other jobs' trees are kept"
+
+
+def pending_uploads_of(store: Store, destination: StorePath) -> list[Any]:
+    return list(store.list_multipart_uploads(destination))

@@ -17,9 +17,7 @@ from airflow_commit_provider.triggers.success_manifest import SuccessExpectation
 DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
-def writes_success_on_call(
-    monkeypatch: pytest.MonkeyPatch, call: int, write: Any
-) -> list[tuple[str, bool]]:
+def writes_success_on_call(monkeypatch: pytest.MonkeyPatch, call: int, write: Any) -> list[tuple[str, bool]]:
     """Record every check (state, in the main thread?) and write `_SUCCESS` right after check `call`."""
     original = SuccessExpectations.check
     calls: list[tuple[str, bool]] = []

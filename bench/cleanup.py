@@ -1,0 +1,155 @@
+"""Scenario 4: aborting orphaned multipart uploads on S3.
+
+Ours: `core.cleanup.abort_pending_uploads` (what the cleanup operator and `airflow-commit uploads
+abort` run): list the uploads under the scope, measure each with ListParts (parts and bytes for
+the report), abort each, and verify each abort with ListParts (S3 documents that an abort racing
+with part uploads may need repeating). The baseline: ListMultipartUploads, then a raw parallel
+AbortMultipartUpload loop at the same thread count. Target: ratio <= 1.15.
+
+A second, informative comparison runs the same API without the per-upload size measurement
+(`list_pending_uploads(sizes=False)` + `abort_uploads`) to show where the requests go.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from airflow_commit_provider.core.cleanup import abort_pending_uploads, abort_uploads, list_pending_uploads
+from bench import s3_setup
+from bench.common import BenchEnv, ScenarioResult, counter_delta, log, requests_in, timer
+
+TARGET_RATIO = 1.15
+PAYLOAD = b"o" * 1024
+PREFIX = "orphans"
+
+
+def run(env: BenchEnv) -> ScenarioResult:
+    sizes = env.pick(tiny=[40], small=[1000], full=[10000])
+    result = ScenarioResult(
+        "cleanup",
+        "Aborting orphaned uploads (embedded S3)",
+        env.size,
+        env.repeat,
+        parameters={
+            "uploads": sizes,
+            "threads": env.threads,
+            "part_bytes": len(PAYLOAD),
+            "ours": "core.cleanup.abort_pending_uploads(store, scope, older_than=0, threads=N)",
+            "baseline": "ListMultipartUploads pages, then raw parallel AbortMultipartUpload on N threads",
+        },
+    )
+    for count in sizes:
+        _run_size(env, result, count)
+    return result
+
+
+def _raw_abort(client: Any, bucket: str, threads: int) -> int:
+    """List every pending upload under the prefix, then abort them all in parallel."""
+    uploads: list[tuple[str, str]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{PREFIX}/"}
+    pages = 0
+    while True:
+        page = client.list_multipart_uploads(**kwargs)
+        pages += 1
+        uploads += [(u["Key"], u["UploadId"]) for u in page.get("Uploads", ())]
+        if not page.get("IsTruncated"):
+            break
+        kwargs["KeyMarker"] = page.get("NextKeyMarker") or kwargs.get("KeyMarker", "")
+        kwargs["UploadIdMarker"] = page.get("NextUploadIdMarker")
+
+    def abort(upload: tuple[str, str]) -> None:
+        client.abort_multipart_upload(Bucket=bucket, Key=upload[0], UploadId=upload[1])
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="raw-abort") as pool:
+        for _ in pool.map(abort, uploads):
+            pass
+    return pages + len(uploads)
+
+
+def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
+    label = f"{count:,} uploads"
+    default = result.comparison(
+        f"abort {label}",
+        ours_label="abort_pending_uploads",
+        baseline_label="raw list + parallel abort",
+        unit="s",
+        target=TARGET_RATIO,
+        group="cleanup",
+    )
+    lean = result.comparison(
+        f"abort {label}, without sizes",
+        ours_label="list_pending_uploads(sizes=False) + abort_uploads",
+        baseline_label="raw list + parallel abort",
+        unit="s",
+        group="cleanup",
+    )
+    for rep in range(env.repeat):
+        log(f"cleanup: {label}, repetition {rep + 1}/{env.repeat}: creating three fresh sets")
+        buckets = {name: env.new_bucket(f"cu-{name}") for name in ("ours", "lean", "raw")}
+        setup_client = s3_setup.raw_client(env.s3, s3_setup.SETUP_THREADS)
+        try:
+            with timer() as setup:
+                for bucket in buckets.values():
+                    s3_setup.create_raw_uploads(setup_client, bucket, PREFIX, count, PAYLOAD)
+            log(f"cleanup: setup of {3 * count} uploads took {setup():.1f} s")
+
+            def ours(lean_variant: bool) -> tuple[float, dict[str, int]]:
+                bucket = buckets["lean" if lean_variant else "ours"]
+                store = env.s3.store(max_pool_connections=env.threads + 4)
+                scope = f"s3://{bucket}/{PREFIX}"
+                try:
+                    with timer() as elapsed:
+                        if lean_variant:
+                            listing = list_pending_uploads(
+                                store, scope, older_than=0, sizes=False, threads=env.threads
+                            )
+                            report = abort_uploads(store, listing, threads=env.threads)
+                        else:
+                            report = abort_pending_uploads(store, scope, older_than=0, threads=env.threads)
+                    counters = store.statistics.snapshot()
+                finally:
+                    store.close()
+                if report.aborted != count or report.failed:
+                    raise RuntimeError(f"cleanup aborted {report.aborted}/{count}: {report.to_json()}")
+                return elapsed(), counters
+
+            def raw() -> tuple[float, int]:
+                client = s3_setup.raw_client(env.s3, env.threads)
+                try:
+                    with timer() as elapsed:
+                        requests = _raw_abort(client, buckets["raw"], env.threads)
+                finally:
+                    client.close()
+                return elapsed(), requests
+
+            runs: dict[str, Any] = {}
+            order = ["ours", "lean", "raw"] if rep % 2 == 0 else ["raw", "lean", "ours"]
+            for name in order:
+                runs[name] = raw() if name == "raw" else ours(name == "lean")
+            (ours_s, ours_counters), (lean_s, lean_counters), (raw_s, raw_requests) = (
+                runs["ours"],
+                runs["lean"],
+                runs["raw"],
+            )
+            default.add(ours_s, raw_s)
+            lean.add(lean_s, raw_s)
+            result.check(f"requests per upload, {label}, ours", unit="requests/upload").values.append(
+                requests_in(ours_counters) / count
+            )
+            result.check(f"requests per upload, {label}, without sizes", unit="requests/upload").values.append(
+                requests_in(lean_counters) / count
+            )
+            result.check(f"requests per upload, {label}, raw", unit="requests/upload").values.append(
+                raw_requests / count
+            )
+            for op, value in counter_delta(ours_counters, {}).items():
+                result.measure(f"{op} per upload, {label}, ours", value / count, "requests/upload")
+            log(
+                f"cleanup: {label}: ours {ours_s:.2f} s {ours_counters}, without sizes {lean_s:.2f} s, "
+                f"raw {raw_s:.2f} s ({raw_requests} requests)"
+            )
+        finally:
+            setup_client.close()
+            for bucket in buckets.values():
+                env.drop_bucket(bucket)

@@ -1,0 +1,168 @@
+"""Scenario 2: the committers on S3, end to end, for the same PySpark write.
+
+`write_committed` of one DataFrame (parquet, snappy) with `magic`, `directory` and `partitioned`
+(zero-copy: pending multipart uploads completed at job commit) and `file-v1` (rename = copy +
+delete on S3, twice per file). The limit: the same Spark job writing each partition straight to
+its final key with pyarrow's own S3 filesystem, uncommitted (`bench.spark_tasks.raw_parquet_task`).
+Measured per write: total time, job-commit time, bytes copied (the store's own counters, in the
+driver and inside every task). Target: magic, directory and partitioned within 1.2× of the raw write.
+
+The write is unpartitioned and in `append` mode for every committer: in append mode `partitioned`
+and `directory` do the same work (they differ only in how `fail`/`replace` resolve conflicts), and
+the raw baseline writes one file per task with no partition columns either.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from typing import Any
+
+from airflow_commit_provider.spark.tasks import TaskHooks
+from airflow_commit_provider.spark.writer import WriteHooks, write_committed
+from bench import spark_tasks
+from bench.common import BenchEnv, ScenarioResult, counter_delta, log, new_id, timer
+
+TARGET_RATIO = 1.2
+OURS = ("magic", "directory", "partitioned")
+BASELINE_COMMITTER = "file-v1"
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+def run(env: BenchEnv) -> ScenarioResult:
+    target_bytes = env.pick(tiny=4 * 1024**2, small=256 * 1024**2, full=1024**3)
+    partitions = env.pick(tiny=2, small=4, full=8)
+    result = ScenarioResult(
+        "committers_s3",
+        "Committers on S3, end to end (PySpark write, embedded S3)",
+        env.size,
+        env.repeat,
+        parameters={
+            "target_bytes": target_bytes,
+            "spark_partitions": partitions,
+            "format": "parquet (snappy)",
+            "committers": [*OURS, BASELINE_COMMITTER],
+            "baseline": "raw pyarrow S3FileSystem write of each partition to its final key (no commit)",
+            "threads": env.threads,
+        },
+    )
+    if env.size != "full":
+        result.notes.append(
+            f"size {env.size}: about {target_bytes / 1024**2:.0f} MiB per write; `--size full` writes 1 GiB"
+        )
+    spark = env.spark
+    df = spark_tasks.make_frame(spark, target_bytes, partitions)
+    s3_options = env.s3_options()
+    arrow_s3 = {
+        "endpoint": env.s3.endpoint_url,
+        "access_key": env.s3.access_key,
+        "secret_key": env.s3.secret_key,
+        "region": env.s3.region,
+    }
+    driver_tally = spark_tasks.install_copy_counter()
+    variants = [*OURS, BASELINE_COMMITTER, "raw"]
+
+    def write(name: str, frame: Any, bucket: str) -> tuple[float, Any, dict[str, int]]:
+        """One write of `frame` with committer `name` (or the raw baseline): seconds, summary, copies."""
+        prefix = new_id(name.replace("-", ""))
+        if name == "raw":
+            with timer() as elapsed:
+                rows = frame.mapInArrow(
+                    functools.partial(
+                        spark_tasks.raw_parquet_task, bucket, prefix, arrow_s3, "snappy", ROW_GROUP_BYTES
+                    ),
+                    spark_tasks.RAW_RESULT_SCHEMA,
+                ).collect()
+            return elapsed(), sum(row["bytes"] for row in rows), {}
+        with tempfile.TemporaryDirectory(prefix="bench-copies-", dir=env.work_dir) as copies_dir:
+            hooks = WriteHooks(
+                task=TaskHooks(
+                    before_commit=functools.partial(spark_tasks.before_commit, copies_dir),
+                    after_commit=functools.partial(spark_tasks.after_commit, copies_dir),
+                )
+            )
+            driver_before = dict(driver_tally)
+            with timer() as elapsed:
+                summary = write_committed(
+                    frame,
+                    f"s3://{bucket}/{prefix}",
+                    format="parquet",
+                    committer=name,
+                    options={**s3_options, "threads": env.threads, "compression": "snappy"},
+                    _hooks=hooks,
+                )
+            copies = counter_delta(driver_tally, driver_before)
+            for key, value in spark_tasks.task_copies(copies_dir).items():
+                copies[key] = copies.get(key, 0) + value
+        return elapsed(), summary, copies
+
+    # Warm-up (not measured): Python workers, imports, JIT, the first connections of each path.
+    bucket = env.new_bucket("cs3-warmup")
+    try:
+        small = spark_tasks.make_frame(spark, 256 * 1024, partitions)
+        for name in variants:
+            write(name, small, bucket)
+    finally:
+        env.drop_bucket(bucket)
+
+    for rep in range(env.repeat):
+        bucket = env.new_bucket("cs3")
+        try:
+            # Rotate the order each repetition so no variant always runs first or last.
+            order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+            seconds: dict[str, float] = {}
+            for name in order:
+                seconds[name], summary, copies = write(name, df, bucket)
+                if name == "raw":
+                    result.measure("total seconds, raw", seconds[name])
+                    result.measure("bytes written, raw", summary, "bytes")
+                    log(f"committers_s3: raw pyarrow write {summary / 1e6:.0f} MB in {seconds[name]:.1f} s")
+                else:
+                    _record_write(result, name, summary, seconds[name], copies)
+            for ours in OURS:
+                result.comparison(
+                    f"{ours} vs raw write",
+                    ours_label=f"write_committed({ours})",
+                    baseline_label="raw pyarrow write",
+                    unit="s",
+                    target=TARGET_RATIO,
+                    group="committers_s3",
+                ).add(seconds[ours], seconds["raw"])
+            result.comparison(
+                f"{BASELINE_COMMITTER} vs raw write",
+                ours_label=f"write_committed({BASELINE_COMMITTER})",
+                baseline_label="raw pyarrow write",
+                unit="s",
+                group="committers_s3",
+            ).add(seconds[BASELINE_COMMITTER], seconds["raw"])
+            for ours in OURS:
+                result.comparison(
+                    f"{ours} vs {BASELINE_COMMITTER}",
+                    ours_label=f"write_committed({ours})",
+                    baseline_label=f"write_committed({BASELINE_COMMITTER})",
+                    unit="s",
+                    group="committers_s3",
+                ).add(seconds[ours], seconds[BASELINE_COMMITTER])
+        finally:
+            env.drop_bucket(bucket)
+    return result
+
+
+def _record_write(
+    result: ScenarioResult, name: str, summary: Any, seconds: float, copies: dict[str, int]
+) -> None:
+    result.measure(f"total seconds, {name}", seconds)
+    result.measure(f"job commit seconds, {name}", summary.job_commit_seconds)
+    result.measure(f"bytes written, {name}", summary.bytes, "bytes")
+    result.measure(f"files, {name}", summary.files, "files")
+    copied = copies.get("bytes_copied", 0)
+    result.check(
+        f"bytes copied, {name}",
+        unit="bytes",
+        target=None if name == BASELINE_COMMITTER else 0,
+        note="S3 CopyObject bytes counted by the store in the driver and in every task",
+    ).values.append(copied)
+    log(
+        f"committers_s3: {name}: {summary.bytes / 1e6:.0f} MB, {summary.files} files in {seconds:.1f} s "
+        f"(job commit {summary.job_commit_seconds:.2f} s), copied {copied / 1e6:.0f} MB"
+    )

@@ -1,0 +1,142 @@
+"""Spark-side pieces of the write scenarios: the test DataFrame, the raw (uncommitted) pyarrow
+writer used as the S3 limit, and hooks that count bytes copied inside the tasks.
+
+Executors import `airflow_commit_provider` (installed) but not `bench`; this module is shipped to
+them by value (`cloudpickle.register_pickle_by_value`), so it must only import installed packages
+at module level and keep no state in its own globals that a task relies on (each unpickled
+function may get its own copy of them): process-wide state lives on a class of the installed package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+#: Bytes per row on disk for `make_frame` (snappy parquet; the doubles are random, so incompressible).
+BYTES_PER_ROW = 66
+
+
+def make_frame(spark: Any, target_bytes: int, partitions: int, seed: int = 7) -> Any:
+    """A deterministic DataFrame of about `target_bytes` on disk: an id, seven random doubles, a small int."""
+    from pyspark.sql import functions as F
+
+    rows = max(target_bytes // BYTES_PER_ROW, partitions)
+    columns = [F.col("id")]
+    columns += [F.rand(seed + i).alias(f"d{i}") for i in range(7)]
+    columns.append((F.col("id") % 997).cast("int").alias("k"))
+    return spark.range(0, rows, numPartitions=partitions).select(*columns)
+
+
+# Raw pyarrow write to S3 (the limit) ----------------------------------------------------------------
+RAW_RESULT_SCHEMA = "task long, files long, bytes long"
+
+
+def raw_parquet_task(
+    bucket: str,
+    prefix: str,
+    s3: dict[str, str],
+    codec: str | None,
+    row_group_bytes: int,
+    batches: Iterator[Any],
+) -> Iterator[Any]:
+    """mapInArrow body: write this partition as ONE parquet file straight to its final key with
+    pyarrow's own S3 filesystem (native multipart upload, background part uploads). No commit
+    protocol, no manifest, no `_SUCCESS`: the fastest a task can put these bytes on S3.
+
+    It encodes with the same writer our tasks use (same codec, same row-group buffering), so the
+    difference to a committed write is the commit protocol and the upload path only.
+    """
+    import pyarrow as pa
+    from pyarrow import fs
+    from pyspark import TaskContext
+
+    from airflow_commit_provider.spark.formats import CountingSink, open_format_writer
+
+    partition = TaskContext.get().partitionId()
+    filesystem = fs.S3FileSystem(
+        access_key=s3["access_key"],
+        secret_key=s3["secret_key"],
+        endpoint_override=s3["endpoint"],
+        region=s3["region"],
+        allow_bucket_creation=False,
+    )
+    key = f"{bucket}/{prefix}/part-{partition:05d}-raw.snappy.parquet"
+    writer = None
+    stream = filesystem.open_output_stream(key)
+    sink = CountingSink(stream)
+    try:
+        for batch in batches:
+            if writer is None:
+                writer = open_format_writer("parquet", sink, batch.schema, codec, row_group_bytes=row_group_bytes)
+            if batch.num_rows:
+                writer.write(batch)
+        if writer is not None:
+            writer.close()
+    finally:
+        sink.close()
+        stream.close()
+    yield pa.RecordBatch.from_pylist(
+        [{"task": partition, "files": 1, "bytes": sink.count}],
+        schema=pa.schema([("task", pa.int64()), ("files", pa.int64()), ("bytes", pa.int64())]),
+    )
+
+
+# Counting copies ------------------------------------------------------------------------------------
+COUNTED = ("op_copy", "bytes_copied")
+
+
+def install_copy_counter() -> dict[str, int]:
+    """Make every StoreStatistics in this process also add copies into one process-wide tally.
+
+    Idempotent; returns the live tally (kept on the StoreStatistics class itself).
+    """
+    from airflow_commit_provider.core.store.base import StoreStatistics
+
+    tally = getattr(StoreStatistics, "_bench_copies", None)
+    if tally is not None:
+        return tally
+    tally = dict.fromkeys(COUNTED, 0)
+    lock = threading.Lock()
+    original = StoreStatistics.increment
+
+    def increment(self: Any, name: str, amount: int = 1) -> None:
+        if name in tally:
+            with lock:
+                tally[name] += amount
+        original(self, name, amount)
+
+    StoreStatistics.increment = increment  # type: ignore[method-assign]
+    StoreStatistics._bench_copies = tally  # type: ignore[attr-defined]
+    StoreStatistics._bench_started = {}  # type: ignore[attr-defined]
+    return tally
+
+
+def before_commit(directory: str, info: Any) -> None:
+    from airflow_commit_provider.core.store.base import StoreStatistics
+
+    tally = install_copy_counter()
+    StoreStatistics._bench_started[info.attempt_id] = dict(tally)  # type: ignore[attr-defined]
+
+
+def after_commit(directory: str, info: Any, result: Any) -> None:
+    """Write the copies made during this attempt's commit_task to `directory` (one file per attempt)."""
+    from airflow_commit_provider.core.store.base import StoreStatistics
+
+    tally = install_copy_counter()
+    started = StoreStatistics._bench_started.pop(info.attempt_id, dict.fromkeys(COUNTED, 0))  # type: ignore[attr-defined]
+    delta = {name: tally[name] - started.get(name, 0) for name in COUNTED}
+    with open(os.path.join(directory, f"task-{info.partition}-{info.attempt_id}.json"), "w") as handle:
+        json.dump(delta, handle)
+
+
+def task_copies(directory: str) -> dict[str, int]:
+    totals = dict.fromkeys(COUNTED, 0)
+    for name in os.listdir(directory):
+        if name.endswith(".json"):
+            with open(os.path.join(directory, name)) as handle:
+                for key, value in json.load(handle).items():
+                    totals[key] = totals.get(key, 0) + value
+    return totals
