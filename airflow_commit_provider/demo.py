@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
     table = StorePath("s3", BUCKET, "warehouse/events")
     store = server.store()
     try:
-        files = sorted(store.list_files(table))
+        files = sorted(store.list_files(table), key=lambda status: status.path)
         pending = list(store.list_multipart_uploads(StorePath("s3", BUCKET, "")))
         print()
         say(f"output: {table} (S3 endpoint {server.endpoint_url})")
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     day = args.date or (datetime.now(timezone.utc).date() - timedelta(days=1)).isoformat()
     logical_date = datetime.combine(datetime.fromisoformat(day).date(), time(0), tzinfo=timezone.utc)
     dags = find_dags_folder()
+    if not args.verbose:  # third-party deprecation noise (pathspec, starlette) hides the demo's output
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
     for name in _AWS_ENV:  # S3 settings come from the Airflow connection only
         os.environ.pop(name, None)
 

@@ -25,7 +25,7 @@ PREFIX = "orphans"
 
 
 def run(env: BenchEnv) -> ScenarioResult:
-    sizes = env.pick(tiny=[40], small=[1000], full=[10000])
+    sizes = env.pick(tiny=[20], small=[1000], full=[10000])
     result = ScenarioResult(
         "cleanup",
         "Aborting orphaned uploads (embedded S3)",

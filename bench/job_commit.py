@@ -38,8 +38,8 @@ def task_count(files: int) -> int:
 
 
 def run(env: BenchEnv) -> ScenarioResult:
-    sizes = env.pick(tiny=[40], small=[1000], full=[1000, 10000])
-    memory_sizes = env.pick(tiny=[2000], small=[10000, 100000], full=[10000, 100000])
+    sizes = env.pick(tiny=[20], small=[1000], full=[1000, 10000])
+    memory_sizes = env.pick(tiny=[1000], small=[10000, 100000], full=[10000, 100000])
     result = ScenarioResult(
         "job_commit",
         "Job commit scaling (magic committer, embedded S3)",

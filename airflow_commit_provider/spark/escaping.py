@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
-_JAVA_HEX = re.compile(r"^[+-]?[0-9A-Fa-f]+$")
+_HEX2 = re.compile(r"^[0-9A-Fa-f]{2}$")
 _ESCAPED = frozenset([chr(code) for code in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 
 
@@ -34,8 +34,7 @@ def unescape_path_name(value: str) -> str:
         char = value[index]
         if char == "%" and index + 2 < len(value):
             digits = value[index + 1 : index + 3]
-            # Java's Integer.parseInt(digits, 16) also takes a sign; a negative code is rejected.
-            if _JAVA_HEX.match(digits) and int(digits, 16) >= 0:
+            if _HEX2.match(digits):
                 out.append(chr(int(digits, 16)))
                 index += 3
                 continue

@@ -24,17 +24,22 @@ spark-hadoop-cloud's ``PathOutputCommitProtocol`` and, for Parquet, ``BindingPar
 (nor hadoop-aws); ``bind_commit_protocol=False`` leaves those two keys out, which is only good for
 trying the factory wiring (e.g. our tests parsing the manifest committer's ``_SUCCESS``).
 
-Job IDs: Spark (3.2+, SPARK-33230) sets ``spark.sql.sources.writeJobUUID`` to a fresh UUID in every
-write's job conf, overriding any session value, and the manifest committer uses it. For S3A
-committers we set ``fs.s3a.committer.require.uuid=true`` so a job without a unique ID fails instead
-of falling back to the reusable MapReduce job ID; a ``job_id`` given here becomes
-``fs.s3a.committer.uuid``, which S3A prefers over Spark's - only use it for a conf scoped to ONE write.
+Job IDs: Spark (3.2+, SPARK-33230) puts a fresh UUID for every write into the job conf as
+``spark.sql.sources.writeJobUUID``, overriding any session value, and the committers use it. But
+Spark's default protocol calls the committer's ``setupJob`` before it sets that UUID, which makes the
+manifest committer fail (NullPointerException in ``buildJobUUID``); so for the manifest committer
+without the protocol binding, or when ``job_id`` is given, the conf carries a session-level
+``spark.sql.sources.writeJobUUID`` (``job_id`` or a new uuid4) as the fallback. For S3A committers we
+set ``fs.s3a.committer.require.uuid=true`` (Hadoop's advice for Spark) so a job without a unique ID
+fails instead of falling back to the reusable MapReduce job ID; a ``job_id`` given here becomes
+``fs.s3a.committer.uuid``, which S3A prefers over Spark's. A conf with a fixed ID is for ONE write.
 Dynamic partition overwrite needs rename (manifest or FileOutputCommitter); S3A refuses it.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -60,6 +65,7 @@ _MANIFEST_SCHEMES = {
     "abfss": ABFS_MANIFEST_FACTORY,
 }
 _HADOOP = "spark.hadoop."
+SPARK_WRITE_UUID = "spark.sql.sources.writeJobUUID"
 _UUID_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -130,6 +136,12 @@ def jvm_committer_conf(
             )
         conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = _MANIFEST_SCHEMES[scheme]
         conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
+        if not bind_commit_protocol or job_id is not None:
+            # Spark's default protocol calls the committer's setupJob before it puts the write's UUID
+            # into the job conf; without a session value the manifest committer fails there
+            # (NullPointerException in ManifestCommitterSupport.buildJobUUID). Spark's per-write UUID
+            # still replaces it for the tasks and the job commit.
+            conf[SPARK_WRITE_UUID] = job_id or str(uuid.uuid4())
     else:
         if scheme in _S3_SCHEMES:
             raise ValueError(

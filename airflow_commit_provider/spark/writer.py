@@ -184,8 +184,12 @@ def write_committed(
                 rows = prepared.mapInArrow(
                     functools.partial(_write_partition, task_config), _result_schema()
                 ).collect()
-            tasks_done = time.monotonic()
             results = _accepted_results(rows, job_id)
+            if not rows and not columns:
+                # A DataFrame with no partitions runs no task; like Spark (which then runs one empty
+                # task) write partition 0's empty file so the schema survives - here, on the driver.
+                results = _empty_write(task_config)
+            tasks_done = time.monotonic()
             if _hooks and _hooks.before_job_commit:
                 _hooks.before_job_commit(job, results, task_config)
             success = job.commit_job(results)
@@ -236,6 +240,13 @@ def _write_partition(config: cfg.TaskConfig, batches: Any) -> Any:
     from airflow_commit_provider.spark.tasks import write_partition
 
     return write_partition(config, batches)
+
+
+def _empty_write(config: cfg.TaskConfig) -> list[TaskCommitResult]:
+    from airflow_commit_provider.spark.tasks import TaskInfo, run_task_attempt
+
+    outcome = run_task_attempt(config, TaskInfo(partition=0, attempt_id=0, attempt_number=0), ())
+    return [outcome.result] if outcome.result is not None else []
 
 
 def _result_schema() -> str:
@@ -385,11 +396,11 @@ def _plan(
         "writer": writer,
         "spark_schema_json": data_schema.json() if fmt == "parquet" else None,
         "spark_version": spark.version if fmt == "parquet" else None,
-        "empty_schema": _empty_schema(data_schema, line_column, spark),
+        "empty_schema": _empty_schema(data_schema, line_column, conf.get("spark.sql.session.timeZone")),
     }
 
 
-def _empty_schema(data_schema: Any, line_column: str | None, spark: Any) -> Any:
+def _empty_schema(data_schema: Any, line_column: str | None, timezone: str | None) -> Any:
     """The Arrow schema for the one empty file of an empty unpartitioned write."""
     import pyarrow as pa
 
@@ -398,7 +409,7 @@ def _empty_schema(data_schema: Any, line_column: str | None, spark: Any) -> Any:
     try:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        return to_arrow_schema(data_schema)
+        return to_arrow_schema(data_schema, timezone=timezone or "UTC")
     except Exception:  # an exotic type pyspark cannot map: no empty file, as for a partitioned write
         log.debug("no Arrow schema for %s", data_schema, exc_info=True)
         return None

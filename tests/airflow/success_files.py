@@ -10,14 +10,13 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 
 JOB = "job-0001"
-NOW_MS = int(time.time() * 1000)
 
 
 def success(**overrides: Any) -> SuccessData:
     values: dict[str, Any] = {
         "committer": "partitioned",
         "job_id": JOB,
-        "timestamp": NOW_MS,
+        "timestamp": int(time.time() * 1000),
         "partitions": ["dt=2024-01-01"],
         "file_count": 3,
         "total_bytes": 300,

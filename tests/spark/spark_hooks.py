@@ -106,3 +106,18 @@ class Chain:
     def __call__(self, *args: Any) -> None:
         for hook in self.hooks:
             hook(*args)
+
+
+@dataclass(frozen=True)
+class ExpectLocalProperty:
+    """Fails the task unless the driver's local property reached it (TaskContext.getLocalProperty)."""
+
+    key: str
+    expected: str
+
+    def __call__(self, info: Any, *_: Any) -> None:
+        from pyspark import TaskContext
+
+        value = TaskContext.get().getLocalProperty(self.key)
+        if value != self.expected:
+            raise AssertionError(f"task {info.partition}: {self.key}={value!r}, expected {self.expected!r}")

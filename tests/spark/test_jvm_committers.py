@@ -58,11 +58,16 @@ def test_manifest_conf(destination, factory_key, factory):
     conf = jvm_committer_conf(destination, "manifest", dynamic_partition_overwrite=True)
     assert conf[f"{H}mapreduce.outputcommitter.factory.scheme.{factory_key}"] == factory
     assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
+    assert "spark.sql.sources.writeJobUUID" not in conf  # the bound protocol supplies it
+    unbound = jvm_committer_conf(destination, "manifest", bind_commit_protocol=False)
+    assert len(unbound["spark.sql.sources.writeJobUUID"]) == 36
+    assert jvm_committer_conf(destination, "manifest", job_id="j-1")["spark.sql.sources.writeJobUUID"] == "j-1"
 
 
 def test_file_committer_conf_and_binding_flag():
     conf = jvm_committer_conf("file:///t", "file", bind_commit_protocol=False)
     assert conf[H + "mapreduce.fileoutputcommitter.algorithm.version"] == "1"
+    assert "spark.sql.sources.writeJobUUID" not in conf
     assert "spark.sql.sources.commitProtocolClass" not in conf
     assert "spark.sql.parquet.output.committer.class" not in conf
     v2 = jvm_committer_conf("hdfs://nn/t", "file-v2", allow_unsafe_v2=True)
@@ -104,6 +109,7 @@ def test_hadoop_manifest_committer_success_parses_with_ours(spark, tmp_path, fmt
         assert spark.conf.get(factory_key) == MANIFEST_FACTORY
         getattr(df.write, fmt)(dest.as_uri())
     assert spark.conf.get(factory_key, None) is None, "applied_conf must restore the session"
+    assert spark.conf.get("spark.sql.sources.writeJobUUID", None) is None
     success = SuccessData.from_bytes((dest / "_SUCCESS").read_bytes(), str(dest / "_SUCCESS"))
     assert success.committer == "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter"
     assert success.job_id_source == "spark.sql.sources.writeJobUUID"
@@ -121,7 +127,8 @@ def test_hadoop_loads_our_success(spark, tmp_path):
     dest = tmp_path / "ours ü"
     summary = write_committed(df, str(dest), partition_by="p")
     jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path((dest / "_SUCCESS").as_uri())
+    # Path(URI) decodes percent-escapes; Path(String) would take them literally.
+    path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI((dest / "_SUCCESS").as_uri()))
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     loaded = jvm.org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.ManifestSuccessData.load(fs, path)
     assert loaded.getJobId() == summary.job_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow_commit_provider.core.committers.options import TaskCommitResult
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
@@ -74,7 +74,7 @@ def load_committed_manifests(
                 dest = _checked_destination(ctx, entry.dest, str(path))
                 if not spool.add_destination(dest.uri()):
                     raise InvalidCommitDataError(f"{path}: duplicate destination {entry.dest}")
-                spool.append(entry, _partition_of(ctx.layout.destination, dest))
+                spool.append(replace(entry, dest=dest.uri()), _partition_of(ctx.layout.destination, dest))
             ctx.statistics.merge(manifest.statistics)
             rows.append(manifest.rows)
 
@@ -101,7 +101,9 @@ def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:
         raise InvalidCommitDataError(
             f"{source}: destination {dest} is a hidden or reserved path under {root}"
         )
-    return path
+    # One object, one name: `s3a://b/k` and `s3://b/k` are the same file, so use the root's scheme
+    # for the duplicate check, the conflict checks and the `_SUCCESS` file list.
+    return StorePath(root.scheme, path.bucket, path.key)
 
 
 def _partition_of(root: StorePath, dest: StorePath) -> str:

@@ -1,0 +1,49 @@
+"""Guards against a broken PySpark install: pyspark and pyspark-client share one `pyspark/` folder,
+and a version drift between them breaks Python UDFs and mapInArrow with a Py4JError."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+
+import pyarrow as pa
+import pytest
+
+
+def test_pyspark_and_pyspark_client_versions_match():
+    import pyspark
+
+    installed = metadata.version("pyspark")
+    assert pyspark.__version__ == installed, "the pyspark/ folder is not the installed pyspark release"
+    try:
+        client = metadata.version("pyspark-client")
+    except metadata.PackageNotFoundError:
+        return
+    assert client == installed, (
+        f"pyspark {installed} and pyspark-client {client} overwrite each other's files; pin both to one release"
+    )
+
+
+@pytest.mark.spark
+def test_trivial_map_in_arrow_runs(spark):
+    """Fails loudly (Py4JError ... UserDefinedPythonFunction) if the Python side and the JVM jars drifted."""
+
+    def double(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"id": [value * 2 for value in batch.column(0).to_pylist()]})
+
+    rows = spark.range(5, numPartitions=2).mapInArrow(double, "id long").collect()
+    assert sorted(row.id for row in rows) == [0, 2, 4, 6, 8]
+
+
+def test_importing_the_spark_package_does_not_import_pyspark():
+    code = (
+        "import sys\n"
+        "import airflow_commit_provider.spark as s\n"
+        "import airflow_commit_provider.spark.writer, airflow_commit_provider.spark.jvm_committers\n"
+        "import airflow_commit_provider.spark.config, airflow_commit_provider.spark.formats\n"
+        "assert callable(s.write_committed) and callable(s.jvm_committer_conf)\n"
+        "assert not [m for m in sys.modules if m == 'pyspark' or m.startswith('pyspark.')], 'pyspark imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
