@@ -1,11 +1,13 @@
 # Entry points. Every target bootstraps first (idempotent, fast when nothing changed):
-# .venv, the package in editable mode with [test,embedded-s3], pyspark/pyspark-client guard, Java 17+.
+# .venv, the package in editable mode with [test,embedded-s3,bench], pyspark/pyspark-client guard, Java 17+.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# e.g. BENCH_ARGS='--scenario job_commit --size tiny --repeat 1' (see python -m bench --help)
+BENCH_ARGS ?=
 
 # Spark's Python workers start `python3` from PATH unless told otherwise; without this they would not
 # see the venv's pyarrow (mapInArrow fails with "No module named 'pyarrow'").
@@ -19,7 +21,7 @@ help:
 	@echo "make demo   - committed write to the embedded S3, prints the _SUCCESS summary"
 	@echo "make test   - the whole test suite (PYTEST_ARGS='-k ...' to narrow)"
 	@echo "make lint   - ruff check + ruff format --check"
-	@echo "make bench  - benchmarks (bench/)"
+	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -39,4 +41,4 @@ lint:
 	.venv/bin/ruff format --check .
 
 bench: bootstrap
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)

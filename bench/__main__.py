@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None, *, embedded_s3: EmbeddedS3 | None = None
                         "load_before": load_before,
                         "load_after": load_average(),
                         "threads": args.threads,
-                        "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
+                        "command": " ".join(
+                            ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
+                        ),
                     },
                 }
                 write_json(args.out / f"{name}.json", document)

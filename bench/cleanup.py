@@ -67,6 +67,35 @@ def _raw_abort(client: Any, bucket: str, threads: int) -> int:
     return pages + len(uploads)
 
 
+def _ours(env: BenchEnv, bucket: str, count: int, *, lean: bool) -> tuple[float, dict[str, int]]:
+    """Our cleanup of the scope with a fresh store: seconds and the store's request counters."""
+    store = env.s3.store(max_pool_connections=env.threads + 4)
+    scope = f"s3://{bucket}/{PREFIX}"
+    try:
+        with timer() as elapsed:
+            if lean:
+                listing = list_pending_uploads(store, scope, older_than=0, sizes=False, threads=env.threads)
+                report = abort_uploads(store, listing, threads=env.threads)
+            else:
+                report = abort_pending_uploads(store, scope, older_than=0, threads=env.threads)
+        counters = store.statistics.snapshot()
+    finally:
+        store.close()
+    if report.aborted != count or report.failed:
+        raise RuntimeError(f"cleanup aborted {report.aborted}/{count}: {report.to_json()}")
+    return elapsed(), counters
+
+
+def _raw(env: BenchEnv, bucket: str) -> tuple[float, int]:
+    client = s3_setup.raw_client(env.s3, env.threads)
+    try:
+        with timer() as elapsed:
+            requests = _raw_abort(client, bucket, env.threads)
+    finally:
+        client.close()
+    return elapsed(), requests
+
+
 def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
     label = f"{count:,} uploads"
     default = result.comparison(
@@ -94,39 +123,13 @@ def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
                     s3_setup.create_raw_uploads(setup_client, bucket, PREFIX, count, PAYLOAD)
             log(f"cleanup: setup of {3 * count} uploads took {setup():.1f} s")
 
-            def ours(lean_variant: bool) -> tuple[float, dict[str, int]]:
-                bucket = buckets["lean" if lean_variant else "ours"]
-                store = env.s3.store(max_pool_connections=env.threads + 4)
-                scope = f"s3://{bucket}/{PREFIX}"
-                try:
-                    with timer() as elapsed:
-                        if lean_variant:
-                            listing = list_pending_uploads(
-                                store, scope, older_than=0, sizes=False, threads=env.threads
-                            )
-                            report = abort_uploads(store, listing, threads=env.threads)
-                        else:
-                            report = abort_pending_uploads(store, scope, older_than=0, threads=env.threads)
-                    counters = store.statistics.snapshot()
-                finally:
-                    store.close()
-                if report.aborted != count or report.failed:
-                    raise RuntimeError(f"cleanup aborted {report.aborted}/{count}: {report.to_json()}")
-                return elapsed(), counters
-
-            def raw() -> tuple[float, int]:
-                client = s3_setup.raw_client(env.s3, env.threads)
-                try:
-                    with timer() as elapsed:
-                        requests = _raw_abort(client, buckets["raw"], env.threads)
-                finally:
-                    client.close()
-                return elapsed(), requests
-
             runs: dict[str, Any] = {}
             order = ["ours", "lean", "raw"] if rep % 2 == 0 else ["raw", "lean", "ours"]
             for name in order:
-                runs[name] = raw() if name == "raw" else ours(name == "lean")
+                if name == "raw":
+                    runs[name] = _raw(env, buckets[name])
+                else:
+                    runs[name] = _ours(env, buckets[name], count, lean=name == "lean")
             (ours_s, ours_counters), (lean_s, lean_counters), (raw_s, raw_requests) = (
                 runs["ours"],
                 runs["lean"],
@@ -137,9 +140,9 @@ def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
             result.check(f"requests per upload, {label}, ours", unit="requests/upload").values.append(
                 requests_in(ours_counters) / count
             )
-            result.check(f"requests per upload, {label}, without sizes", unit="requests/upload").values.append(
-                requests_in(lean_counters) / count
-            )
+            result.check(
+                f"requests per upload, {label}, without sizes", unit="requests/upload"
+            ).values.append(requests_in(lean_counters) / count)
             result.check(f"requests per upload, {label}, raw", unit="requests/upload").values.append(
                 raw_requests / count
             )

@@ -103,7 +103,14 @@ class Check:
     def to_json(self) -> dict[str, Any]:
         stats = summary(self.values)
         met = None if self.target is None or stats["median"] is None else stats["median"] <= self.target
-        return {"name": self.name, "unit": self.unit, **stats, "target": self.target, "met": met, "note": self.note}
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            **stats,
+            "target": self.target,
+            "met": met,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -245,7 +252,9 @@ def timer() -> Iterator[Callable[[], float]]:
 
 def counter_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     keys = set(after) | set(before)
-    return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(keys) if after.get(k, 0) != before.get(k, 0)}
+    return {
+        k: after.get(k, 0) - before.get(k, 0) for k in sorted(keys) if after.get(k, 0) != before.get(k, 0)
+    }
 
 
 #: S3Store counters that are one HTTP request each.

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from airflow_commit_provider.core.committers import CommitOptions, create_committer
+from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from bench import s3_setup
 from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, counter_delta, log, new_id, requests_in, timer
 
@@ -101,39 +101,13 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
                 uploads = s3_setup.create_raw_uploads(setup_client, raw_bucket, "out", files, PAYLOAD)
             log(f"job_commit: setup took {setup_ours():.1f} s (magic tasks) and {setup_raw():.1f} s (raw)")
 
-            def ours() -> tuple[float, dict[str, int]]:
-                # A fresh store and committer, as a driver would have after the tasks ran.
-                store = env.s3.store(max_pool_connections=env.threads + 4)
-                try:
-                    committer = create_committer(
-                        "magic", store, destination, job_id, CommitOptions(threads=env.threads)
-                    )
-                    before = store.statistics.snapshot()
-                    with timer() as elapsed:
-                        success = committer.commit_job(results)
-                    counters = counter_delta(store.statistics.snapshot(), before)
-                finally:
-                    store.close()
-                if success.file_count != files:
-                    raise RuntimeError(f"job commit committed {success.file_count} files, expected {files}")
-                return elapsed(), counters
-
-            def raw() -> float:
-                client = s3_setup.raw_client(env.s3, env.threads)  # fresh, like the committer's store
-                try:
-                    with timer() as elapsed:
-                        s3_setup.complete_raw(client, raw_bucket, uploads, env.threads)
-                finally:
-                    client.close()
-                return elapsed()
-
             # Alternate the order so drift on a shared host does not favour one side.
             if rep % 2 == 0:
-                ours_seconds, counters = ours()
-                raw_seconds = raw()
+                ours_seconds, counters = _ours_commit(env, destination, job_id, results, files)
+                raw_seconds = _raw_complete(env, raw_bucket, uploads)
             else:
-                raw_seconds = raw()
-                ours_seconds, counters = ours()
+                raw_seconds = _raw_complete(env, raw_bucket, uploads)
+                ours_seconds, counters = _ours_commit(env, destination, job_id, results, files)
             comparison.add(ours_seconds, raw_seconds)
             total_requests = requests_in(counters)
             requests.values.append(total_requests / files)
@@ -153,6 +127,35 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
             setup_client.close()
             env.drop_bucket(ours_bucket)
             env.drop_bucket(raw_bucket)
+
+
+def _ours_commit(
+    env: BenchEnv, destination: str, job_id: str, results: list[TaskCommitResult], files: int
+) -> tuple[float, dict[str, int]]:
+    """Our job commit with a fresh store and committer, as a driver has after the tasks ran."""
+    store = env.s3.store(max_pool_connections=env.threads + 4)
+    try:
+        committer = create_committer("magic", store, destination, job_id, CommitOptions(threads=env.threads))
+        before = store.statistics.snapshot()
+        with timer() as elapsed:
+            success = committer.commit_job(results)
+        counters = counter_delta(store.statistics.snapshot(), before)
+    finally:
+        store.close()
+    if success.file_count != files:
+        raise RuntimeError(f"job commit committed {success.file_count} files, expected {files}")
+    return elapsed(), counters
+
+
+def _raw_complete(env: BenchEnv, bucket: str, uploads: list[s3_setup.RawUpload]) -> float:
+    """The baseline with a fresh client configured like the committer's store."""
+    client = s3_setup.raw_client(env.s3, env.threads)
+    try:
+        with timer() as elapsed:
+            s3_setup.complete_raw(client, bucket, uploads, env.threads)
+    finally:
+        client.close()
+    return elapsed()
 
 
 def _memory(env: BenchEnv, result: ScenarioResult, files: int) -> None:

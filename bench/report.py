@@ -113,11 +113,21 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
             )
     checks = [(doc, check) for doc in results for check in doc.get("checks", [])]
     if checks:
-        lines += ["", "## Other targets and counts", "", "| Scenario | Measurement | Value | Target | |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Other targets and counts",
+            "",
+            "| Scenario | Measurement | Value | Target | |",
+            "|---|---|---|---|---|",
+        ]
         for doc, check in checks:
-            target = f"≤ {_num(check['target'])} {check['unit']}" if check.get("target") is not None else "info"
+            target = (
+                f"≤ {_num(check['target'])} {check['unit']}" if check.get("target") is not None else "info"
+            )
             value = f"{_span(check)} {check['unit']}"
-            lines.append(f"| {doc['scenario']} | {check['name']} | {value} | {target} | {_verdict(check.get('met'))} |")
+            lines.append(
+                f"| {doc['scenario']} | {check['name']} | {value} | {target} | {_verdict(check.get('met'))} |"
+            )
     for doc in results:
         measurements = doc.get("measurements") or {}
         notes = doc.get("notes") or []

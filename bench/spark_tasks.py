@@ -70,7 +70,9 @@ def raw_parquet_task(
     try:
         for batch in batches:
             if writer is None:
-                writer = open_format_writer("parquet", sink, batch.schema, codec, row_group_bytes=row_group_bytes)
+                writer = open_format_writer(
+                    "parquet", sink, batch.schema, codec, row_group_bytes=row_group_bytes
+                )
             if batch.num_rows:
                 writer.write(batch)
         if writer is not None:

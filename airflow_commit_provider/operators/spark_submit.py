@@ -19,16 +19,20 @@ boto3 and pyarrow. ``engine="hadoop"``: the Spark conf of Hadoop's own JVM commi
 ``DataFrameWriter``.
 
 After spark-submit succeeds, the operator reads ``_SUCCESS`` and requires this try's job ID in it:
-a missing, legacy, stale or foreign ``_SUCCESS`` fails the task. On failure, timeout or kill the
-operator stops spark-submit and everything it started (its own process group), then aborts this
-try's job: its pending uploads and its temporary directory go, nothing of it becomes visible. A
-retry is a new job; with ``conflict_mode="replace"`` (or a fresh destination) exactly one copy of
-the output remains.
+a missing, legacy, stale or foreign ``_SUCCESS`` fails the task. (Hadoop's manifest and classic
+committers cannot record a given job ID; for those the ``_SUCCESS`` must have been written after
+the try started.) On failure, timeout or kill the operator stops spark-submit and everything it
+started (its own process group), then aborts this try's job: its pending uploads and its temporary
+directory go, nothing of it becomes visible. A retry is a new job; with ``conflict_mode="replace"``
+(or a fresh destination) exactly one copy of the output remains. Only an application that fails
+*after* its job committed leaves visible output behind (the commit happened): retries of such
+applications need ``replace`` to stay idempotent.
 
 S3 access comes from the Airflow AWS connection (``aws_conn_id``) and reaches spark-submit as
 ``AWS_*`` environment variables, never as ``--conf`` or arguments, so it is in no command line,
-log or XCom. In local and client deploy modes the driver and local executors inherit them; cluster
-executors use their own credentials (instance roles) unless the application passes them on.
+log or XCom. The driver reads them and ``write_committed`` hands them to its tasks. On YARN and
+Kubernetes masters, where the Spark hook would turn environment variables into ``--conf``
+arguments, only the endpoint and region are passed and the cluster must supply credentials.
 """
 
 from __future__ import annotations
@@ -254,6 +258,8 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 hook = self._make_hook(store_hook, job_id, try_number, workdir)
                 self._hook = hook
                 submitted_ms = int(time.time() * 1000)
+                if self._killed:  # killed before the job started: do not start it
+                    raise AirflowException(f"the task was killed before job {job_id} started")
                 hook.submit(self.application, start_new_session=True)
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
@@ -366,9 +372,21 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 **self._hook_options,
             )
 
-        # S3 settings (with credentials) only ever travel in the environment of spark-submit.
-        env = {**store_hook.spark_environment(self.destination), **(self.env_vars or {})}
-        submit_hook = hook(env)
+        # S3 settings (with credentials) only ever travel in the environment of spark-submit. On YARN
+        # and Kubernetes the hook turns env_vars into --conf arguments (a command line), so there
+        # only the endpoint and region go, and the cluster supplies credentials (instance roles).
+        s3_env = store_hook.spark_environment(self.destination)
+        submit_hook = hook({**s3_env, **(self.env_vars or {})})
+        if submit_hook._is_yarn or submit_hook._is_kubernetes:
+            public = {k: v for k, v in s3_env.items() if k in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")}
+            if public != s3_env:
+                self.log.info(
+                    "Not passing S3 credentials to a %s job (they would be on the spark-submit command "
+                    "line): the cluster must provide them",
+                    "YARN" if submit_hook._is_yarn else "Kubernetes",
+                )
+            submit_hook = hook({**public, **(self.env_vars or {})})
+        env = {**s3_env, **(self.env_vars or {})}
         if str(submit_hook._connection["master"]).startswith("local"):
             local_env = self._local_environment(submit_hook, env)
             if local_env:

@@ -267,7 +267,9 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: SparkCon
     writer = WriterOptions(
         max_records_per_file=max(max_records, 0),
         max_bytes_per_file=parse_size(get("maxbytesperfile", 0), "maxBytesPerFile"),
-        compression=(str(get("compression", get("codec"))).lower() if get("compression", get("codec")) else None),
+        compression=(
+            str(get("compression", get("codec"))).lower() if get("compression", get("codec")) else None
+        ),
         csv_header=parse_bool(get("header", True), "header"),
         line_sep=str(get("linesep", "\n")),
         row_group_bytes=parse_size(get("parquet.block.size", 64 * 1024 * 1024), "parquet.block.size") or 1,
@@ -285,7 +287,9 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: SparkCon
     return ParsedOptions(writer, committer, s3)
 
 
-def commit_options(committer_options: Mapping[str, Any], conf: SparkConf, conflict_mode: str) -> CommitOptions:
+def commit_options(
+    committer_options: Mapping[str, Any], conf: SparkConf, conflict_mode: str
+) -> CommitOptions:
     """CommitOptions from the write's options, then the Spark conf, then the defaults."""
     defaults = CommitOptions()
     threads = committer_options.get("threads", conf.get(CONF_THREADS) or defaults.threads)

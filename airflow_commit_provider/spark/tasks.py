@@ -273,7 +273,9 @@ class PartitionWriter:
         if limits.max_records_per_file and current.writer.rows >= limits.max_records_per_file:
             return True
         if limits.max_bytes_per_file:
-            if current.writer.buffered_bytes >= limits.max_bytes_per_file and hasattr(current.writer, "flush"):
+            if current.writer.buffered_bytes >= limits.max_bytes_per_file and hasattr(
+                current.writer, "flush"
+            ):
                 current.writer.flush()  # type: ignore[attr-defined]
             return current.writer.bytes_written >= limits.max_bytes_per_file
         return False

@@ -129,7 +129,9 @@ def write_committed(
     parsed = cfg.parse_options(options, fmt.name, conf)
 
     mode = (conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower()
-    name = (committer or conf.get(cfg.CONF_COMMITTER) or default_committer(destination, bool(columns), mode)).lower()
+    name = (
+        committer or conf.get(cfg.CONF_COMMITTER) or default_committer(destination, bool(columns), mode)
+    ).lower()
     if name not in COMMITTERS:
         raise ValueError(f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}")
     commit_options = cfg.commit_options(parsed.committer, conf, mode if name in _STAGING else "append")
@@ -178,9 +180,15 @@ def write_committed(
         )
         job.setup_job()
         try:
-            with _local_properties(spark, {cfg.SPARK_WRITE_JOB_UUID: job_id, "spark.job.description": (
-                f"write_committed {fmt.name} to {destination} ({name} committer, job {job_id})"
-            )}):
+            with _local_properties(
+                spark,
+                {
+                    cfg.SPARK_WRITE_JOB_UUID: job_id,
+                    "spark.job.description": (
+                        f"write_committed {fmt.name} to {destination} ({name} committer, job {job_id})"
+                    ),
+                },
+            ):
                 rows = prepared.mapInArrow(
                     functools.partial(_write_partition, task_config), _result_schema()
                 ).collect()
@@ -278,7 +286,7 @@ def _progress_logger(job_id: str, destination: StorePath) -> Callable[[int, int]
     return report
 
 
-class _local_properties:  # noqa: N801 - used as a context manager
+class _local_properties:
     """Set SparkContext local properties for this thread's jobs; restore the previous values."""
 
     def __init__(self, spark: Any, values: Mapping[str, str]):
@@ -314,7 +322,9 @@ def _resolve_columns(df: DataFrame, requested: Sequence[str]) -> list[str]:
             continue
         matches = [name for name in names if name.lower() == column.lower()]
         if len(matches) != 1:
-            raise ValueError(f"partition column {column!r} is not (uniquely) in the DataFrame's columns {names}")
+            raise ValueError(
+                f"partition column {column!r} is not (uniquely) in the DataFrame's columns {names}"
+            )
         resolved.append(matches[0])
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"partition columns repeat: {resolved}")
@@ -358,7 +368,9 @@ def _plan(
     keys = []
     for column, key in zip(partition_columns, key_columns, strict=True):
         as_string = F.col(_quoted(column)).cast("string")
-        keys.append(F.when(as_string == F.lit(""), F.lit(None).cast("string")).otherwise(as_string).alias(key))
+        keys.append(
+            F.when(as_string == F.lit(""), F.lit(None).cast("string")).otherwise(as_string).alias(key)
+        )
 
     codec, suffix = fmt_spec.resolve_codec(
         writer.compression,

@@ -437,3 +437,17 @@ def test_hadoop_abort_cleans_the_s3a_magic_job(s3_destination: tuple[Store, Stor
 
 def pending_uploads_of(store: Store, destination: StorePath) -> list[Any]:
     return list(store.list_multipart_uploads(destination))
+
+
+def test_no_credentials_on_a_yarn_command_line(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    op = operator("s3://lake/events", env_vars={"MY_VAR": "1"})
+    from airflow_commit_provider.hooks import CommitStoreHook
+
+    hook = op._make_hook(CommitStoreHook(), "job-1", 1, str(tmp_path))
+    command = " ".join(hook._build_spark_submit_command("/jobs/app.py"))
+    assert f"spark.yarn.appMasterEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in command
+    assert "spark.yarn.appMasterEnv.MY_VAR=1" in command
+    assert aws_default.secret_key not in command and aws_default.access_key not in command

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DAY1 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 DAY2 = datetime(2024, 1, 2, tzinfo=timezone.utc)
+FAST_JVM = {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
 
 
 def table_files(store: Store, table: StorePath) -> dict[str, str | None]:
@@ -47,8 +48,11 @@ def assert_clean(store: Store, root: StorePath, table: StorePath) -> None:
 def run_day(day: datetime, **conf: Any) -> Any:
     """One run of the example DAG; a fresh DAG object each time (a run's conf updates its params)."""
     dag = load_dag("daily_partitioned_ingest")
-    # A retry without the production minute of delay (dag.test would wait it out).
-    dag.get_task("write_partition").retry_delay = timedelta(0)
+    writer = dag.get_task("write_partition")
+    # A retry without the production minute of delay (dag.test would wait it out), and a JVM tuned
+    # for starting fast rather than running long.
+    writer.retry_delay = timedelta(0)
+    writer.conf = {**writer.conf, **FAST_JVM}
     return run_dag(dag, day, {"fail_on_try": 0, **conf})
 
 

@@ -38,7 +38,11 @@ def test_classic_committer_through_spark(tmp_path: Path, spark_default: None) ->
         engine="hadoop",
         jvm_conf_options={"bind_commit_protocol": False},
         application_args=["--source", str(source), "--ds", "2024-01-01"],
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        },
     )
     summary: dict[str, Any] = op.execute({"ti": SimpleNamespace(try_number=1)})
 

@@ -136,6 +136,17 @@ CASES: dict[str, Callable[[bytes, JobRun], bytes]] = {
     "missing-field": on_json(missing_field),
     "files-not-a-list": on_json(files_not_a_list),
 }
+#: On S3, where each case is a whole job of real requests, file-v1 (TaskManifest) and magic
+#: (PendingSet) get every case and the other committers these, one per kind of damage; validation
+#: is shared code, so the rest would test the same lines again.
+S3_CASES = [
+    "truncated",
+    "wrong-name-or-type",
+    "job-id-mismatch",
+    "duplicate-destination",
+    "outside-sibling-prefix",
+    "outside-traversal",
+]
 EXPECTED_WORDS = {
     "truncated": "truncated or corrupt",
     "empty": "empty",
@@ -193,7 +204,7 @@ def refuse_damaged(env: CommitEnv, name: str, case: str) -> None:
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)
 def test_damaged_manifest_is_refused(commit_env: CommitEnv, name: str) -> None:
-    """Every damage in CASES, each in a job of its own (run side by side on S3)."""
+    """Every damage in CASES, each in a job of its own (run side by side on S3; see S3_CASES)."""
     skip_unsupported(name, commit_env.store)
 
     def run(case: str) -> str | None:
@@ -205,8 +216,9 @@ def test_damaged_manifest_is_refused(commit_env: CommitEnv, name: str) -> None:
             return f"{case}: unexpected {type(error).__name__}: {error}"
         return None
 
+    cases = list(CASES) if commit_env.kind == "local" or name in ("file-v1", "magic") else S3_CASES
     with ThreadPoolExecutor(1 if commit_env.kind == "local" else 4) as pool:
-        failures = [failure for failure in pool.map(run, CASES) if failure]
+        failures = [failure for failure in pool.map(run, cases) if failure]
     assert not failures, "\n".join(failures)
 
 

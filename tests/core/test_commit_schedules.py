@@ -304,12 +304,12 @@ def run_and_check(name: str, env: CommitEnv, data: st.DataObject) -> None:
 
 
 LOCAL_SETTINGS = settings(
-    max_examples=75,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 S3_SETTINGS = settings(
-    max_examples=30,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -8,12 +8,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from support.invariants import assert_nothing_left_behind, is_temp
+
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, unescape_path_name
-from support.invariants import assert_nothing_left_behind, is_temp
 
 FORMATS = ("parquet", "orc", "csv", "json")
 LOCAL_COMMITTERS = ("file-v1", "file-v2", "manifest", "directory", "partitioned", "magic")
@@ -59,7 +60,9 @@ def visible_files(store: Store, dest: StorePath) -> dict[str, int]:
     }
 
 
-def assert_committed_write(store: Store, dest: StorePath, summary: Any, *, staging_root: str | None = None) -> dict[str, int]:
+def assert_committed_write(
+    store: Store, dest: StorePath, summary: Any, *, staging_root: str | None = None
+) -> dict[str, int]:
     """The write is committed, complete and exclusive, its names are Spark's, nothing is left behind."""
     files = visible_files(store, dest)
     success_path = dest.join("_SUCCESS")
@@ -82,11 +85,15 @@ def partition_values(relative: str) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     for part in relative.split("/")[:-1]:
         name, _, value = part.partition("=")
-        values[unescape_path_name(name)] = None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)
+        values[unescape_path_name(name)] = (
+            None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)
+        )
     return values
 
 
-def read_s3_rows(arrow_s3: Any, fmt: str, dest: StorePath, columns: Iterable[str] = S3_COLUMNS) -> list[tuple]:
+def read_s3_rows(
+    arrow_s3: Any, fmt: str, dest: StorePath, columns: Iterable[str] = S3_COLUMNS
+) -> list[tuple]:
     """Rows under an S3 destination read with pyarrow (not Spark), partition values from the paths."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -114,7 +121,12 @@ def read_s3_rows(arrow_s3: Any, fmt: str, dest: StorePath, columns: Iterable[str
                 io.BytesIO(data),
                 parse_options=pcsv.ParseOptions(escape_char="\\"),
                 convert_options=pcsv.ConvertOptions(
-                    column_types={"id": pa.int64(), "name": pa.string(), "amount": pa.float64(), "flag": pa.bool_()}
+                    column_types={
+                        "id": pa.int64(),
+                        "name": pa.string(),
+                        "amount": pa.float64(),
+                        "flag": pa.bool_(),
+                    }
                 ),
             )
         else:

@@ -19,13 +19,13 @@ from spark_support import (
     store_for,
     visible_files,
 )
+from support.invariants import assert_nothing_left_behind, pending_uploads
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.spark import write_committed
 from airflow_commit_provider.spark.tasks import TaskHooks, TaskInfo, run_task_attempt
 from airflow_commit_provider.spark.writer import WriteHooks
-from support.invariants import assert_nothing_left_behind, pending_uploads
 
 pytestmark = pytest.mark.spark
 
@@ -57,12 +57,20 @@ def _check(spark, df, kind, dest_text, summary, request, fmt="parquet"):
     [
         pytest.param("local", "manifest", "after_file", "crash", id="local-manifest-crash-mid-write"),
         pytest.param("local", "magic", "after_commit", "raise", id="local-magic-fail-after-task-commit"),
-        pytest.param("s3", "magic", "after_file", "crash", marks=pytest.mark.s3, id="s3-magic-crash-mid-write"),
-        pytest.param("s3", "magic", "after_commit", "raise", marks=pytest.mark.s3, id="s3-magic-fail-after-commit"),
-        pytest.param("s3", "partitioned", "after_file", "raise", marks=pytest.mark.s3, id="s3-partitioned-raise"),
+        pytest.param(
+            "s3", "magic", "after_file", "crash", marks=pytest.mark.s3, id="s3-magic-crash-mid-write"
+        ),
+        pytest.param(
+            "s3", "magic", "after_commit", "raise", marks=pytest.mark.s3, id="s3-magic-fail-after-commit"
+        ),
+        pytest.param(
+            "s3", "partitioned", "after_file", "raise", marks=pytest.mark.s3, id="s3-partitioned-raise"
+        ),
     ],
 )
-def test_task_fails_on_first_attempt_then_succeeds(spark, df, tmp_path, request, kind, committer, point, mode):
+def test_task_fails_on_first_attempt_then_succeeds(
+    spark, df, tmp_path, request, kind, committer, point, mode
+):
     """Attempt 0 of partition 1 dies mid-write (its uploads/temp files stay behind: only job cleanup can
     remove them) or fails right after its task commit (the retry must adopt the committed attempt)."""
     dest_text, options = _destination(kind, tmp_path, request)
@@ -76,7 +84,8 @@ def test_task_fails_on_first_attempt_then_succeeds(spark, df, tmp_path, request,
         committer=committer,
         options={**options, "maxRecordsPerFile": 3},
         _hooks=WriteHooks(
-            task=task_hooks, before_job_commit=lambda job, results, _c: leftovers.append(_uncommitted_leftovers(job, results))
+            task=task_hooks,
+            before_job_commit=lambda job, results, _c: leftovers.append(_uncommitted_leftovers(job, results)),
         ),
     )
     # A crashed attempt cannot clean up: its uploads/files waited for job cleanup.
@@ -96,7 +105,9 @@ def _uncommitted_leftovers(job, results) -> set[str]:
     committed = {result.task_attempt_id for result in results}
     found = set()
     for attempt, path, upload in recorded_uploads(job.context):
-        if attempt not in committed and any(u.upload_id == upload for u in job.store.list_multipart_uploads(path.parent)):
+        if attempt not in committed and any(
+            u.upload_id == upload for u in job.store.list_multipart_uploads(path.parent)
+        ):
             found.add(attempt)
     tasks_dir = job.layout.job_attempt_dir.join("tasks")
     for status in job.store.list_files(tasks_dir):
@@ -211,7 +222,9 @@ def test_driver_fails_between_task_commits_and_job_commit(spark, df, tmp_path, r
     dest_text, options = _destination(kind, tmp_path, request)
     dest = StorePath.parse(dest_text)
     store = store_for(dest, request.getfixturevalue("spark_s3_store") if kind == "s3" else None)
-    first = write_committed(df.where("id < 6"), dest_text, partition_by=["part"], committer=committer, options=options)
+    first = write_committed(
+        df.where("id < 6"), dest_text, partition_by=["part"], committer=committer, options=options
+    )
     before = visible_files(store, dest)
     assert first.files == len(before)
 
@@ -237,6 +250,10 @@ def test_driver_fails_between_task_commits_and_job_commit(spark, df, tmp_path, r
     # A rerun into a clean destination commits exactly once.
     rerun_text = dest_text.rstrip("/") + "-rerun"
     summary = write_committed(
-        df, rerun_text, partition_by=["part"], committer=committer, options={**options, "maxRecordsPerFile": 3}
+        df,
+        rerun_text,
+        partition_by=["part"],
+        committer=committer,
+        options={**options, "maxRecordsPerFile": 3},
     )
     _check(spark, df, kind, rerun_text, summary, request)

@@ -41,7 +41,9 @@ def test_s3a_staging_conf(committer):
     assert conf[H + "fs.s3a.committer.name"] == committer
     assert conf[H + "fs.s3a.committer.staging.conflict-mode"] == "replace"
     assert H + "fs.s3a.committer.uuid" not in conf
-    assert jvm_committer_conf("s3a://b/t", committer)[H + "fs.s3a.committer.staging.conflict-mode"] == "append"
+    assert (
+        jvm_committer_conf("s3a://b/t", committer)[H + "fs.s3a.committer.staging.conflict-mode"] == "append"
+    )
 
 
 @pytest.mark.parametrize(
@@ -51,7 +53,11 @@ def test_s3a_staging_conf(committer):
         ("/data/t", "file", MANIFEST_FACTORY),
         ("hdfs://nn/t", "hdfs", MANIFEST_FACTORY),
         ("gs://bucket/t", "gs", MANIFEST_FACTORY),
-        ("abfss://c@acct.dfs.core.windows.net/t", "abfss", "org.apache.hadoop.fs.azurebfs.commit.AzureManifestCommitterFactory"),
+        (
+            "abfss://c@acct.dfs.core.windows.net/t",
+            "abfss",
+            "org.apache.hadoop.fs.azurebfs.commit.AzureManifestCommitterFactory",
+        ),
     ],
 )
 def test_manifest_conf(destination, factory_key, factory):
@@ -61,7 +67,9 @@ def test_manifest_conf(destination, factory_key, factory):
     assert "spark.sql.sources.writeJobUUID" not in conf  # the bound protocol supplies it
     unbound = jvm_committer_conf(destination, "manifest", bind_commit_protocol=False)
     assert len(unbound["spark.sql.sources.writeJobUUID"]) == 36
-    assert jvm_committer_conf(destination, "manifest", job_id="j-1")["spark.sql.sources.writeJobUUID"] == "j-1"
+    assert (
+        jvm_committer_conf(destination, "manifest", job_id="j-1")["spark.sql.sources.writeJobUUID"] == "j-1"
+    )
 
 
 def test_file_committer_conf_and_binding_flag():
@@ -130,7 +138,9 @@ def test_hadoop_loads_our_success(spark, tmp_path):
     # Path(URI) decodes percent-escapes; Path(String) would take them literally.
     path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI((dest / "_SUCCESS").as_uri()))
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    loaded = jvm.org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.ManifestSuccessData.load(fs, path)
+    loaded = jvm.org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.ManifestSuccessData.load(
+        fs, path
+    )
     assert loaded.getJobId() == summary.job_id
     assert loaded.getCommitter() == "manifest"
     assert loaded.getSuccess()

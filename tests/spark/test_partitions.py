@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import pytest
 from spark_support import read_local, read_s3_rows, rows_of, store_for, visible_files
+from support.invariants import assert_nothing_left_behind
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import OutputConflictError
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import write_committed
-from support.invariants import assert_nothing_left_behind
 
 pytestmark = pytest.mark.spark
 
 
 def _days(spark, days, rows_per_day=4):
     """`rows_per_day` rows for each day, ids unique per (day, row)."""
-    values = ", ".join(f"({day * 100 + row}, 'd{day}-{row}', '{day}')" for day in days for row in range(rows_per_day))
+    values = ", ".join(
+        f"({day * 100 + row}, 'd{day}-{row}', '{day}')" for day in days for row in range(rows_per_day)
+    )
     return spark.sql(f"SELECT * FROM VALUES {values} AS t(id, name, day)").repartition(2)
 
 
@@ -90,9 +92,13 @@ def test_other_committers_conflict_modes(spark, tmp_path):
     dest = str(tmp_path / "table")
     write_committed(_days(spark, [1]), dest, partition_by="day", committer="manifest")
     with pytest.raises(OutputConflictError, match="already holds"):
-        write_committed(_days(spark, [2]), dest, partition_by="day", committer="manifest", conflict_mode="fail")
+        write_committed(
+            _days(spark, [2]), dest, partition_by="day", committer="manifest", conflict_mode="fail"
+        )
     with pytest.raises(ValueError, match="staging committer"):
-        write_committed(_days(spark, [2]), dest, partition_by="day", committer="magic", conflict_mode="replace")
+        write_committed(
+            _days(spark, [2]), dest, partition_by="day", committer="magic", conflict_mode="replace"
+        )
     # The directory committer's replace swaps the whole destination.
     summary = write_committed(_days(spark, [2]), dest, partition_by="day", conflict_mode="replace")
     assert summary.committer == "partitioned"
@@ -156,16 +162,19 @@ def test_destination_with_spaces_percent_and_unicode_local(spark, tmp_path):
 
 
 @pytest.mark.s3
-def test_destination_with_spaces_percent_and_unicode_s3(spark, spark_bucket, s3_options, spark_s3_store, arrow_s3):
+def test_destination_with_spaces_percent_and_unicode_s3(
+    spark, spark_bucket, s3_options, spark_s3_store, arrow_s3
+):
     df = spark.createDataFrame([(1, "a b"), (2, "ü%"), (3, "x")], "id long, p string")
     # A StorePath keeps the key literal; as a URL the same key is percent-encoded.
     dest = StorePath("s3", spark_bucket, "paths/out dir %41 100% ü 日本")
     assert StorePath.parse(dest.uri()) == dest
-    summary = write_committed(df, dest.uri(), format="csv", partition_by="p", committer="magic", options=s3_options)
+    summary = write_committed(
+        df, dest.uri(), format="csv", partition_by="p", committer="magic", options=s3_options
+    )
     keys = visible_files(spark_s3_store, dest)
     assert summary.files == len(keys) == 3
     assert {key.split("/", 1)[0] for key in keys} == {"p=a b", "p=ü%25", "p=x"}
     # pyarrow finds the objects under the literal key (its own S3 client, not ours).
     assert read_s3_rows(arrow_s3, "csv", dest, ("id", "p")) == [(1, "a b"), (2, "ü%"), (3, "x")]
     assert_nothing_left_behind(spark_s3_store, dest)
-

@@ -83,6 +83,15 @@ def test_s3_round_trip(df, s3_prefix, s3_options, spark_s3_store, arrow_s3, tmp_
     assert read_s3_rows(arrow_s3, fmt, dest) == rows_of(df, S3_COLUMNS)
 
 
+def _lines(root, fmt):
+    """Every data line under `root` (csv headers dropped), sorted."""
+    found = []
+    for path in sorted(root.rglob("part-*")):
+        text = path.read_text(encoding="utf-8").splitlines()
+        found += text[1:] if fmt == "csv" else text
+    return sorted(found)
+
+
 def test_text_formats_match_spark_own_writer(spark, df, tmp_path):
     """csv/json lines are byte-for-byte the lines Spark's own writer produces for the same rows."""
     for fmt in ("csv", "json"):
@@ -99,14 +108,7 @@ def test_text_formats_match_spark_own_writer(spark, df, tmp_path):
             name.rsplit("/", 1)[0] for name in visible_files(LocalStore(), theirs_store)
         }
 
-        def lines(root):
-            found = []
-            for path in sorted(root.rglob("part-*")):
-                text = path.read_text(encoding="utf-8").splitlines()
-                found += text[1:] if fmt == "csv" else text
-            return sorted(found)
-
-        assert lines(ours) == lines(theirs)
+        assert _lines(ours, fmt) == _lines(theirs, fmt)
         if fmt == "csv":
             headers = {p.read_text(encoding="utf-8").splitlines()[0] for p in ours.rglob("part-*")}
             assert headers == {"id,name,amount,dt,ts,flag,dec"}
