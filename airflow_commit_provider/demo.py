@@ -43,6 +43,12 @@ def say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
+def quiet_warnings() -> None:
+    """Third-party deprecation noise (pathspec, starlette) would hide the demo's output."""
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=".*deprecated.*")
+
+
 def find_dags_folder() -> Path:
     folder = Path(__file__).resolve().parents[1] / "dags_examples"
     if not (folder / f"{DAG_ID}.py").is_file():
@@ -86,9 +92,11 @@ def migrate(env: dict[str, str]) -> None:
         raise SystemExit(f"airflow db migrate failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
 
 
-def run_dag(dags: Path, logical_date: datetime, fail_first_try: bool) -> Any:
+def run_dag(dags: Path, logical_date: datetime, fail_first_try: bool, verbose: bool) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
+    if not verbose:  # after Airflow's import, which sets up its own warning filters
+        quiet_warnings()
     bag = DagBag(dag_folder=dags)
     if bag.import_errors:
         raise SystemExit(f"the example DAGs do not import: {bag.import_errors}")
@@ -160,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     day = args.date or (datetime.now(timezone.utc).date() - timedelta(days=1)).isoformat()
     logical_date = datetime.combine(datetime.fromisoformat(day).date(), time(0), tzinfo=timezone.utc)
     dags = find_dags_folder()
-    if not args.verbose:  # third-party deprecation noise (pathspec, starlette) hides the demo's output
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
+    if not args.verbose:
+        quiet_warnings()
     for name in _AWS_ENV:  # S3 settings come from the Airflow connection only
         os.environ.pop(name, None)
 
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         say("airflow db migrate (SQLite)")
         migrate(env)
         say(f"running {DAG_ID} for {day} with dag.test(): local Spark, partitioned committer, replace mode")
-        dagrun = run_dag(dags, logical_date, args.fail_first_try)
+        dagrun = run_dag(dags, logical_date, args.fail_first_try, args.verbose)
         ok = report(dagrun, server, day)
         if args.keep:
             input("[demo] press Enter to stop the S3 server (its data is deleted) ")

@@ -3,16 +3,17 @@
     python -m bench.job_commit_memory prepare --dir D --files N --tasks T
     python -m bench.job_commit_memory commit --dir D [--tracemalloc]
 
-`prepare` sets up a magic job under D/out on a local store and commits T tasks through the real
-task path (`commit_task`), each with N/T pending uploads and one upload record per file, as the
-magic committer's `create_file` records them. `commit` runs `commit_job` with those task results
-and prints one JSON line: peak RSS above the RSS just before the call (sampled every 5 ms), or,
-with --tracemalloc, the Python heap peak during the call.
+`prepare` sets up a magic job on `s3://bench/out` and runs T tasks through the real task path
+(`create_file`, write 1 KiB, close, `commit_task`), N files in all; the objects it leaves (job
+marker, one upload record per file, the pendingsets) are saved to D. `commit` loads them, runs
+`commit_job` with the task results, and prints one JSON line: the peak RSS above the RSS just
+before the call (sampled every 5 ms) or, with --tracemalloc, the Python heap peak during the call.
 
-The store is `InstantUploadStore`: the local store, except that completing or aborting an upload
-returns at once. Everything the committer itself keeps (manifests read, the entry spool, the
-duplicate-destination digests, `_SUCCESS`, cleanup listings) is real; only the per-upload work of
-the S3 endpoint is left out, so what grows here is the committer's own memory.
+The store is the real `S3Store` over `bench.fake_s3.FakeS3Client`, an in-process stand-in for the
+boto3 client: every line of the committer and of the S3 store runs (listing pages, the entry
+spool, `_SUCCESS` spooling, cleanup), only the server is replaced and uploads complete at once.
+So what grows is our own memory, not the endpoint's; creating 100k real uploads on the embedded
+server would take longer than the whole benchmark.
 """
 
 from __future__ import annotations
@@ -23,70 +24,43 @@ import json
 import os
 import time
 import tracemalloc
-import uuid
 
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
-from airflow_commit_provider.core.formats.pending import PendingCommit
-from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.uploads import record_uploads
-from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.store.s3 import S3Store
 from bench.common import RSSSampler
+from bench.fake_s3 import FakeS3Client
 
 JOB_ID = "bench-memory-job"
+DESTINATION = "s3://bench/out"
 THREADS = 16
-
-
-class InstantUploadStore(LocalStore):
-    """LocalStore whose multipart completes and aborts cost nothing (and touch no file)."""
-
-    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
-        self.statistics.increment("op_multipart_complete")
-        return '"instant"'
-
-    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
-        self.statistics.increment("op_multipart_abort")
-
-
-def _destination(directory: str) -> str:
-    return StorePath.parse(os.path.join(os.path.abspath(directory), "out")).uri()
+PAYLOAD = b"m" * 1024
 
 
 def prepare(directory: str, files: int, tasks: int) -> dict:
-    store = InstantUploadStore()
-    destination = _destination(directory)
-    committer = create_committer("magic", store, destination, JOB_ID, CommitOptions(threads=THREADS))
+    client = FakeS3Client()
+    store = S3Store(client=client)
+    committer = create_committer("magic", store, DESTINATION, JOB_ID, CommitOptions(threads=THREADS))
     committer.setup_job()
     per_task = -(-files // tasks)
     results: list[TaskCommitResult] = []
     for task in range(tasks):
         attempt = committer.task_attempt(task, 0)
         for index in range(task * per_task, min((task + 1) * per_task, files)):
-            dest = committer.destination.join(f"part-{task:05d}-{index:07d}.bin")
-            upload_id = uuid.uuid4().hex
-            record_uploads(committer.context, attempt.task_attempt_id, [(dest, upload_id)])
-            attempt.pending.append(  # type: ignore[attr-defined]
-                PendingCommit(
-                    uri=dest.uri(),
-                    bucket="",
-                    destination_key=dest.key,
-                    upload_id=upload_id,
-                    etags=(f'"{uuid.uuid4().hex}"',),
-                    length=1024,
-                )
-            )
+            with attempt.create_file(f"part-{task:05d}-{index:07d}.bin") as stream:
+                stream.write(PAYLOAD)
         results.append(attempt.commit_task())
+    client.save(os.path.join(directory, "objects.pickle"))
     with open(os.path.join(directory, "results.json"), "w") as handle:
         json.dump([r.to_json() for r in results], handle)
-    return {"files": files, "tasks": tasks}
+    return {"files": files, "tasks": tasks, "objects": len(client.objects)}
 
 
 def commit(directory: str, traced: bool) -> dict:
     with open(os.path.join(directory, "results.json")) as handle:
         results = [TaskCommitResult.from_json(item) for item in json.load(handle)]
-    store = InstantUploadStore()
-    committer = create_committer(
-        "magic", store, _destination(directory), JOB_ID, CommitOptions(threads=THREADS)
-    )
+    client = FakeS3Client.load(os.path.join(directory, "objects.pickle"))
+    store = S3Store(client=client)
+    committer = create_committer("magic", store, DESTINATION, JOB_ID, CommitOptions(threads=THREADS))
     gc.collect()
     measured: dict = {}
     started = time.perf_counter()

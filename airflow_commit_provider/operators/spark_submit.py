@@ -279,6 +279,9 @@ class CommittedSparkSubmitOperator(BaseOperator):
         even if spark-submit happened to exit cleanly at that moment.
         """
         self._killed = True
+        if self._aborted:  # e.g. after execution_timeout: execute has stopped and aborted already
+            self.log.info("Killed: job %s was already stopped and aborted", self._job_id)
+            return
         self.log.warning("Killed: stopping spark-submit and aborting job %s", self._job_id)
         self._stop_spark()
         if self._job_id:

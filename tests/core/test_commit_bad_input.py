@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
+from support.invariants import assert_aborted, assert_committed, store_files
+from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_unsupported
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
-from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_unsupported
 
 Json = dict[str, Any]
 
@@ -171,7 +171,9 @@ def committed_job(env: CommitEnv, name: str, dest: StorePath | None = None) -> t
     return job, [first, second]
 
 
-def assert_refused(env: CommitEnv, job: JobRun, attempts: list, bad_manifest: StorePath, words: str | None) -> None:
+def assert_refused(
+    env: CommitEnv, job: JobRun, attempts: list, bad_manifest: StorePath, words: str | None
+) -> None:
     before = store_files(env.store, job.dest)
     with pytest.raises(InvalidCommitDataError) as caught:
         job.committer.commit_job([a.result for a in attempts])
@@ -268,7 +270,9 @@ def test_job_id_mismatch_in_the_driver_report(commit_env: CommitEnv, name: str) 
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)
 @pytest.mark.parametrize("relative", ["../escape.bin", "dt=1/../../escape.bin", "a/../../../escape.bin"])
-def test_task_output_outside_the_destination_is_refused(commit_env: CommitEnv, name: str, relative: str) -> None:
+def test_task_output_outside_the_destination_is_refused(
+    commit_env: CommitEnv, name: str, relative: str
+) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
     job = JobRun.create(name, env.store, env.dest, env.options())
@@ -290,7 +294,10 @@ def test_absolute_looking_names_stay_inside_the_destination(commit_env: CommitEn
     job.committer.setup_job()
     attempt = job.run_task(0, 0, ["/etc/passwd-like.bin", "//double//slashes.bin"])
     job.committer.commit_job([attempt.result])
-    expected = {"etc/passwd-like.bin": attempt.files["/etc/passwd-like.bin"], "double/slashes.bin": attempt.files["//double//slashes.bin"]}
+    expected = {
+        "etc/passwd-like.bin": attempt.files["/etc/passwd-like.bin"],
+        "double/slashes.bin": attempt.files["//double//slashes.bin"],
+    }
     assert_committed(env.store, env.dest, expected, job_id=job.job_id)
 
 

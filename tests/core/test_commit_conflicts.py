@@ -9,14 +9,14 @@ Hidden files (`_SUCCESS`, `.x`, `_temporary` of other jobs) never count as outpu
 from __future__ import annotations
 
 import pytest
+from support.faults import FaultInjectingStore, SimulatedCrash
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
+from support.invariants import assert_aborted, assert_committed, store_files
+from support.workload import JobRun
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.committers.options import CommitOptions
 from airflow_commit_provider.core.stages.errors import OutputConflictError
-from support.faults import FaultInjectingStore, SimulatedCrash
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
-from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import JobRun
 
 EXISTING = {
     "dt=1/old-a.bin": b"day 1, from yesterday's run",
@@ -57,7 +57,13 @@ def test_partitioned_replace_rerun_is_idempotent(commit_env: CommitEnv) -> None:
     for _ in range(2):
         job, new, results = run_job(env, "partitioned", "replace")
         job.committer.commit_job(results)
-    assert_committed(env.store, env.dest, {"dt=1/old-a.bin": EXISTING["dt=1/old-a.bin"], **new}, job_id=job.job_id, committed=new)
+    assert_committed(
+        env.store,
+        env.dest,
+        {"dt=1/old-a.bin": EXISTING["dt=1/old-a.bin"], **new},
+        job_id=job.job_id,
+        committed=new,
+    )
 
 
 def test_partitioned_fail_refuses_an_existing_partition(commit_env: CommitEnv) -> None:
@@ -97,10 +103,16 @@ def test_partitioned_replace_resumes_after_a_crash_in_the_replace_step(commit_en
     dying = FaultInjectingStore(env.store)
     dying.inject(when=lambda call: call.op == "delete_files", mode="crash")
     with pytest.raises(SimulatedCrash):
-        create_committer("partitioned", dying, env.dest, job.job_id, job.committer.options).commit_job(results)
+        create_committer("partitioned", dying, env.dest, job.job_id, job.committer.options).commit_job(
+            results
+        )
     create_committer("partitioned", env.store, env.dest, job.job_id, job.committer.options).commit_job(None)
     assert_committed(
-        env.store, env.dest, {"dt=1/old-a.bin": EXISTING["dt=1/old-a.bin"], **new}, job_id=job.job_id, committed=new
+        env.store,
+        env.dest,
+        {"dt=1/old-a.bin": EXISTING["dt=1/old-a.bin"], **new},
+        job_id=job.job_id,
+        committed=new,
     )
 
 
@@ -108,7 +120,9 @@ def test_partitioned_replace_resumes_after_a_crash_in_the_replace_step(commit_en
 def test_directory_fail_refuses_at_setup_and_leaves_nothing(commit_env: CommitEnv) -> None:
     env = commit_env
     seed(env, EXISTING)
-    committer = create_committer("directory", env.store, env.dest, "job-fail", env.options(conflict_mode="fail"))
+    committer = create_committer(
+        "directory", env.store, env.dest, "job-fail", env.options(conflict_mode="fail")
+    )
     with pytest.raises(OutputConflictError, match="already holds") as caught:
         committer.setup_job()
     assert "dt=" in str(caught.value)
@@ -122,7 +136,9 @@ def test_directory_fail_refuses_output_that_appeared_after_setup(commit_env: Com
     with pytest.raises(OutputConflictError, match="someone-else"):
         job.committer.commit_job(results)
     job.committer.abort_job()
-    assert_aborted(env.store, env.dest, {"dt=9/someone-else.bin": b"written by another writer during the job"})
+    assert_aborted(
+        env.store, env.dest, {"dt=9/someone-else.bin": b"written by another writer during the job"}
+    )
 
 
 def test_directory_fail_ignores_hidden_files(commit_env: CommitEnv) -> None:

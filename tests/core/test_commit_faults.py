@@ -17,20 +17,15 @@ real child process part way through a job commit.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
-
-from airflow_commit_provider.core.committers import create_committer
-from airflow_commit_provider.core.committers.options import TaskCommitResult
-from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.errors import CommitError
-from airflow_commit_provider.core.store.base import Store
 from support.faults import EXIT_CODE, FaultInjectingStore, FaultMode, SimulatedCrash, StoreCall
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
 from support.workload import (
     CORRECT_COMMITTER_PARAMS,
@@ -40,6 +35,12 @@ from support.workload import (
     skip_unsupported,
     write_files,
 )
+
+from airflow_commit_provider.core.committers import create_committer
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.errors import CommitError
+from airflow_commit_provider.core.store.base import Store
 
 TASK_FILES = {0: ["dt=1/part-0.bin", "dt=2/part-0.bin"], 1: ["dt=1/part-1.bin"]}
 #: On S3 every call costs a request: one file per task still exercises every kind of call.
@@ -261,7 +262,8 @@ def prepared_job(name: str, env: CommitEnv, dest: StorePath) -> tuple[JobRun, li
     job.committer.setup_job()
     per_task = 2 if dest.is_local else 1
     attempts = [
-        job.run_task(task, 0, [f"dt={task}/part-{task}-{i}.bin" for i in range(per_task)]) for task in range(2)
+        job.run_task(task, 0, [f"dt={task}/part-{task}-{i}.bin" for i in range(per_task)])
+        for task in range(2)
     ]
     expected = {}
     for attempt in attempts:
@@ -292,6 +294,7 @@ def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, nam
         chosen = calls
     else:
         chosen = list({call.op: call for call in reversed(calls)}.values())  # first call of each op
+
     def crash_and_resume(item: tuple[int, StoreCall]) -> str | None:
         number, call = item
         dest = env.root.join(f"crash{number}")
@@ -299,10 +302,8 @@ def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, nam
         dying = FaultInjectingStore(env.store)
         dying.inject(at=call.index, mode="crash" if number % 2 == 0 else "crash_after")
         committer = create_committer(name, dying, dest, job.job_id, env.options(threads=1))
-        try:
+        with contextlib.suppress(SimulatedCrash):  # the process dies part way
             committer.commit_job(results)
-        except SimulatedCrash:
-            pass
         if dying.fired is None:
             return f"crash at {call} never happened"
         resumed = create_committer(name, env.store, dest, job.job_id, env.options(threads=1))
@@ -326,7 +327,15 @@ def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, nam
     assert not failures, "\n".join(failures)
 
 
-def _commit_in_child(name: str, env: CommitEnv, make_store: Callable[[], Store], dest: StorePath, job_id: str, results, exit_at: int) -> None:  # type: ignore[no-untyped-def]
+def _commit_in_child(
+    name: str,
+    env: CommitEnv,
+    make_store: Callable[[], Store],
+    dest: StorePath,
+    job_id: str,
+    results,
+    exit_at: int,
+) -> None:  # type: ignore[no-untyped-def]
     store = FaultInjectingStore(make_store())
     store.inject(at=exit_at, mode="exit")
     create_committer(name, store, dest, job_id, env.options(threads=1)).commit_job(results)
@@ -341,7 +350,9 @@ def test_job_commit_resumes_after_the_process_is_killed(
     skip_unsupported(name, env.store)
     calls = commit_calls(name, env)
     entry_ops = ("complete_multipart_upload", "rename_file")
-    entry_calls = [call for call in calls if call.op in entry_ops and "/_temporary/" not in call.path.split(" -> ")[-1]]
+    entry_calls = [
+        call for call in calls if call.op in entry_ops and "/_temporary/" not in call.path.split(" -> ")[-1]
+    ]
     exit_at = entry_calls[len(entry_calls) // 2].index if entry_calls else calls[len(calls) // 2].index
     if env.kind == "local":
         make_store: Callable[[], Store] = type(env.store)

@@ -10,12 +10,12 @@ The same schedule with file-v1 (or any other committer) ends clean: the contrast
 from __future__ import annotations
 
 import pytest
-
-from airflow_commit_provider.core.store.base import StoreError
 from support.faults import FaultInjectingStore, InjectedFault, StoreCall
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, is_temp, read_success, store_files
 from support.workload import CORRECT_COMMITTER_PARAMS, JobRun, payload, skip_unsupported, write_files
+
+from airflow_commit_provider.core.store.base import StoreError
 
 FIRST = ["dt=1/part-00000-a.bin", "dt=1/part-00000-b.bin", "dt=2/part-00000-c.bin"]
 RETRY = ["dt=1/part-00000-b.bin", "dt=2/part-00000-c.bin"]

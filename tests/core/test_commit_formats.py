@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
+from support.invariants import assert_aborted, assert_committed, store_files
+from support.workload import COMMITTER_PARAMS, JobRun, make_options, skip_unsupported
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -21,9 +24,6 @@ from airflow_commit_provider.core.formats.success import SUCCESS_NAME, LegacySuc
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.store.base import UnsupportedStoreError
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
-from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import COMMITTER_PARAMS, JobRun, make_options, skip_unsupported
 
 ODD_NAMES = [
     "with space/file name.bin",
@@ -46,7 +46,9 @@ def test_success_file_format_and_odd_names(commit_env: CommitEnv, name: str) -> 
     returned = job.committer.commit_job([first.result, second.result])
     expected = {**first.files, **second.files}
     assert set(expected) == set(ODD_NAMES)
-    parsed = assert_committed(env.store, env.dest, expected, job_id=job.job_id)  # visible under the exact names
+    parsed = assert_committed(
+        env.store, env.dest, expected, job_id=job.job_id
+    )  # visible under the exact names
 
     raw = env.store.read_bytes(env.dest.join("_SUCCESS"))
     obj = json.loads(raw)
@@ -177,7 +179,11 @@ def test_success_reader_accepts_hadoop_files_and_ignores_unknown_fields() -> Non
         (b"", LegacySuccessMarkerError, "0-byte"),
         (b'{"name": "something/else"}', InvalidCommitDataError, "name is"),
         (b"{truncated", InvalidCommitDataError, "not valid JSON"),
-        (b'{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1", "files": [{"size": 1}]}', InvalidCommitDataError, "files"),
+        (
+            b'{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1", "files": [{"size": 1}]}',
+            InvalidCommitDataError,
+            "files",
+        ),
     ],
 )
 def test_success_reader_rejects_bad_files_naming_them(data: bytes, error: type, words: str) -> None:

@@ -14,9 +14,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from airflow_commit_provider.core.stages.errors import JobNotActiveError, MissingManifestError
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
+from support.faults import FaultInjectingStore, StoreCall
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import (
     assert_aborted,
     assert_committed,
@@ -35,7 +34,11 @@ from support.workload import (
     payload,
     skip_unsupported,
     task_files,
+    write_files,
 )
+
+from airflow_commit_provider.core.committers import create_committer
+from airflow_commit_provider.core.stages.errors import JobNotActiveError, MissingManifestError
 
 
 def start_job(env: CommitEnv, name: str, **options: object) -> JobRun:
@@ -122,13 +125,13 @@ def test_concurrent_task_commits(commit_env: CommitEnv, name: str) -> None:
     with ThreadPoolExecutor(len(attempts)) as pool:
         results = list(pool.map(commit, attempts))
     winners = {}
-    for attempt, result in zip(attempts, results):
+    for attempt, result in zip(attempts, results, strict=True):
         if result.adopted_from is None:
             assert result.task_attempt_id == attempt.attempt_id
             assert attempt.task not in winners, f"two winners for task {attempt.task}"
             winners[attempt.task] = attempt
     assert sorted(winners) == list(range(6))
-    for attempt, result in zip(attempts, results):
+    for attempt, result in zip(attempts, results, strict=True):
         assert result.task_attempt_id == winners[attempt.task].attempt_id
         if result.adopted_from is not None:
             assert result.adopted_from == attempt.attempt_id
@@ -265,6 +268,56 @@ def test_late_commit_after_job_abort_changes_nothing(commit_env: CommitEnv, name
     assert_aborted(env.store, env.dest, strict_dirs=False)
 
 
+CLEANUP_POINTS = {
+    "before-marker-delete": lambda call: call.op == "delete" and call.path.endswith("/job.json"),
+    "before-upload-records-listing": lambda call: call.op == "list_files" and call.path.endswith("/uploads"),
+    "before-tree-delete": lambda call: call.op == "delete_tree" and "/00" not in call.path,
+}
+
+
+@pytest.mark.parametrize("point", list(CLEANUP_POINTS))
+@pytest.mark.parametrize("finish", ["commit", "abort"])
+@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+def test_attempt_committing_during_job_cleanup_leaves_nothing(
+    commit_env: CommitEnv, name: str, finish: str, point: str
+) -> None:
+    """A zombie attempt commits at a chosen step of the job's cleanup (interleaved exactly there).
+
+    Its task is not in the driver's list, so nothing of it may stay: no output, no pending upload.
+    Before the job marker goes it still wins its task commit; after that it is refused.
+    """
+    env = commit_env
+    if point == "before-upload-records-listing" and name not in UPLOAD_COMMITTERS:
+        pytest.skip("only the upload committers record uploads")
+    job = start_job(env, name)
+    t0 = job.run_task(0, 0)
+    zombie = job.committer.task_attempt(1, 0)
+    zombie.setup_task()
+    store = FaultInjectingStore(env.store)
+    outcome: list[str] = []
+
+    def interleave(call: StoreCall) -> None:
+        if not outcome and CLEANUP_POINTS[point](call):
+            write_files(zombie, {"dt=5/zombie.bin": b"zombie output"})
+            try:
+                zombie.commit_task()
+                outcome.append("committed")
+            except JobNotActiveError:
+                outcome.append("refused")
+
+    store.on_call = interleave
+    committer = create_committer(name, store, env.dest, job.job_id, job.committer.options)
+    if finish == "commit":
+        committer.commit_job([t0.result])
+    else:
+        committer.abort_job()
+    assert outcome == (["committed"] if point == "before-marker-delete" else ["refused"])
+    if finish == "commit":
+        assert_committed(env.store, env.dest, t0.files, job_id=job.job_id)
+    else:
+        assert_aborted(env.store, env.dest)
+
+
 # What to commit never comes from a listing alone -----------------------------------------------------
 @pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
 def test_job_commits_only_the_reported_tasks(commit_env: CommitEnv, name: str) -> None:
@@ -345,7 +398,11 @@ def test_two_jobs_one_destination_do_not_interfere(commit_env: CommitEnv, name: 
     b1 = b.commit(b_pending)
     b.committer.commit_job([b0.result, b1])
     assert_committed(
-        env.store, env.dest, {**a0.files, **b0.files, **b_pending.files}, job_id=b.job_id, committed={**b0.files, **b_pending.files}
+        env.store,
+        env.dest,
+        {**a0.files, **b0.files, **b_pending.files},
+        job_id=b.job_id,
+        committed={**b0.files, **b_pending.files},
     )
 
 

@@ -22,13 +22,8 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-from airflow_commit_provider.core.committers import TaskAttempt, create_committer
-from airflow_commit_provider.core.committers.options import TaskCommitResult
-from airflow_commit_provider.core.stages.errors import CommitError, JobNotActiveError
-from airflow_commit_provider.core.store.base import Store
 from support.faults import FaultInjectingStore, SimulatedCrash
-from support.fixtures import CommitEnv, commit_env, commit_s3, scratch_dir  # noqa: F401 - fixtures
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import (
     assert_aborted,
     assert_committed,
@@ -37,6 +32,11 @@ from support.invariants import (
     store_files,
 )
 from support.workload import ALL_COMMITTERS, EXCLUSIVE_COMMITTERS, JobRun, payload, supported, write_files
+
+from airflow_commit_provider.core.committers import TaskAttempt, create_committer
+from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.stages.errors import CommitError, JobNotActiveError
+from airflow_commit_provider.core.store.base import Store
 
 MAX_TASKS = 3
 MAX_ATTEMPTS = 4
@@ -144,7 +144,9 @@ def commit_job(engine: Engine, store: Store, data: st.DataObject) -> None:
         return
     dying = FaultInjectingStore(store)
     dying.inject(at=crash_at, mode=data.draw(st.sampled_from(["crash", "crash_after"]), label="crash mode"))
-    committer = create_committer(engine.name, dying, engine.job.dest, engine.job.job_id, engine.job.committer.options)
+    committer = create_committer(
+        engine.name, dying, engine.job.dest, engine.job.job_id, engine.job.committer.options
+    )
     try:
         committer.commit_job(results)
     except SimulatedCrash:
@@ -188,7 +190,10 @@ def run_schedule(name: str, env: CommitEnv, data: st.DataObject) -> Engine:
     job = JobRun.create(name, env.store, dest, env.options(threads=2))
     tasks = data.draw(st.sampled_from([1, 2, 3, 2, 1, 0]), label="tasks")
     names = {
-        t: [f"dt={t % 2}/part-{t:05d}-{i}.bin" for i in range(data.draw(st.integers(0, 2), label=f"files of {t}"))]
+        t: [
+            f"dt={t % 2}/part-{t:05d}-{i}.bin"
+            for i in range(data.draw(st.integers(0, 2), label=f"files of {t}"))
+        ]
         for t in range(tasks)
     }
     engine = Engine(name, job, tasks, names)
@@ -235,7 +240,12 @@ def run_schedule(name: str, env: CommitEnv, data: st.DataObject) -> Engine:
                 retry.setup_task()
                 engine.results[task] = retry.commit_task()  # adopts the winner
                 continue
-            attempt = SimAttempt(task, engine.next_number(task), engine.job.committer.task_attempt(task, engine.next_number(task)), {})
+            attempt = SimAttempt(
+                task,
+                engine.next_number(task),
+                engine.job.committer.task_attempt(task, engine.next_number(task)),
+                {},
+            )
             attempt.handle.setup_task()
             attempt.files = {n: payload(job.job_id, task, attempt.number, n) for n in names[task]}
             write_files(attempt.handle, attempt.files)
@@ -293,8 +303,16 @@ def run_and_check(name: str, env: CommitEnv, data: st.DataObject) -> None:
     engine = run_schedule(name, env, data)
     event(f"job {engine.state}")
     event(f"{engine.tasks} tasks, {len(engine.attempts)} attempts")
-    for marker in ("adopted_from=attempt", "delivered=False", "job commit crashed", "late commit refused",
-                   "dies", "refuse ", "partition", "abort attempt"):
+    for marker in (
+        "adopted_from=attempt",
+        "delivered=False",
+        "job commit crashed",
+        "late commit refused",
+        "dies",
+        "refuse ",
+        "partition",
+        "abort attempt",
+    ):
         if any(marker in line for line in engine.log):
             event(f"schedule has: {marker.strip()}")
     try:
@@ -306,12 +324,24 @@ def run_and_check(name: str, env: CommitEnv, data: st.DataObject) -> None:
 LOCAL_SETTINGS = settings(
     max_examples=50,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,  # no example database in the working tree; failures print their reproduction
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 S3_SETTINGS = settings(
     max_examples=25,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 
 
@@ -328,5 +358,7 @@ def test_random_schedules_local(commit_env: CommitEnv, name: str, data: st.DataO
 @given(data=st.data())
 def test_random_schedules_s3(commit_env: CommitEnv, data: st.DataObject) -> None:
     """Fewer examples on S3 (each costs real requests); the committer is drawn too."""
-    name = data.draw(st.sampled_from([n for n in ALL_COMMITTERS if supported(n, commit_env.store)]), label="committer")
+    name = data.draw(
+        st.sampled_from([n for n in ALL_COMMITTERS if supported(n, commit_env.store)]), label="committer"
+    )
     run_and_check(name, commit_env, data)

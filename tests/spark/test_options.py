@@ -69,6 +69,10 @@ def test_empty_writes(spark, tmp_path):
     # Spark reads every Parquet column back as nullable.
     assert [(f.name, f.dataType) for f in back.schema] == [(f.name, f.dataType) for f in df.schema]
     assert back.count() == 0
+    # Two tasks that both see no rows: only partition 0 writes the empty file.
+    filtered = write_committed(sample_df(spark, rows=10).where("id < 0"), str(tmp_path / "filtered"))
+    assert filtered.tasks == 2 and filtered.files == 1
+    assert sorted(_files(tmp_path / "filtered")) == [f"part-00000-{filtered.job_id}-c000.snappy.parquet"]
     partitioned = write_committed(df, str(tmp_path / "partitioned"), partition_by="part")
     assert partitioned.files == 0
     assert (tmp_path / "partitioned" / "_SUCCESS").is_file()

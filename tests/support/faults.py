@@ -72,6 +72,8 @@ class FaultInjectingStore(Store):
         self.dead = False
         self.lost_uploads: list[tuple[StorePath, str]] = []
         """Multipart uploads whose creation succeeded but whose response was 'lost'."""
+        self.on_call: Callable[[StoreCall], None] | None = None
+        """Runs before each call is made: lets a test interleave other work at an exact point."""
         self._lock = threading.Lock()
         self._at: int | None = None
         self._when: CallFilter | None = None
@@ -81,7 +83,9 @@ class FaultInjectingStore(Store):
         return f"FaultInjectingStore({self.inner!r})"
 
     # Planning ----------------------------------------------------------------------------------
-    def inject(self, *, at: int | None = None, when: CallFilter | None = None, mode: FaultMode = "before") -> None:
+    def inject(
+        self, *, at: int | None = None, when: CallFilter | None = None, mode: FaultMode = "before"
+    ) -> None:
         """Fail the call numbered `at`, or the first call for which `when` is true, once."""
         if (at is None) == (when is None):
             raise ValueError("give exactly one of at= and when=")
@@ -117,13 +121,17 @@ class FaultInjectingStore(Store):
                 (self._at is not None and call.index == self._at)
                 or (self._when is not None and self._when(call))
             )
-            if not fire:
-                return call, None
-            self.fired = call
-            self._at, self._when = None, None
             mode = self._mode
-            if mode in ("crash", "crash_after"):
-                self.dead = True
+            if fire:
+                self.fired = call
+                self._at, self._when = None, None
+                if mode in ("crash", "crash_after"):
+                    self.dead = True
+            hook = self.on_call
+        if not fire:
+            if hook is not None:
+                hook(call)
+            return call, None
         if mode == "exit":
             os._exit(EXIT_CODE)
         if mode == "before":

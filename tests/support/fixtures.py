@@ -1,5 +1,8 @@
 """Fixtures for the commit tests; a test module imports the ones it uses.
 
+Import the `*_fixture` functions: pytest registers them under their `name=` (`commit_env`, ...),
+so test arguments of that name do not shadow an imported name.
+
 `commit_env` runs a test once on the local filesystem and once on the embedded S3, like the
 shared `store_root` fixture of tests/conftest.py, but on S3 it gives each test a fresh prefix in
 one bucket with one client instead of a fresh bucket and client: on SeaweedFS a new bucket costs
@@ -55,8 +58,8 @@ class CommitEnv:
         return sorted(str(p.relative_to(self.staging)) for p in self.staging.rglob("*") if p.is_file())
 
 
-@pytest.fixture(scope="session")
-def commit_s3(embedded_s3: EmbeddedS3) -> Iterator[tuple[S3Store, str]]:
+@pytest.fixture(scope="session", name="commit_s3")
+def commit_s3_fixture(embedded_s3: EmbeddedS3) -> Iterator[tuple[S3Store, str]]:
     """One store and one bucket for the commit tests (per test module)."""
     bucket = embedded_s3.create_bucket(f"commit-{uuid.uuid4().hex[:16]}")
     store = embedded_s3.store()
@@ -66,8 +69,8 @@ def commit_s3(embedded_s3: EmbeddedS3) -> Iterator[tuple[S3Store, str]]:
         embedded_s3.delete_bucket(bucket)
 
 
-@pytest.fixture
-def scratch_dir(tmp_path: Path) -> Iterator[Path]:
+@pytest.fixture(name="scratch_dir")
+def scratch_dir_fixture(tmp_path: Path) -> Iterator[Path]:
     """A local directory on tmpfs when the machine has one, else the test's tmp_path.
 
     The fault sweeps create and delete thousands of small files; on a disk-backed filesystem
@@ -83,8 +86,8 @@ def scratch_dir(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def commit_env(request: pytest.FixtureRequest, scratch_dir: Path) -> CommitEnv:
+@pytest.fixture(name="commit_env", params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def commit_env_fixture(request: pytest.FixtureRequest, scratch_dir: Path) -> CommitEnv:
     """(store, root, dest, staging dir) on each store; the S3 one starts the embedded server lazily."""
     if request.param == "local":
         from airflow_commit_provider.core.store.local import LocalStore

@@ -26,9 +26,7 @@ MAGIC_DIR_PREFIX = "__magic_job-"
 
 def store_files(store: Store, dest: StorePath) -> dict[str, bytes]:
     """Every file under `dest` (hidden ones included), by relative path, with its bytes."""
-    return {
-        status.path.relative_to(dest): store.read_bytes(status.path) for status in store.list_files(dest)
-    }
+    return {status.path.relative_to(dest): store.read_bytes(status.path) for status in store.list_files(dest)}
 
 
 def is_temp(relative: str) -> bool:
@@ -57,7 +55,10 @@ def temp_directories(dest: StorePath) -> list[str]:
 
 
 def describe(files: Mapping[str, bytes]) -> dict[str, str]:
-    return {name: (data[:60].decode("utf-8", "replace") + ("..." if len(data) > 60 else "")) for name, data in sorted(files.items())}
+    return {
+        name: (data[:60].decode("utf-8", "replace") + ("..." if len(data) > 60 else ""))
+        for name, data in sorted(files.items())
+    }
 
 
 def assert_nothing_left_behind(store: Store, dest: StorePath, *, strict_dirs: bool = True) -> None:
@@ -98,9 +99,8 @@ def assert_committed(
     assert not missing, f"incomplete: committed files missing from {dest}: {missing}"
     assert not extra, f"not exclusive: unexpected files in {dest}: {describe({n: visible[n] for n in extra})}"
     wrong = sorted(name for name in expected if visible[name] != expected[name])
-    assert not wrong, (
-        f"wrong contents in {dest}: "
-        + "; ".join(f"{n}: got {describe({n: visible[n]})[n]!r}, want {describe({n: expected[n]})[n]!r}" for n in wrong)
+    assert not wrong, f"wrong contents in {dest}: " + "; ".join(
+        f"{n}: got {describe({n: visible[n]})[n]!r}, want {describe({n: expected[n]})[n]!r}" for n in wrong
     )
     assert success_bytes is not None, f"no _SUCCESS in {dest}"
     success = SuccessData.from_bytes(success_bytes, str(dest.join(SUCCESS_FILENAME)))
@@ -140,7 +140,9 @@ def assert_aborted(
     files = store_files(store, dest)
     temp = sorted(name for name in files if is_temp(name) and name not in preexisting)
     assert not temp, f"temp objects left under {dest}: {temp}"
-    assert SUCCESS_FILENAME not in files or SUCCESS_FILENAME in preexisting, f"aborted job left {dest}/_SUCCESS"
+    assert SUCCESS_FILENAME not in files or SUCCESS_FILENAME in preexisting, (
+        f"aborted job left {dest}/_SUCCESS"
+    )
     visible = {name: data for name, data in files.items() if name != SUCCESS_FILENAME or name in preexisting}
     extra = sorted(set(visible) - set(preexisting))
     assert not extra, f"aborted job left output in {dest}: {describe({n: visible[n] for n in extra})}"

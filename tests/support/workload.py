@@ -110,7 +110,9 @@ class JobRun:
         job_id: str | None = None,
     ) -> JobRun:
         job_id = job_id or new_job_id()
-        return cls(create_committer(name, store, dest, job_id, options or make_options()), store, dest, job_id)
+        return cls(
+            create_committer(name, store, dest, job_id, options or make_options()), store, dest, job_id
+        )
 
     @property
     def name(self) -> str:
@@ -129,7 +131,9 @@ class JobRun:
         attempt.result = attempt.handle.commit_task()
         return attempt.result
 
-    def run_task(self, task: int, number: int = 0, names: list[str] | None = None, *, size: int = 0) -> Attempt:
+    def run_task(
+        self, task: int, number: int = 0, names: list[str] | None = None, *, size: int = 0
+    ) -> Attempt:
         attempt = self.attempt(task, number, names, size=size)
         self.commit(attempt)
         return attempt

@@ -21,7 +21,11 @@ from airflow_commit_provider.core.stages.context import run_parallel
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
-from airflow_commit_provider.core.stages.uploads import discard_attempt_uploads, record_uploads, upload_pending
+from airflow_commit_provider.core.stages.uploads import (
+    discard_attempt_uploads,
+    record_uploads,
+    upload_pending,
+)
 
 
 class StagingCommitter(Committer):

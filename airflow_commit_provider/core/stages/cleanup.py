@@ -7,12 +7,15 @@ from airflow_commit_provider.core.stages.uploads import abort_uncommitted_upload
 
 
 def cleanup_job(ctx: JobContext, committed_attempts: set[str]) -> None:
-    """Abort the job's uncommitted uploads, then delete its directory, marker first.
+    """Delete the job marker, abort the job's uncommitted uploads, then delete its directory.
 
-    Deleting the marker first makes any task attempt still committing discard its output.
+    The marker goes first: from then on a task attempt still committing sees the job is over and
+    discards its own output. One that got its commit in before that recorded its uploads before
+    that too, so the listing of records that follows finds them; the other way round, an attempt
+    committing between the listing and the marker's deletion would leave its uploads pending.
     """
+    ctx.store.delete(ctx.layout.job_marker)
     if ctx.store.capabilities.multipart_upload:
         abort_uncommitted_uploads(ctx, committed_attempts)
-    ctx.store.delete(ctx.layout.job_marker)
     deleted = ctx.store.delete_tree(ctx.layout.job_dir)
     log.info("job %s: cleaned up %s (%d files)", ctx.job_id, ctx.layout.job_dir, deleted)
