@@ -18,7 +18,7 @@ export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 .PHONY: help bootstrap demo test lint bench
 
 help:
-	@echo "make demo   - committed write to the embedded S3, prints the _SUCCESS summary"
+	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
 	@echo "make test   - the whole test suite (PYTEST_ARGS='-k ...' to narrow)"
 	@echo "make lint   - ruff check + ruff format --check"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"

@@ -91,7 +91,11 @@ class FakeS3Client:
         self, Bucket: str, Prefix: str = "", ContinuationToken: str | None = None, MaxKeys: int = PAGE
     ) -> dict:
         keys = self._keys.get(Bucket, [])
-        start = bisect.bisect_right(keys, ContinuationToken) if ContinuationToken else bisect.bisect_left(keys, Prefix)
+        start = (
+            bisect.bisect_right(keys, ContinuationToken)
+            if ContinuationToken
+            else bisect.bisect_left(keys, Prefix)
+        )
         page = []
         index = start
         while index < len(keys) and len(page) < MaxKeys and keys[index].startswith(Prefix):
@@ -99,7 +103,13 @@ class FakeS3Client:
             value = self.objects.get((Bucket, key), b"")
             size = len(value) if isinstance(value, bytes) else value
             page.append(
-                {"Key": key, "LastModified": _MTIME, "ETag": '"fake"', "Size": size, "StorageClass": "STANDARD"}
+                {
+                    "Key": key,
+                    "LastModified": _MTIME,
+                    "ETag": '"fake"',
+                    "Size": size,
+                    "StorageClass": "STANDARD",
+                }
             )
             index += 1
         more = index < len(keys) and keys[index].startswith(Prefix)

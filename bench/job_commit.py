@@ -7,17 +7,16 @@
 - Requests per committed file during job commit (target 1) and CopyObject requests (target 0),
   from the S3 store's own request counters.
 - Peak memory of job commit at 100k files (target: at most 100 MB above the baseline). Creating
-  100k real uploads would take longer than the whole benchmark, so this part runs the same
-  committer and job-commit code over a local store whose multipart completes return at once
-  (manifests, upload records, spool and `_SUCCESS` are real files): it isolates the committer's
-  memory from the store's. Each measurement runs in a fresh child process (`bench.job_commit_memory`).
+  100k real uploads would take longer than the whole benchmark, so this part runs the real magic
+  committer and the real `S3Store` over an in-process stand-in for the boto3 client
+  (`bench.fake_s3`): every line of our code runs, only the server is replaced, so it measures our
+  memory, not the endpoint's. Each measurement runs in a fresh child process
+  (`bench.job_commit_memory`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,34 +160,28 @@ def _raw_complete(env: BenchEnv, bucket: str, uploads: list[s3_setup.RawUpload])
 def _memory(env: BenchEnv, result: ScenarioResult, files: int) -> None:
     label = f"{files:,} files"
     growth = result.check(
-        f"job commit peak RSS above baseline, {label} (instant-complete store)",
+        f"job commit peak RSS above baseline, {label}",
         unit="MB",
         target=TARGET_MEMORY_MB,
-        note="fresh process per run; RSS sampled every 5 ms during commit_job",
+        note="S3Store over an in-process S3 stand-in; fresh process per run; RSS sampled every 5 ms",
     )
     tasks = max(10, files // 1000)
     with tempfile.TemporaryDirectory(prefix="bench-jc-memory-", dir=env.work_dir) as work:
-        run_dir, template = os.path.join(work, "run"), os.path.join(work, "template")
         log(f"job_commit: preparing a {label} job ({tasks} tasks) for the memory measurement")
-        _child(["prepare", "--dir", run_dir, "--files", str(files), "--tasks", str(tasks)])
-        # Job commit consumes the job (cleanup deletes it): restore a byte-identical copy each run.
-        subprocess.run(["cp", "-a", run_dir, template], check=True)
-        runs = [False] * env.repeat + [True]  # the last run traces the Python heap instead
+        _child(["prepare", "--dir", work, "--files", str(files), "--tasks", str(tasks)])
+        runs = [False] * env.repeat + [True]  # one more run traces the Python heap instead
         for index, traced in enumerate(runs):
-            if index:
-                shutil.rmtree(run_dir)
-                subprocess.run(["cp", "-a", template, run_dir], check=True)
-            measured = _child(["commit", "--dir", run_dir, *(["--tracemalloc"] if traced else [])])
+            measured = _child(["commit", "--dir", work, *(["--tracemalloc"] if traced else [])])
             log(f"job_commit: memory {label} run {index + 1}/{len(runs)}: {measured}")
             if traced:
                 result.check(
                     f"job commit Python heap peak (tracemalloc), {label}",
                     unit="MB",
-                    note="one extra run under tracemalloc: Python heap allocations only",
+                    note="one extra run under tracemalloc: Python heap allocations during commit_job",
                 ).values.append(measured["tracemalloc_peak_bytes"] / 1e6)
             else:
                 growth.values.append(measured["rss_growth_bytes"] / 1e6)
-                result.measure(f"job commit seconds, {label} (instant-complete store)", measured["seconds"])
+                result.measure(f"job commit seconds, {label} (in-process S3 stand-in)", measured["seconds"])
                 result.measure(f"RSS before job commit, {label}", measured["rss_baseline_bytes"] / 1e6, "MB")
 
 
