@@ -31,7 +31,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_commit_provider.core.committers import TaskAttempt, TaskCommitResult, create_committer
-from airflow_commit_provider.core.stages.job_state import require_active_job
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.spark.config import TaskConfig
 from airflow_commit_provider.spark.escaping import partition_path
@@ -134,12 +133,11 @@ def run_task_attempt(config: TaskConfig, info: TaskInfo, batches: Iterable[pa.Re
             config.committer, store, config.destination, config.job_id, config.commit_options
         )
         attempt = committer.task_attempt(info.partition, info.attempt_id)
-        # An attempt that starts after the job was committed or aborted (a zombie, a late
-        # duplicate) must not write anything: the job's cleanup has already run.
-        require_active_job(committer.context, f"start task attempt {attempt.task_attempt_id}")
+        # Task setup refuses an attempt that starts after the job was committed or aborted (a
+        # zombie, a late duplicate): it must not write anything once the job's cleanup has run.
+        attempt.setup_task()
         committed = False
         try:
-            attempt.setup_task()
             writer = PartitionWriter(config, attempt, info, hooks)
             writer.write_all(batches)
             if hooks.before_commit:

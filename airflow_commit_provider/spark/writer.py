@@ -21,8 +21,9 @@ the staging committers replace output at job commit.
 Job ID: ``spark.airflow_commit.job_id`` (the thread's local property, then the session conf) or a
 new uuid4; it is set as the local property ``spark.sql.sources.writeJobUUID`` for the write's Spark
 jobs (visible to tasks through ``TaskContext.getLocalProperty``) and appears in every file name.
-A fixed job ID makes a retried write resumable (an already committed job is not committed twice),
-so give each logical write its own.
+A fixed job ID (one per Airflow task run, say) makes a rerun write the very same file names, so
+a retried write replaces the files of its earlier attempt instead of adding a second copy; do not
+reuse one job ID for different writes to the same destination.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.committers import COMMITTERS, Committer, TaskCommitResult, create_committer
-from airflow_commit_provider.core.committers.layout import validate_job_id
+from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.committers.staging import StagingCommitter
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import conflicts

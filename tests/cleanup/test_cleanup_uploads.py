@@ -16,7 +16,7 @@ from airflow_commit_provider.core.cleanup import (
     abort_uploads,
     list_pending_uploads,
 )
-from airflow_commit_provider.core.committers.layout import JobLayout
+from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import StoreError
 from airflow_commit_provider.core.store.s3 import S3Store

@@ -15,7 +15,7 @@ from support.invariants import assert_aborted, assert_committed, store_files
 from support.workload import JobRun
 
 from airflow_commit_provider.core.committers import create_committer
-from airflow_commit_provider.core.committers.options import CommitOptions
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.stages.errors import OutputConflictError
 
 EXISTING = {

@@ -24,10 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
-from support.faults import EXIT_CODE, FaultInjectingStore, FaultMode, SimulatedCrash, StoreCall
+from support.faults import EXIT_CODE, FaultInjectingStore, FaultMode, InjectedFault, SimulatedCrash, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
 from support.workload import (
+    COMMITTER_PARAMS,
     CORRECT_COMMITTER_PARAMS,
     EXCLUSIVE_COMMITTERS,
     JobRun,
@@ -37,7 +38,7 @@ from support.workload import (
 )
 
 from airflow_commit_provider.core.committers import create_committer
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.store.base import Store
@@ -226,6 +227,7 @@ def test_fault_at_each_store_call(commit_env: CommitEnv, name: str, abort_at_end
 # A lost CreateMultipartUpload reply ------------------------------------------------------------------
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="design limit: an upload whose creation reply is lost was never recorded, and job cleanup "
     "deliberately does not list-and-abort every upload under the destination (that would destroy "
     "concurrent jobs' work); it is left for the age-based orphan-upload cleanup",
@@ -238,19 +240,21 @@ def test_lost_create_upload_reply_leaves_no_pending_upload(commit_env: CommitEnv
     job.committer.setup_job()
     store.inject(when=lambda call: call.op == "create_multipart_upload", mode="after")
     first = job.committer.task_attempt(0, 0)
-    try:
-        job.attempt(0, 0)
-    except Exception:
-        first.abort_task()
-    else:
-        with pytest.raises(Exception):  # staging creates its uploads at task commit
-            job.commit(job.attempt(0, 0))
-        first.abort_task()
-    assert store.lost_uploads, "the fault did not hit an upload creation"
+    first.setup_task()
+    with pytest.raises(InjectedFault):
+        write_files(first, {"dt=1/part-0.bin": b"first attempt"})  # magic creates uploads here
+        first.commit_task()  # the staging committers create them at task commit
+    first.abort_task()
+    if not store.lost_uploads:
+        pytest.fail("the fault did not hit an upload creation")
     retry = job.run_task(0, 1)
     job.committer.commit_job([retry.result])
     try:
         assert_committed(env.store, env.dest, retry.files, job_id=job.job_id)
+    except AssertionError as error:
+        if "pending multipart uploads" not in str(error):  # only the known limit may fail here
+            pytest.fail(f"unexpected failure: {error}")
+        raise
     finally:  # leave the bucket clean for other tests either way
         for path, upload_id in store.lost_uploads:
             env.store.abort_multipart_upload(path, upload_id)
@@ -281,7 +285,7 @@ def commit_calls(name: str, env: CommitEnv) -> list[StoreCall]:
     return store.calls
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize("name", COMMITTER_PARAMS)
 def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, name: str) -> None:
     """The committing process dies at call k; a new process's commit_job(None) finishes the job.
 
@@ -313,7 +317,8 @@ def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, nam
             except CommitError as error:
                 # died before the commit intent was saved: nothing to resume, and nothing visible
                 assert "no commit is under way" in str(error)
-                assert not set(store_files(env.store, dest)) & set(expected), "output visible, no intent"
+                if name != "file-v2":  # file-v2 published at task commit
+                    assert not set(store_files(env.store, dest)) & set(expected), "output visible, no intent"
                 resumed.commit_job(results)  # the driver commits again with the task list
             # A writer killed before its close leaves its hidden local temp file (never listed).
             killed_writer = dying.fired.op == "write_close" and dying.fired.index == call.index

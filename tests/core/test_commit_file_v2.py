@@ -13,8 +13,16 @@ import pytest
 from support.faults import FaultInjectingStore, InjectedFault, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, is_temp, read_success, store_files
-from support.workload import CORRECT_COMMITTER_PARAMS, JobRun, payload, skip_unsupported, write_files
+from support.workload import (
+    COMMITTER_PARAMS,
+    CORRECT_COMMITTER_PARAMS,
+    JobRun,
+    payload,
+    skip_unsupported,
+    write_files,
+)
 
+from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.store.base import StoreError
 
 FIRST = ["dt=1/part-00000-a.bin", "dt=1/part-00000-b.bin", "dt=2/part-00000-c.bin"]
@@ -112,3 +120,47 @@ def test_committed_task_output_is_invisible_until_job_commit(commit_env: CommitE
     assert visible(env) == {}
     job.committer.abort_job()
     assert_aborted(env.store, env.dest)
+
+
+def test_file_v2_zombie_racing_the_job_commit_publishes_into_the_committed_output(
+    commit_env: CommitEnv,
+) -> None:
+    """Continuity of correctness fails: a zombie whose task commit runs just before the job's
+    cleanup begins renames its files straight into the committed output (no job step can undo it)."""
+    env = commit_env
+    job = JobRun.create("file-v2", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    reported = job.run_task(0, 0, ["dt=1/part-0.bin"])
+    zombie = job.committer.task_attempt(1, 1)
+    zombie.setup_task()
+    write_files(zombie, {"dt=5/zombie.bin": b"zombie output"})
+    store = FaultInjectingStore(env.store)
+
+    def zombie_commits_when_cleanup_starts(call: StoreCall) -> None:
+        if call.op == "delete" and call.path.endswith("/job.json") and store.on_call is not None:
+            store.on_call = None
+            zombie.commit_task()  # the job is still active: its check passes
+
+    store.on_call = zombie_commits_when_cleanup_starts
+    create_committer("file-v2", store, env.dest, job.job_id, job.committer.options).commit_job(
+        [reported.result]
+    )
+    assert store.on_call is None, "the zombie never ran"
+    assert read_success(env.store, env.dest).job_id == job.job_id
+    assert visible(env) == {**reported.files, "dt=5/zombie.bin": b"zombie output"}
+
+
+@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+def test_uncommitted_task_output_is_never_visible(commit_env: CommitEnv, name: str) -> None:
+    """Written, closed, but not committed: no committer (file-v2 included) shows it to readers."""
+    env = commit_env
+    skip_unsupported(name, env.store)
+    job = JobRun.create(name, env.store, env.dest, env.options())
+    job.committer.setup_job()
+    job.attempt(0, 0)
+    open_stream = job.committer.task_attempt(1, 0)
+    open_stream.setup_task()
+    stream = open_stream.create_file("dt=1/still-writing.bin")
+    stream.write(b"half")
+    assert visible(env) == {}
+    job.committer.abort_job()

@@ -34,7 +34,7 @@ from support.invariants import (
 from support.workload import ALL_COMMITTERS, EXCLUSIVE_COMMITTERS, JobRun, payload, supported, write_files
 
 from airflow_commit_provider.core.committers import TaskAttempt, create_committer
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.stages.errors import CommitError, JobNotActiveError
 from airflow_commit_provider.core.store.base import Store
 

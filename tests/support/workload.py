@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from airflow_commit_provider.core.committers import CommitOptions, Committer, TaskAttempt, create_committer
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 

@@ -27,7 +27,7 @@ from airflow_commit_provider.core.cleanup.common import (
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN, as_timedelta
 from airflow_commit_provider.core.cleanup.scope import parse_scope
 from airflow_commit_provider.core.cleanup.uploads import VANISHED, UploadInfo, abort_one
-from airflow_commit_provider.core.committers.layout import MAGIC_PREFIX, TEMPORARY_DIR
+from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
 

@@ -25,7 +25,7 @@ from airflow_commit_provider.core.cleanup.common import (
 )
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN, as_timedelta
 from airflow_commit_provider.core.cleanup.scope import parse_scope
-from airflow_commit_provider.core.committers.layout import JobLayout, validate_job_id
+from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 

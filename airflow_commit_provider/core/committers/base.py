@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import BinaryIO, ClassVar
 
-from airflow_commit_provider.core.committers.layout import JobLayout, validate_job_id
-from airflow_commit_provider.core.committers.options import CommitOptions, TaskCommitResult
+from airflow_commit_provider.core.layout import JobLayout, validate_job_id
+from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
@@ -153,8 +153,13 @@ class TaskAttempt(abc.ABC):
     def store(self) -> Store:
         return self.committer.store
 
-    def setup_task(self) -> None:  # noqa: B027 - most committers create work dirs lazily
-        """Prepare the attempt's work area."""
+    def setup_task(self) -> None:
+        """Refuse to start an attempt of a job that is over, as Hadoop's task setup does.
+
+        Otherwise a late attempt would recreate the job's work directories after cleanup.
+        Work areas themselves are created lazily.
+        """
+        job_state.require_active_job(self.context, f"set up task attempt {self.task_attempt_id}")
 
     @abc.abstractmethod
     def create_file(self, relative_path: str) -> BinaryIO:

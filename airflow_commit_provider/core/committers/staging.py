@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files, conflicts
@@ -73,6 +73,7 @@ class StagingTaskAttempt(TaskAttempt):
         return self.committer.local_attempt_dir(self.task_attempt_id)
 
     def setup_task(self) -> None:
+        super().setup_task()
         os.makedirs(self.local_dir, exist_ok=True)
 
     def create_file(self, relative_path: str) -> BinaryIO:

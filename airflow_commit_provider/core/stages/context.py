@@ -10,8 +10,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from airflow_commit_provider.core.committers.layout import JobLayout
-from airflow_commit_provider.core.committers.options import CommitOptions
+from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.store.base import Store
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
 from airflow_commit_provider.core.stages.entries import EntrySpool

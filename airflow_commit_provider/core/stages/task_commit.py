@@ -7,7 +7,7 @@ the last attempt wins, as in Hadoop, and the driver's list decides.
 
 from __future__ import annotations
 
-from airflow_commit_provider.core.committers.options import TaskCommitResult
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, JobNotActiveError
