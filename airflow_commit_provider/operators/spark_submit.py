@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR, validate_job_id
 from airflow_commit_provider.core.options import CONFLICT_MODES
-from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, StoreError
 from airflow_commit_provider.core.success_check import load_success

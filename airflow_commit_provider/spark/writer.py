@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.committers import COMMITTERS, Committer, TaskCommitResult, create_committer
-from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.committers.staging import StagingCommitter
+from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import conflicts
 from airflow_commit_provider.core.stages.errors import CommitError, OutputConflictError

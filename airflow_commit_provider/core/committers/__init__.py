@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.file_output import FileOutputV1Committer, FileOutputV2Committer
-from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.committers.magic import MagicCommitter
 from airflow_commit_provider.core.committers.manifest import ManifestCommitter
-from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
+from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import ProgressCallback
 from airflow_commit_provider.core.store.base import Store

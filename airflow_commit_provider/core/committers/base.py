@@ -12,9 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import BinaryIO, ClassVar
 
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
-from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log

@@ -6,9 +6,9 @@ On S3 every "rename" is a copy plus a delete: v1 copies each file twice, v2 once
 from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer
-from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
 from airflow_commit_provider.core.formats.manifest import FileEntry
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.context import JobContext

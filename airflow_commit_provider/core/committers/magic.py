@@ -4,8 +4,8 @@ uploads, in parts as they are written, and job commit completes the uploads of c
 from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
-from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.errors import JobNotActiveError

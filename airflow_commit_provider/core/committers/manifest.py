@@ -4,9 +4,9 @@ renames them all in parallel. Correct only where file rename is atomic, so never
 from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer
-from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
 from airflow_commit_provider.core.formats.manifest import FileEntry
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 

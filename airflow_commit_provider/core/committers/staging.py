@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
-from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files, conflicts
 from airflow_commit_provider.core.stages.context import run_parallel

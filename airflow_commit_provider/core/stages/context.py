@@ -10,9 +10,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import CommitOptions
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.store.base import Store
 
 log = logging.getLogger("airflow_commit_provider.commit")
