@@ -274,11 +274,14 @@ def _hidden_temp_file(path: StorePath) -> tuple[int, str]:
     """A temp file beside `path`, inside the hidden uploads directory so listings never see it."""
     directory = os.path.join(os.path.dirname(path.key), UPLOADS_DIR)
     while True:
-        os.makedirs(directory, exist_ok=True)
         try:
+            os.makedirs(directory, exist_ok=True)
             return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        except FileNotFoundError:
-            continue  # a concurrent writer removed the emptied directory between the two calls
+        except (FileNotFoundError, FileExistsError):
+            # A concurrent writer removed the emptied directory between our calls (makedirs raises
+            # FileExistsError when it disappears between its mkdir and its isdir check): retry.
+            if os.path.lexists(directory) and not os.path.isdir(directory):
+                raise
 
 
 def _remove_if_empty(directory: str) -> None:

@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, BinaryIO, cast
 
 import boto3
@@ -37,6 +38,8 @@ from airflow_commit_provider.core.store.base import (
 
 #: S3's limit on keys per DeleteObjects request.
 DELETE_BATCH = 1000
+#: DeleteObjects requests in flight at once when deleting more than one batch.
+DELETE_THREADS = 8
 #: Largest object CopyObject can copy in one request; bigger sources use a multipart copy.
 MAX_SINGLE_COPY = 5 * 1024**3
 #: Streams larger than this are uploaded as multipart uploads when closed.
@@ -256,46 +259,35 @@ class S3Store(Store):
             self.client.delete_object(Bucket=bucket, Key=key)
 
     def delete_files(self, paths: Iterable[StorePath]) -> None:
-        by_bucket: dict[tuple[str, str], list[str]] = {}
-        for path in paths:
-            bucket, key = _object(path)
-            by_bucket.setdefault((path.scheme, bucket), []).append(key)
-        failures: list[str] = []
-        for (scheme, bucket), keys in by_bucket.items():
-            for start in range(0, len(keys), DELETE_BATCH):
-                batch = keys[start : start + DELETE_BATCH]
-                where = StorePath(scheme, bucket, batch[0])
-                with self._request("op_delete", where, "DeleteObjects"):
-                    response = self.client.delete_objects(
-                        Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
-                    )
-                failures += [
-                    f"{StorePath(scheme, bucket, e.get('Key', '?'))} ({e.get('Code')}: {e.get('Message')})"
-                    for e in response.get("Errors", ())
-                ]
-        if failures:
-            shown = "; ".join(failures[:20])
-            more = f" and {len(failures) - 20} more" if len(failures) > 20 else ""
-            raise StoreError(f"S3 DeleteObjects failed for {len(failures)} keys: {shown}{more}")
+        with _BatchDeleter(self) as deleter:
+            for path in paths:
+                deleter.add(path)
 
     def delete_tree(self, directory: StorePath) -> int:
         """Delete every key under `directory`, directory markers included; returns the file count.
 
-        Keys are deleted a batch at a time while the listing goes on (as S3A's recursive delete does),
-        so memory stays at one batch however large the tree: a magic job directory holds one upload
-        record per file written, so holding the whole listing cost ~200 bytes per file at job commit.
+        Full batches are deleted while the listing goes on (as S3A's recursive delete does), up to
+        `DELETE_THREADS` DeleteObjects at once: memory stays bounded however large the tree (a magic
+        job directory holds one upload record per file written) and the deletes overlap.
         """
         files = 0
-        batch: list[StorePath] = []
-        for entry in self._list_objects(directory):
-            batch.append(StorePath(directory.scheme, directory.bucket, entry["Key"]))
-            files += not _is_directory_marker(entry)
-            if len(batch) >= DELETE_BATCH:
-                self.delete_files(batch)
-                batch = []
-        if batch:
-            self.delete_files(batch)
+        with _BatchDeleter(self) as deleter:
+            for entry in self._list_objects(directory):
+                deleter.add(StorePath(directory.scheme, directory.bucket, entry["Key"]))
+                files += not _is_directory_marker(entry)
         return files
+
+    def _delete_batch(self, scheme: str, bucket: str, keys: list[str]) -> list[str]:
+        """One DeleteObjects request; returns the keys S3 failed to delete, as messages."""
+        where = StorePath(scheme, bucket, keys[0])
+        with self._request("op_delete", where, "DeleteObjects"):
+            response = self.client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+            )
+        return [
+            f"{StorePath(scheme, bucket, e.get('Key', '?'))} ({e.get('Code')}: {e.get('Message')})"
+            for e in response.get("Errors", ())
+        ]
 
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
         """HEAD, copy, delete: three requests, with a window in which both files exist."""
@@ -417,6 +409,74 @@ class S3Store(Store):
             if not page.get("IsTruncated"):
                 return parts
             kwargs["PartNumberMarker"] = _next_marker(page, kwargs, path, "NextPartNumberMarker")
+
+
+class _BatchDeleter:
+    """Groups keys into DeleteObjects batches of `DELETE_BATCH`; each full batch is sent at once,
+    up to `DELETE_THREADS` requests in flight (the first batch inline: most calls need one).
+    Leaving the block sends the rest, waits for every request, then raises the first request error
+    or one StoreError naming the keys S3 reported as not deleted."""
+
+    def __init__(self, store: S3Store):
+        self._store = store
+        self._pending: dict[tuple[str, str], list[str]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._in_flight: set[Future[list[str]]] = set()
+        self._failures: list[str] = []
+        self._error: BaseException | None = None
+        self._sent = 0
+        self._threads = max(1, min(DELETE_THREADS, store.max_pool_connections))
+
+    def __enter__(self) -> _BatchDeleter:
+        return self
+
+    def add(self, path: StorePath) -> None:
+        bucket, key = _object(path)
+        keys = self._pending.setdefault((path.scheme, bucket), [])
+        keys.append(key)
+        if len(keys) >= DELETE_BATCH:
+            self._send(path.scheme, bucket, self._pending.pop((path.scheme, bucket)))
+
+    def _send(self, scheme: str, bucket: str, keys: list[str]) -> None:
+        if self._error is not None:
+            raise self._error  # stop sending; __exit__ waits for the requests in flight
+        self._sent += 1
+        if self._sent == 1:
+            self._failures += self._store._delete_batch(scheme, bucket, keys)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="s3-delete")
+        while len(self._in_flight) >= self._threads:
+            self._collect(FIRST_COMPLETED)
+        self._in_flight.add(self._pool.submit(self._store._delete_batch, scheme, bucket, keys))
+
+    def _collect(self, return_when: str) -> None:
+        done, self._in_flight = wait(self._in_flight, return_when=return_when)
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                self._error = self._error or error
+            else:
+                self._failures += future.result()
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        try:
+            if exc_type is None and self._error is None:
+                for (scheme, bucket), keys in self._pending.items():
+                    self._send(scheme, bucket, keys)
+            self._pending.clear()
+            self._collect(ALL_COMPLETED)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        if exc_type is not None:
+            return  # the caller's exception propagates
+        if self._error is not None:
+            raise self._error
+        if self._failures:
+            shown = "; ".join(self._failures[:20])
+            more = f" and {len(self._failures) - 20} more" if len(self._failures) > 20 else ""
+            raise StoreError(f"S3 DeleteObjects failed for {len(self._failures)} keys: {shown}{more}")
 
 
 class S3WriteStream(io.BufferedIOBase):
