@@ -1,9 +1,11 @@
 """Scenario 1: job commit scaling on S3.
 
-- Time: our magic job commit (`commit_job`: load the pendingsets, complete every upload, write
-  `_SUCCESS`, clean up the job directory) against a raw parallel CompleteMultipartUpload loop at the
-  same concurrency over uploads whose IDs and ETags it already holds in memory: the physical limit
-  at this endpoint. Target: ratio <= 1.15.
+- Time: our job commit (`commit_job`: load the pendingsets, complete every upload, write
+  `_SUCCESS`, clean up the job directory), for `magic` (the default on S3; one upload record per
+  file in the job directory) and `directory` (staging; one record per task), against a raw
+  parallel CompleteMultipartUpload loop at the same concurrency over uploads whose IDs and ETags
+  it already holds in memory: the physical limit at this endpoint. Target: ratio <= 1.15. The
+  seconds of each stage of the commit are recorded too (`bench.stages`).
 - Requests per committed file during job commit (target 1) and CopyObject requests (target 0),
   from the S3 store's own request counters.
 - Peak memory of job commit at 100k files (target: at most 100 MB above the baseline). Creating
@@ -24,11 +26,14 @@ import tempfile
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from bench import s3_setup
 from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, counter_delta, log, new_id, requests_in, timer
+from bench.stages import stage_timer
 
 TARGET_RATIO = 1.15
 TARGET_REQUESTS_PER_FILE = 1.0
 TARGET_MEMORY_MB = 100.0
 PAYLOAD = b"x" * 1024
+#: magic keeps one upload record per file in the job directory, the staging committers one per task.
+COMMITTERS = ("magic", "directory")
 
 
 def task_count(files: int) -> int:
@@ -41,7 +46,7 @@ def run(env: BenchEnv) -> ScenarioResult:
     memory_sizes = env.pick(tiny=[1000], small=[10000, 100000], full=[10000, 100000])
     result = ScenarioResult(
         "job_commit",
-        "Job commit scaling (magic committer, embedded S3)",
+        "Job commit scaling (magic and directory committers, embedded S3)",
         env.size,
         env.repeat,
         parameters={
@@ -49,7 +54,7 @@ def run(env: BenchEnv) -> ScenarioResult:
             "memory_files": memory_sizes,
             "threads": env.threads,
             "file_size_bytes": len(PAYLOAD),
-            "committer": "magic",
+            "committers": list(COMMITTERS),
             "baseline": "raw boto3 CompleteMultipartUpload loop, same thread count, IDs and ETags in memory",
         },
     )
@@ -64,86 +69,118 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
     tasks = task_count(files)
     files_per_task = -(-files // tasks)
     label = f"{files:,} files"
-    comparison = result.comparison(
-        f"job commit, {label}",
-        ours_label="magic commit_job",
-        baseline_label="raw parallel CompleteMultipartUpload",
-        unit="s",
-        target=TARGET_RATIO,
-        group="job_commit",
-    )
-    per_file = result.check(
-        f"CompleteMultipartUpload per committed file at job commit, {label}",
-        unit="requests/file",
-        target=TARGET_REQUESTS_PER_FILE,
-        note="the only requests whose number grows with the files",
-    )
-    requests = result.check(
-        f"all requests per committed file at job commit, {label}",
-        unit="requests/file",
-        note=f"1 + (one manifest GET per task ({tasks} tasks) + a fixed ~10 per job) / files",
-    )
-    copies = result.check(f"CopyObject requests at job commit, {label}", unit="requests", target=0)
+    for name in COMMITTERS:
+        result.comparison(
+            f"{name} job commit, {label}",
+            ours_label=f"{name} commit_job",
+            baseline_label="raw parallel CompleteMultipartUpload",
+            unit="s",
+            target=TARGET_RATIO,
+            group="job_commit",
+        )
     for rep in range(env.repeat):
-        log(f"job_commit: {label}, repetition {rep + 1}/{env.repeat}: setting up two fresh sets")
-        ours_bucket, raw_bucket = env.new_bucket("jc-ours"), env.new_bucket("jc-raw")
+        log(f"job_commit: {label}, repetition {rep + 1}/{env.repeat}: setting up fresh sets")
+        buckets = {name: env.new_bucket(f"jc-{name}") for name in (*COMMITTERS, "raw")}
         setup_store = env.s3.store(max_pool_connections=s3_setup.SETUP_THREADS + 4)
         setup_client = s3_setup.raw_client(env.s3, s3_setup.SETUP_THREADS)
         try:
-            job_id = new_id("job")
-            destination = f"s3://{ours_bucket}/out"
-            with timer() as setup_ours:
-                results = s3_setup.magic_task_outputs(
-                    setup_store, destination, job_id, files, files_per_task, PAYLOAD, env.threads
-                )
-            with timer() as setup_raw:
-                uploads = s3_setup.create_raw_uploads(setup_client, raw_bucket, "out", files, PAYLOAD)
-            log(f"job_commit: setup took {setup_ours():.1f} s (magic tasks) and {setup_raw():.1f} s (raw)")
+            jobs = {}
+            for name in COMMITTERS:
+                job_id, destination = new_id("job"), f"s3://{buckets[name]}/out"
+                with timer() as setup:
+                    results = s3_setup.task_outputs(
+                        name, setup_store, destination, job_id, files, files_per_task, PAYLOAD, env.work_dir
+                    )
+                jobs[name] = (destination, job_id, results)
+                result.measure(f"setup seconds ({name} tasks), {label}", setup())
+            with timer() as setup:
+                uploads = s3_setup.create_raw_uploads(setup_client, buckets["raw"], "out", files, PAYLOAD)
+            result.measure(f"setup seconds (raw uploads), {label}", setup())
 
-            # Alternate the order so drift on a shared host does not favour one side.
-            if rep % 2 == 0:
-                ours_seconds, counters = _ours_commit(env, destination, job_id, results, files)
-                raw_seconds = _raw_complete(env, raw_bucket, uploads)
-            else:
-                raw_seconds = _raw_complete(env, raw_bucket, uploads)
-                ours_seconds, counters = _ours_commit(env, destination, job_id, results, files)
-            comparison.add(ours_seconds, raw_seconds)
-            total_requests = requests_in(counters)
-            requests.values.append(total_requests / files)
-            per_file.values.append(counters.get("op_multipart_complete", 0) / files)
-            copies.values.append(counters.get("op_copy", 0))
-            for op, count in counters.items():
-                if op.startswith("op_") or op.startswith("bytes_"):
-                    unit = "bytes/file" if op.startswith("bytes_") else "requests/file"
-                    result.measure(f"{op} per file at job commit, {label}", count / files, unit)
-            result.measure(f"setup seconds (magic tasks), {label}", setup_ours(), "s")
-            log(
-                f"job_commit: {label}: ours {ours_seconds:.2f} s, raw {raw_seconds:.2f} s "
-                f"(ratio {ours_seconds / raw_seconds:.2f}); {total_requests / files:.3f} requests/file {counters}"
-            )
+            # Rotate the order so drift on a shared host favours no side.
+            order = [*COMMITTERS, "raw"]
+            order = order[rep % len(order) :] + order[: rep % len(order)]
+            seconds: dict[str, float] = {}
+            counters: dict[str, dict[str, int]] = {}
+            phases: dict[str, dict[str, float]] = {}
+            for name in order:
+                if name == "raw":
+                    seconds[name] = _raw_complete(env, buckets["raw"], uploads)
+                else:
+                    seconds[name], counters[name], phases[name] = _ours_commit(env, name, *jobs[name], files)
+            for name in COMMITTERS:
+                _record(
+                    result,
+                    name,
+                    label,
+                    files,
+                    tasks,
+                    seconds[name],
+                    seconds["raw"],
+                    counters[name],
+                    phases[name],
+                )
+                log(
+                    f"job_commit: {label}: {name} {seconds[name]:.2f} s, raw {seconds['raw']:.2f} s "
+                    f"(ratio {seconds[name] / seconds['raw']:.2f}); phases {phases[name]}; requests {counters[name]}"
+                )
         finally:
             setup_store.close()
             setup_client.close()
-            env.drop_bucket(ours_bucket)
-            env.drop_bucket(raw_bucket)
+            for bucket in buckets.values():
+                env.drop_bucket(bucket)
+
+
+def _record(
+    result: ScenarioResult,
+    name: str,
+    label: str,
+    files: int,
+    tasks: int,
+    seconds: float,
+    raw_seconds: float,
+    counters: dict[str, int],
+    phases: dict[str, float],
+) -> None:
+    result.comparison(f"{name} job commit, {label}").add(seconds, raw_seconds)
+    result.check(
+        f"{name}: CompleteMultipartUpload per committed file at job commit, {label}",
+        unit="requests/file",
+        target=TARGET_REQUESTS_PER_FILE,
+        note="the only requests whose number grows with the files, besides 1/1000 List+Delete per record",
+    ).values.append(counters.get("op_multipart_complete", 0) / files)
+    result.check(
+        f"{name}: all requests per committed file at job commit, {label}",
+        unit="requests/file",
+        note=f"1 + (one manifest GET per task ({tasks} tasks), cleanup listing/deletes, ~10 per job) / files",
+    ).values.append(requests_in(counters) / files)
+    result.check(
+        f"{name}: CopyObject requests at job commit, {label}", unit="requests", target=0
+    ).values.append(counters.get("op_copy", 0))
+    for op, count in counters.items():
+        if op.startswith("op_"):
+            result.measure(f"{name}: {op} per file at job commit, {label}", count / files, "requests/file")
+    for phase, value in phases.items():
+        result.measure(f"{name}: {phase} seconds, {label}", value)
 
 
 def _ours_commit(
-    env: BenchEnv, destination: str, job_id: str, results: list[TaskCommitResult], files: int
-) -> tuple[float, dict[str, int]]:
-    """Our job commit with a fresh store and committer, as a driver has after the tasks ran."""
+    env: BenchEnv, name: str, destination: str, job_id: str, results: list[TaskCommitResult], files: int
+) -> tuple[float, dict[str, int], dict[str, float]]:
+    """Our job commit with a fresh store and committer, as a driver has after the tasks ran:
+    seconds, the store's request counters, and the seconds of each stage of the commit."""
     store = env.s3.store(max_pool_connections=env.threads + 4)
     try:
-        committer = create_committer("magic", store, destination, job_id, CommitOptions(threads=env.threads))
+        committer = create_committer(name, store, destination, job_id, CommitOptions(threads=env.threads))
         before = store.statistics.snapshot()
-        with timer() as elapsed:
+        with stage_timer() as phases, timer() as elapsed:
             success = committer.commit_job(results)
         counters = counter_delta(store.statistics.snapshot(), before)
     finally:
         store.close()
     if success.file_count != files:
         raise RuntimeError(f"job commit committed {success.file_count} files, expected {files}")
-    return elapsed(), counters
+    return elapsed(), counters, phases
 
 
 def _raw_complete(env: BenchEnv, bucket: str, uploads: list[s3_setup.RawUpload]) -> float:

@@ -100,7 +100,7 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
         "",
         "## Ours against the baselines",
         "",
-        "| Scenario | Measurement | Ours | Baseline | Ours | Baseline | Ratio | Target | |",
+        "| Scenario | Measurement | Ours | Baseline | Ours, time | Baseline, time | Ratio | Target | Result |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for doc in results:

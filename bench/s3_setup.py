@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
@@ -68,22 +69,25 @@ def complete_raw(client: Any, bucket: str, uploads: Sequence[RawUpload], threads
             pass
 
 
-def magic_task_outputs(
+def task_outputs(
+    committer_name: str,
     store: S3Store,
     destination: str,
     job_id: str,
     files: int,
     files_per_task: int,
     payload: bytes,
-    threads: int,
+    work_dir: Path,
     task_threads: int = SETUP_THREADS,
 ) -> list[TaskCommitResult]:
-    """Set up a magic job and run its tasks for real (create_file, write, commit_task), many at once.
+    """Set up a job and run its tasks for real (create_file, write, commit_task), many at once.
 
-    Each file is one pending upload of one part; each task commits a pendingset. Returns the task
-    results the driver would hand to job commit.
+    Each file becomes one pending upload of one part: magic streams it and records the upload per
+    file; the staging committers write it locally and upload it at task commit, recording the
+    task's uploads once. Returns the task results the driver would hand to job commit.
     """
-    committer = create_committer("magic", store, destination, job_id, CommitOptions(threads=threads))
+    options = CommitOptions(threads=4, local_staging_dir=str(work_dir / "staging"))
+    committer = create_committer(committer_name, store, destination, job_id, options)
     committer.setup_job()
     tasks = math.ceil(files / files_per_task)
 

@@ -74,7 +74,7 @@ def test_every_scenario_runs_at_tiny_size(tmp_path: Path, embedded_s3: EmbeddedS
 
     job_commit = json.loads((out / "job_commit.json").read_text())
     checks = {check["name"]: check for check in job_commit["checks"]}
-    copies = [check for name, check in checks.items() if name.startswith("CopyObject requests")]
+    copies = [check for name, check in checks.items() if "CopyObject requests" in name]
     assert copies and all(check["median"] == 0 for check in copies)  # a count, not a timing
 
     report = (out / "REPORT.md").read_text()

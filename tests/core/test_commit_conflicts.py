@@ -179,3 +179,26 @@ def test_directory_append_adds(commit_env: CommitEnv) -> None:
 def test_unknown_conflict_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="conflict_mode 'overwrite'"):
         CommitOptions(conflict_mode="overwrite")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["directory", "partitioned"])
+def test_fail_mode_resume_does_not_trip_over_its_own_output(commit_env: CommitEnv, name: str) -> None:
+    """A job commit in `fail` mode dies after making some files visible; resuming must not take
+    the job's own files for somebody else's output."""
+    env = commit_env
+    job, new, results = run_job(env, name, "fail")
+    completes: list[int] = []
+
+    def second_complete(call) -> bool:  # type: ignore[no-untyped-def]
+        if call.op == "complete_multipart_upload":
+            completes.append(call.index)
+        return len(completes) == 2
+
+    dying = FaultInjectingStore(env.store)
+    dying.inject(when=second_complete, mode="crash")
+    options = env.options(conflict_mode="fail", threads=1)
+    with pytest.raises(SimulatedCrash):
+        create_committer(name, dying, env.dest, job.job_id, options).commit_job(results)
+    assert 0 < len({k for k in store_files(env.store, env.dest) if not k.startswith("_")}) < len(new)
+    create_committer(name, env.store, env.dest, job.job_id, options).commit_job(None)
+    assert_committed(env.store, env.dest, new, job_id=job.job_id)

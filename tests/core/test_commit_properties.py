@@ -231,9 +231,11 @@ def test_late_commit_after_job_commit_changes_nothing(commit_env: CommitEnv, nam
         stream.write(b"late")
     with pytest.raises(JobNotActiveError):
         zombie1.handle.commit_task()
-    # and one that only starts after the job is over
+    # one that only starts after the job is over: task setup refuses it (as Hadoop's does) ...
     newcomer = job.committer.task_attempt(2, 0)
-    newcomer.setup_task()
+    with pytest.raises(JobNotActiveError):
+        newcomer.setup_task()
+    # ... and if it writes anyway, its commit is refused
     with newcomer.create_file("dt=2024-01-09/newcomer.bin") as stream:
         stream.write(b"too late")
     with pytest.raises(JobNotActiveError):
