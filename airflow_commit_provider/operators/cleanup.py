@@ -27,6 +27,8 @@ from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_commit_provider.core.cleanup import AbortReport, TempCleanReport
+    from airflow_commit_provider.core.cleanup.reports import CleanupReport
     from airflow_commit_provider.core.store import Store
 
 __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator"]
@@ -81,6 +83,31 @@ class _CleanupOperator(BaseOperator):
         if not _is_template(dry_run):
             _as_bool(dry_run, "dry_run")
 
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Clean with a store of this task's own, log what was reclaimed, fail if anything failed.
+
+        Every item is tried before the task fails, so one bad item does not shield the others.
+        """
+        path, age, job_id, dry_run = self._resolve()
+        store = self._store(path)
+        try:
+            report = self._clean(
+                store,
+                path,
+                older_than=age,
+                job_id=job_id,
+                dry_run=dry_run,
+                allow_bucket_root=self.allow_bucket_root,
+                threads=self.threads,
+            )
+        finally:
+            store.close()
+        result = report.to_json(sample=self.sample_size)
+        self.log.info("%s: %s", path, self._summary(result, format_duration(age.total_seconds()), dry_run))
+        if report.failed:
+            raise RuntimeError(self._failure(path, report))
+        return result
+
     def _resolve(self) -> tuple[StorePath, timedelta, str | None, bool]:
         """The rendered arguments, checked again: templates can render to anything."""
         path = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
@@ -89,6 +116,18 @@ class _CleanupOperator(BaseOperator):
 
     def _store(self, path: StorePath) -> Store:
         return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=self.threads).get_store(path)
+
+    def _clean(self, store: Store, path: StorePath, **options: Any) -> CleanupReport[Any, Any]:
+        """Find and remove (or, dry, report) what this operator cleans under `path`."""
+        raise NotImplementedError
+
+    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
+        """The log line for `result` (the report's JSON), after the scope."""
+        raise NotImplementedError
+
+    def _failure(self, path: StorePath, report: Any) -> str:
+        """The task's error when some items could not be removed."""
+        raise NotImplementedError
 
 
 class AbortMultipartUploadsOperator(_CleanupOperator):
@@ -106,44 +145,24 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
 
     ui_color = "#f4d9c6"
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        path, age, job_id, dry_run = self._resolve()
-        store = self._store(path)
-        try:
-            report = abort_pending_uploads(
-                store,
-                path,
-                older_than=age,
-                job_id=job_id,
-                dry_run=dry_run,
-                allow_bucket_root=self.allow_bucket_root,
-                threads=self.threads,
-            )
-        finally:
-            store.close()
-        result = report.to_json(sample=self.sample_size)
+    def _clean(self, store: Store, path: StorePath, **options: Any) -> AbortReport:
+        return abort_pending_uploads(store, path, **options)
+
+    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
         verb = "would abort" if dry_run else "aborted"
-        self.log.info(
-            "%s: %s %d uploads older than %s (%d bytes in %d parts); %d vanished meanwhile, "
-            "%d too recent, %d of other jobs, %d failed",
-            path,
-            verb,
-            result["would_abort"] if dry_run else result["aborted"],
-            format_duration(age.total_seconds()),
-            result["bytes"],
-            result["parts"],
-            result["vanished"],
-            result["too_recent"],
-            result["other_jobs"],
-            result["failed"],
+        return (
+            f"{verb} {result['would_abort'] if dry_run else result['aborted']} uploads older than {age} "
+            f"({result['bytes']} bytes in {result['parts']} parts); {result['vanished']} vanished "
+            f"meanwhile, {result['too_recent']} too recent, {result['other_jobs']} of other jobs, "
+            f"{result['failed']} failed"
         )
-        if report.failed:
-            first = report.failed[0]
-            raise RuntimeError(
-                f"{len(report.failed)} of {len(report.outcomes)} uploads under {path} could not be "
-                f"aborted; first: {first.upload.path} ({first.error})"
-            )
-        return result
+
+    def _failure(self, path: StorePath, report: AbortReport) -> str:
+        first = report.failed[0]
+        return (
+            f"{len(report.failed)} of {len(report.outcomes)} uploads under {path} could not be "
+            f"aborted; first: {first.upload.path} ({first.error})"
+        )
 
 
 class CleanupTemporaryOperator(_CleanupOperator):
@@ -163,40 +182,21 @@ class CleanupTemporaryOperator(_CleanupOperator):
         super().__init__(**kwargs)
         self.nested = nested
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        path, age, job_id, dry_run = self._resolve()
-        store = self._store(path)
-        try:
-            report = clean_stale_temp_trees(
-                store,
-                path,
-                older_than=age,
-                job_id=job_id,
-                nested=self.nested,
-                allow_bucket_root=self.allow_bucket_root,
-                dry_run=dry_run,
-                threads=self.threads,
-            )
-        finally:
-            store.close()
-        result = report.to_json(sample=self.sample_size)
-        self.log.info(
-            "%s: %s %d stale temporary trees older than %s (%d files, %d bytes, %d uploads aborted); "
-            "%d active left alone, %d failed",
-            path,
-            "would delete" if dry_run else "deleted",
-            result["would_delete"] if dry_run else result["deleted"],
-            format_duration(age.total_seconds()),
-            result["files"],
-            result["bytes"],
-            result["uploads_aborted"],
-            result["skipped_active"],
-            result["failed"],
+    def _clean(self, store: Store, path: StorePath, **options: Any) -> TempCleanReport:
+        return clean_stale_temp_trees(store, path, nested=self.nested, **options)
+
+    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
+        verb = "would delete" if dry_run else "deleted"
+        return (
+            f"{verb} {result['would_delete'] if dry_run else result['deleted']} stale temporary trees "
+            f"older than {age} ({result['files']} files, {result['bytes']} bytes, "
+            f"{result['uploads_aborted']} uploads aborted); {result['skipped_active']} active left "
+            f"alone, {result['failed']} failed"
         )
-        if report.failed:
-            first = report.failed[0]
-            raise RuntimeError(
-                f"{len(report.failed)} temporary trees under {path} could not be deleted; "
-                f"first: {first.tree.path} ({first.error})"
-            )
-        return result
+
+    def _failure(self, path: StorePath, report: TempCleanReport) -> str:
+        first = report.failed[0]
+        return (
+            f"{len(report.failed)} temporary trees under {path} could not be deleted; "
+            f"first: {first.tree.path} ({first.error})"
+        )

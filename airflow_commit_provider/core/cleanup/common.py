@@ -1,4 +1,4 @@
-"""Helpers shared by upload and temp-tree cleanup: clocks, progress, parallelism, retries."""
+"""Helpers shared by upload and temp-tree cleanup: clocks, progress, parallelism, retries, errors."""
 
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ def utc_now(now: datetime | None) -> datetime:
 
 def iso(epoch: float | None) -> str | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line: reports and CLI output keep one line per failure."""
+    return " ".join(str(error).split())
 
 
 def parallel_map(

@@ -10,22 +10,14 @@ it and it is left alone. Nothing outside these trees is ever deleted.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_commit_provider.core.cleanup.common import (
-    SAMPLE_SIZE,
-    NoProgress,
-    Progress,
-    iso,
-    parallel_map,
-    utc_now,
-)
-from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN, as_timedelta
-from airflow_commit_provider.core.cleanup.scope import parse_scope
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line, parallel_map
+from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.cleanup.uploads import VANISHED, UploadInfo, abort_one
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.paths import StorePath
@@ -36,7 +28,7 @@ SPARK_STAGING_PREFIX = ".spark-staging-"
 #: Directories holding one subdirectory per job; each subdirectory is a tree of its own.
 CONTAINERS = {TEMPORARY_DIR: "temporary", MAGIC_DIR: "magic"}
 
-DELETED, WOULD_DELETE, ACTIVE, GONE, FAILED = "deleted", "would-delete", "active", "vanished", "failed"
+DELETED, WOULD_DELETE, ACTIVE, GONE = "deleted", "would-delete", "active", "vanished"
 
 
 def tree_kind(name: str) -> str | None:
@@ -83,13 +75,8 @@ class TempTree:
 
 
 @dataclass
-class TempTreeListing:
-    scope: StorePath
-    older_than: timedelta
-    now: datetime
-    job_id: str | None
+class TempTreeListing(ScopedListing):
     trees: list[TempTree] = field(default_factory=list)
-    other_jobs: int = 0
 
     @property
     def stale(self) -> list[TempTree]:
@@ -98,10 +85,7 @@ class TempTreeListing:
     def to_json(self, sample: int | None = None) -> dict[str, Any]:
         shown = self.trees if sample is None else self.trees[:sample]
         return {
-            "scope": str(self.scope),
-            "older_than_seconds": self.older_than.total_seconds(),
-            "now": self.now.isoformat(),
-            "job_id": self.job_id,
+            **self.selection_json(),
             "count": len(self.trees),
             "stale": len(self.stale),
             "stale_bytes": sum(tree.bytes for tree in self.stale),
@@ -121,34 +105,27 @@ class TreeOutcome:
     uploads_aborted: int = 0
     error: str | None = None
 
-
-@dataclass
-class TempCleanReport:
-    listing: TempTreeListing
-    dry_run: bool
-    outcomes: list[TreeOutcome]
-    seconds: float
-
-    def count(self, status: str) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.status == status)
-
     @property
-    def failed(self) -> list[TreeOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == FAILED]
+    def label(self) -> str:
+        return str(self.tree.path)
+
+    def failure_json(self) -> dict[str, Any]:
+        return {"url": str(self.tree.path), "error": self.error}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.tree.to_json(), "status": self.status, "error": self.error}
+
+
+class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
+    ACTED = (DELETED, WOULD_DELETE)
+    DETAILS = "trees"
 
     @property
     def bytes_reclaimed(self) -> int:
-        return sum(o.bytes for o in self.outcomes if o.status in (DELETED, WOULD_DELETE))
+        return sum(o.bytes for o in self.acted)
 
-    def to_json(self, sample: int | None = SAMPLE_SIZE, details: bool = False) -> dict[str, Any]:
-        """Counts, bytes and a sample of trees (XCom-sized); `details` adds every tree's outcome."""
-        acted = [o for o in self.outcomes if o.status in (DELETED, WOULD_DELETE)]
-        result = {
-            "scope": str(self.listing.scope),
-            "dry_run": self.dry_run,
-            "older_than_seconds": self.listing.older_than.total_seconds(),
-            "job_id": self.listing.job_id,
-            "now": self.listing.now.isoformat(),
+    def _counts(self, acted: list[TreeOutcome]) -> dict[str, Any]:
+        return {
             "trees_found": len(self.listing.trees),
             "stale": len(self.listing.stale),
             "deleted": self.count(DELETED),
@@ -159,15 +136,7 @@ class TempCleanReport:
             "files": sum(o.files for o in acted),
             "bytes": self.bytes_reclaimed,
             "uploads_aborted": sum(o.uploads_aborted for o in self.outcomes),
-            "seconds": round(self.seconds, 3),
-            "sample": [str(o.tree.path) for o in (acted if sample is None else acted[:sample])],
-            "failures": [{"url": str(o.tree.path), "error": o.error} for o in self.failed[:100]],
         }
-        if details:
-            result["trees"] = [
-                {**o.tree.to_json(), "status": o.status, "error": o.error} for o in self.outcomes
-            ]
-        return result
 
 
 @dataclass
@@ -196,9 +165,10 @@ def find_temp_trees(
 
     Trees are reported stale or not; with `job_id`, only trees of that job are reported.
     """
-    directory = parse_scope(scope, allow_bucket_root=allow_bucket_root)
-    age = as_timedelta(older_than)
-    listing = TempTreeListing(directory, age, utc_now(now), job_id)
+    listing = TempTreeListing.select(
+        scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
+    )
+    directory = listing.scope
     progress = progress or NoProgress()
     progress.start("Scanning temporary trees", None)
     found = _scan(store, directory, nested, progress)
@@ -216,7 +186,8 @@ def find_temp_trees(
             found[key].uploads = uploads
     clock = listing.now.timestamp()
     for key in sorted(found):
-        listing.trees.append(_summarise(directory.join(key) if key else directory, found[key], clock, age))
+        path = directory.join(key) if key else directory
+        listing.trees.append(_summarise(path, found[key], clock, listing.older_than))
     return listing
 
 
@@ -351,17 +322,16 @@ def clean_temp_trees(
     progress: Progress | None = None,
 ) -> TempCleanReport:
     """Delete the stale trees of `listing` (abort their uploads first); with `dry_run` only report."""
-    started = time.monotonic()
-    stale = listing.stale
-    if dry_run:
-        outcomes = [TreeOutcome(t, WOULD_DELETE, t.files, t.bytes) for t in stale]
-    else:
-        progress = progress or NoProgress()
-        progress.start("Deleting temporary trees", len(stale))
-        outcomes = list(
-            parallel_map(stale, lambda t: _delete_tree(store, listing.scope, t), threads, progress)
-        )
-    return TempCleanReport(listing, dry_run, outcomes, time.monotonic() - started)
+    return TempCleanReport.run(
+        listing,
+        listing.stale,
+        lambda tree: _delete_tree(store, listing.scope, tree),
+        lambda tree: TreeOutcome(tree, WOULD_DELETE, tree.files, tree.bytes),
+        dry_run=dry_run,
+        description="Deleting temporary trees",
+        threads=threads,
+        progress=progress,
+    )
 
 
 def _delete_tree(store: Store, scope: StorePath, tree: TempTree) -> TreeOutcome:
@@ -387,7 +357,7 @@ def _delete_tree(store: Store, scope: StorePath, tree: TempTree) -> TreeOutcome:
             store.delete_tree(tree.path)
         return TreeOutcome(tree, DELETED, len(files), sum(s.size for s in files), aborted)
     except StoreError as error:
-        return TreeOutcome(tree, FAILED, error=" ".join(str(error).split()))
+        return TreeOutcome(tree, FAILED, error=one_line(error))
 
 
 def _contents(store: Store, tree: TempTree) -> tuple[list[FileStatus], list[PendingUpload]]:
@@ -407,25 +377,14 @@ def clean_stale_temp_trees(
     store: Store,
     scope: str | StorePath,
     *,
-    older_than: timedelta | str | float = DEFAULT_OLDER_THAN,
-    job_id: str | None = None,
-    now: datetime | None = None,
-    nested: bool = False,
-    allow_bucket_root: bool = False,
     dry_run: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    **find_options: Any,
 ) -> TempCleanReport:
-    """Find then delete (or, with `dry_run`, report) the stale temporary trees under `scope`."""
-    listing = find_temp_trees(
-        store,
-        scope,
-        older_than=older_than,
-        job_id=job_id,
-        now=now,
-        nested=nested,
-        allow_bucket_root=allow_bucket_root,
-        threads=threads,
-        progress=progress,
-    )
+    """Find then delete (or, with `dry_run`, report) the stale temporary trees under `scope`.
+
+    `find_options` are those of `find_temp_trees` (older_than, job_id, now, nested, ...).
+    """
+    listing = find_temp_trees(store, scope, threads=threads, progress=progress, **find_options)
     return clean_temp_trees(store, listing, dry_run=dry_run, threads=threads, progress=progress)

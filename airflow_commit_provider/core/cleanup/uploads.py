@@ -9,27 +9,27 @@ so each abort is verified with ListParts and repeated while parts are still ther
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_commit_provider.core.cleanup.common import (
-    SAMPLE_SIZE,
     NoProgress,
     Progress,
     iso,
+    one_line,
     parallel_map,
-    utc_now,
     with_retries,
 )
-from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN, as_timedelta
-from airflow_commit_provider.core.cleanup.scope import parse_scope
+from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 
-ABORTED, VANISHED, FAILED, WOULD_ABORT = "aborted", "vanished", "failed", "would-abort"
+ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
+#: Options of `abort_uploads` that `abort_pending_uploads` passes on to it.
+_RETRY_SETTINGS = ("attempts", "retry_delay", "verify_rounds")
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,11 @@ class UploadInfo:
 
 
 @dataclass
-class UploadListing:
+class UploadListing(ScopedListing):
     """The uploads a cleanup would act on, and how many others it saw and left alone."""
 
-    scope: StorePath
-    older_than: timedelta
-    now: datetime
-    job_id: str | None
     uploads: list[UploadInfo] = field(default_factory=list)
     too_recent: int = 0
-    other_jobs: int = 0
     vanished: int = 0
     """Uploads that disappeared between listing and ListParts."""
 
@@ -80,10 +75,7 @@ class UploadListing:
     def to_json(self, sample: int | None = None) -> dict[str, Any]:
         shown = self.uploads if sample is None else self.uploads[:sample]
         return {
-            "scope": str(self.scope),
-            "older_than_seconds": self.older_than.total_seconds(),
-            "now": self.now.isoformat(),
-            "job_id": self.job_id,
+            **self.selection_json(),
             "count": len(self.uploads),
             "bytes": self.total_bytes,
             "parts": self.total_parts,
@@ -104,47 +96,39 @@ class AbortOutcome:
     """Extra aborts because parts were still there after the first one."""
     error: str | None = None
 
+    @property
+    def label(self) -> str:
+        return self.upload.path.key
 
-@dataclass
-class AbortReport:
-    listing: UploadListing
-    dry_run: bool
-    outcomes: list[AbortOutcome]
-    seconds: float
+    def failure_json(self) -> dict[str, Any]:
+        return {"key": self.upload.path.key, "upload_id": self.upload.upload_id, "error": self.error}
 
-    def _count(self, status: str) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.status == status)
+    def to_json(self) -> dict[str, Any]:
+        return {**self.upload.to_json(), "status": self.status, "repeats": self.repeats, "error": self.error}
+
+
+class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
+    ACTED = (ABORTED, WOULD_ABORT)
+    DETAILS = "uploads"
 
     @property
     def aborted(self) -> int:
-        return self._count(ABORTED)
+        return self.count(ABORTED)
 
     @property
     def vanished(self) -> int:
-        return self._count(VANISHED) + self.listing.vanished
-
-    @property
-    def failed(self) -> list[AbortOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == FAILED]
+        return self.count(VANISHED) + self.listing.vanished
 
     @property
     def bytes_reclaimed(self) -> int:
         """Bytes of the uploads aborted (or, in a dry run, that would be)."""
-        done = (WOULD_ABORT,) if self.dry_run else (ABORTED,)
-        return sum(o.upload.bytes or 0 for o in self.outcomes if o.status in done)
+        return sum(o.upload.bytes or 0 for o in self.acted)
 
-    def to_json(self, sample: int | None = SAMPLE_SIZE, details: bool = False) -> dict[str, Any]:
-        """Counts, bytes and a sample of keys (XCom-sized); `details` adds every upload's outcome."""
-        acted = [o for o in self.outcomes if o.status in (ABORTED, WOULD_ABORT)]
-        result = {
-            "scope": str(self.listing.scope),
-            "dry_run": self.dry_run,
-            "older_than_seconds": self.listing.older_than.total_seconds(),
-            "job_id": self.listing.job_id,
-            "now": self.listing.now.isoformat(),
+    def _counts(self, acted: list[AbortOutcome]) -> dict[str, Any]:
+        return {
             "listed": len(self.listing.uploads),
             "aborted": self.aborted,
-            "would_abort": self._count(WOULD_ABORT),
+            "would_abort": self.count(WOULD_ABORT),
             "vanished": self.vanished,
             "failed": len(self.failed),
             "repeated_aborts": sum(o.repeats for o in self.outcomes),
@@ -152,19 +136,7 @@ class AbortReport:
             "parts": sum(o.upload.parts or 0 for o in acted),
             "too_recent": self.listing.too_recent,
             "other_jobs": self.listing.other_jobs,
-            "seconds": round(self.seconds, 3),
-            "sample": [o.upload.path.key for o in (acted if sample is None else acted[:sample])],
-            "failures": [
-                {"key": o.upload.path.key, "upload_id": o.upload.upload_id, "error": o.error}
-                for o in self.failed[:100]
-            ],
         }
-        if details:
-            result["uploads"] = [
-                {**o.upload.to_json(), "status": o.status, "repeats": o.repeats, "error": o.error}
-                for o in self.outcomes
-            ]
-        return result
 
 
 def list_pending_uploads(
@@ -184,12 +156,13 @@ def list_pending_uploads(
     With `job_id`, only uploads whose key contains it or that the job recorded under its job
     directory. With `sizes`, each upload's parts and bytes come from ListParts (in parallel).
     """
-    directory = parse_scope(scope, allow_bucket_root=allow_bucket_root)
-    age = as_timedelta(older_than)
+    listing = UploadListing.select(
+        scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
+    )
     if job_id is not None:
         validate_job_id(job_id)
+    directory = listing.scope
     progress = progress or NoProgress()
-    listing = UploadListing(directory, age, utc_now(now), job_id)
     clock = listing.now.timestamp()
     candidates: list[UploadInfo] = []
     progress.start("Listing uploads", None)
@@ -198,7 +171,7 @@ def list_pending_uploads(
         if not pending.path.is_under(directory):  # never trust the store's prefix match alone
             continue
         info = UploadInfo(pending.path, pending.upload_id, pending.initiated, clock - pending.initiated)
-        if info.age_seconds < age.total_seconds():
+        if info.age_seconds < listing.older_than.total_seconds():
             listing.too_recent += 1
         else:
             candidates.append(info)
@@ -281,21 +254,16 @@ def abort_uploads(
     progress: Progress | None = None,
 ) -> AbortReport:
     """Abort every upload in `listing` in parallel; with `dry_run`, only report them."""
-    started = time.monotonic()
-    if dry_run:
-        outcomes = [AbortOutcome(upload, WOULD_ABORT) for upload in listing.uploads]
-    else:
-        progress = progress or NoProgress()
-        progress.start("Aborting uploads", len(listing.uploads))
-        outcomes = list(
-            parallel_map(
-                listing.uploads,
-                lambda upload: abort_one(store, upload, attempts, retry_delay, verify_rounds),
-                threads,
-                progress,
-            )
-        )
-    return AbortReport(listing, dry_run, outcomes, time.monotonic() - started)
+    return AbortReport.run(
+        listing,
+        listing.uploads,
+        lambda upload: abort_one(store, upload, attempts, retry_delay, verify_rounds),
+        lambda upload: AbortOutcome(upload, WOULD_ABORT),
+        dry_run=dry_run,
+        description="Aborting uploads",
+        threads=threads,
+        progress=progress,
+    )
 
 
 def abort_one(
@@ -308,7 +276,7 @@ def abort_one(
     except NoSuchUploadError:
         return AbortOutcome(upload, VANISHED, 1)
     except StoreError as error:
-        return AbortOutcome(upload, FAILED, attempts, error=_one_line(error))
+        return AbortOutcome(upload, FAILED, attempts, error=one_line(error))
     repeats = 0
     while True:
         try:
@@ -316,7 +284,7 @@ def abort_one(
         except NoSuchUploadError:
             return AbortOutcome(upload, ABORTED, used, repeats)
         except StoreError as error:
-            return AbortOutcome(upload, FAILED, used, repeats, f"abort not verified: {_one_line(error)}")
+            return AbortOutcome(upload, FAILED, used, repeats, f"abort not verified: {one_line(error)}")
         if not remaining:
             return AbortOutcome(upload, ABORTED, used, repeats)
         if repeats >= verify_rounds:
@@ -329,35 +297,23 @@ def abort_one(
         except NoSuchUploadError:
             return AbortOutcome(upload, ABORTED, used, repeats)
         except StoreError as error:
-            return AbortOutcome(upload, FAILED, used, repeats, _one_line(error))
+            return AbortOutcome(upload, FAILED, used, repeats, one_line(error))
 
 
 def abort_pending_uploads(
     store: Store,
     scope: str | StorePath,
     *,
-    older_than: timedelta | str | float = DEFAULT_OLDER_THAN,
-    job_id: str | None = None,
-    now: datetime | None = None,
-    allow_bucket_root: bool = False,
     dry_run: bool = False,
     threads: int = 16,
     progress: Progress | None = None,
-    **abort_options: Any,
+    **options: Any,
 ) -> AbortReport:
-    """List then abort (or, with `dry_run`, report) the stale uploads under `scope`."""
-    listing = list_pending_uploads(
-        store,
-        scope,
-        older_than=older_than,
-        job_id=job_id,
-        now=now,
-        allow_bucket_root=allow_bucket_root,
-        threads=threads,
-        progress=progress,
-    )
-    return abort_uploads(store, listing, dry_run=dry_run, threads=threads, progress=progress, **abort_options)
+    """List then abort (or, with `dry_run`, report) the stale uploads under `scope`.
 
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+    `options` are those of `list_pending_uploads` (older_than, job_id, now, ...) and the retry
+    settings of `abort_uploads` (attempts, retry_delay, verify_rounds).
+    """
+    retries = {name: options.pop(name) for name in _RETRY_SETTINGS if name in options}
+    listing = list_pending_uploads(store, scope, threads=threads, progress=progress, **options)
+    return abort_uploads(store, listing, dry_run=dry_run, threads=threads, progress=progress, **retries)

@@ -12,6 +12,7 @@ from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
 from airflow_commit_provider.core.stages.uploads import abort_uploads, discard_attempt_uploads, record_uploads
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
 class MagicCommitter(Committer):
@@ -25,29 +26,35 @@ class MagicCommitter(Committer):
         return MagicTaskAttempt(self, task, attempt)
 
 
-class MagicOutputStream:
-    """Buffers one part at a time and uploads it as soon as it is full: memory stays at one part."""
+class MagicOutputStream(PublishOnCloseStream):
+    """Buffers one part at a time and uploads it as soon as it is full: memory stays at one part.
+
+    Closing leaves the upload pending for job commit; discarding aborts it.
+    """
 
     def __init__(self, attempt: MagicTaskAttempt, dest: StorePath):
+        super().__init__(str(dest))
         self._attempt = attempt
         self._store: Store = attempt.store
         self.dest = dest
-        self.upload_id = self._store.create_multipart_upload(dest)
+        try:
+            self.upload_id = self._store.create_multipart_upload(dest)
+        except BaseException:
+            self.abandon()
+            raise
         try:
             record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
         except BaseException:
             # unrecorded, the upload could never be found again to abort it
             abort_uploads(attempt.context, [(dest, self.upload_id)])
+            self.abandon()
             raise
         self._part_size = attempt.context.options.part_size
         self._buffer = bytearray()
         self._etags: list[str] = []
         self._length = 0
-        self.closed = False
 
-    def write(self, data: bytes) -> int:
-        if self.closed:
-            raise ValueError(f"write to closed stream for {self.dest}")
+    def _write(self, data: bytes) -> int:
         self._buffer += data
         self._length += len(data)
         while len(self._buffer) >= self._part_size:
@@ -61,19 +68,10 @@ class MagicOutputStream:
     def tell(self) -> int:
         return self._length
 
-    def writable(self) -> bool:
-        return True
-
-    def flush(self) -> None:
-        """Parts are uploaded as they fill; a flush cannot publish anything early."""
-
-    def close(self) -> None:
-        if self.closed:
-            return
+    def _publish(self) -> None:
         if self._buffer or not self._etags:
             self._upload(bytes(self._buffer))
             self._buffer.clear()
-        self.closed = True
         self._attempt.pending.append(
             PendingCommit(
                 uri=self.dest.uri(),
@@ -85,19 +83,9 @@ class MagicOutputStream:
             )
         )
 
-    def discard(self) -> None:
-        self.closed = True
+    def _discard(self) -> None:
         self._buffer.clear()
         abort_uploads(self._attempt.context, [(self.dest, self.upload_id)])
-
-    def __enter__(self) -> MagicOutputStream:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
 
 
 class MagicTaskAttempt(TaskAttempt):

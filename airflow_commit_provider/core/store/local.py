@@ -29,59 +29,42 @@ from airflow_commit_provider.core.store.base import (
     StoreCapabilities,
     UploadedPart,
 )
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 UPLOADS_DIR = ".__uploads__"
 _UPLOAD_META = "upload.json"
 
 
-class _AtomicLocalWriter:
+class _AtomicLocalWriter(PublishOnCloseStream):
     """Writes to a hidden temp file and renames it into place on close."""
 
     def __init__(self, store: LocalStore, path: StorePath):
+        super().__init__(str(path))
         self._store = store
         self._path = path
         fd, self._tmp = _hidden_temp_file(path)
         self._file = os.fdopen(fd, "wb")
 
-    def write(self, data: bytes) -> int:
+    def _write(self, data: bytes) -> int:
         return self._file.write(data)
 
     def tell(self) -> int:
         return self._file.tell()
 
-    def flush(self) -> None:
+    def _flush(self) -> None:
         self._file.flush()
 
-    def writable(self) -> bool:
-        return True
-
-    @property
-    def closed(self) -> bool:
-        return self._file.closed
-
-    def close(self) -> None:
-        if self._file.closed:
-            return
+    def _publish(self) -> None:
         self._file.close()
         os.replace(self._tmp, self._path.key)
         _remove_if_empty(os.path.dirname(self._tmp))
         self._store.statistics.increment("op_put")
 
-    def discard(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+    def _discard(self) -> None:
+        self._file.close()
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
         _remove_if_empty(os.path.dirname(self._tmp))
-
-    def __enter__(self) -> _AtomicLocalWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
 
 
 class LocalStore(Store):

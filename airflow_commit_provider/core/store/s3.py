@@ -9,7 +9,6 @@ requests per committed file.
 from __future__ import annotations
 
 import contextlib
-import io
 import math
 import os
 import tempfile
@@ -34,6 +33,7 @@ from airflow_commit_provider.core.store.base import (
     StoreError,
     UploadedPart,
 )
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 #: S3's limit on keys per DeleteObjects request.
 DELETE_BATCH = 1000
@@ -422,62 +422,30 @@ class S3Store(Store):
             kwargs["PartNumberMarker"] = _next_marker(page, kwargs, path, "NextPartNumberMarker")
 
 
-class S3WriteStream(io.BufferedIOBase):
-    """A write stream that publishes its object on `close()` and never before.
-
-    Data spools to memory, then to a temporary file. `discard()`, leaving a `with` block by an
-    exception, or being garbage-collected unclosed publishes nothing: a failed task must not leave
-    a partial file at the destination.
-    """
+class S3WriteStream(PublishOnCloseStream):
+    """Spools to memory, then to a temporary file, and uploads the object on close."""
 
     def __init__(self, store: S3Store, path: StorePath) -> None:
-        super().__init__()
+        super().__init__(str(path))
         self.store = store
         self.path = path
-        self._buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT)  # noqa: SIM115 - closed by close()
-        self._discarded = False
+        self._buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT)  # noqa: SIM115 - closed on publish/discard
 
-    @property
-    def name(self) -> str:
-        return str(self.path)
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        if self.closed:
-            raise ValueError(f"write to closed stream for {self.path}")
+    def _write(self, data: Any) -> int:
         return self._buffer.write(data)
 
     def tell(self) -> int:
         return self._buffer.tell()
 
-    def close(self) -> None:
-        if self.closed:
-            return
+    def _publish(self) -> None:
         try:
-            if not self._discarded:
-                size = self._buffer.seek(0, os.SEEK_END)
-                self.store._upload_stream(self.path, cast(BinaryIO, self._buffer), size)
+            size = self._buffer.seek(0, os.SEEK_END)
+            self.store._upload_stream(self.path, cast(BinaryIO, self._buffer), size)
         finally:
             self._buffer.close()
-            super().close()
 
-    def discard(self) -> None:
-        """Close without publishing anything."""
-        self._discarded = True
-        self.close()
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is not None:
-            self.discard()
-        else:
-            self.close()
-
-    def __del__(self) -> None:
-        # io.IOBase's finalizer would call close() and publish a half-written object.
-        if not getattr(self, "closed", True):
-            self.discard()
+    def _discard(self) -> None:
+        self._buffer.close()
 
 
 def _next_marker(page: dict[str, Any], kwargs: dict[str, Any], where: StorePath, name: str) -> Any:

@@ -1,0 +1,158 @@
+"""What every cleanup produces: a listing of one scope, then a report of acting on it.
+
+Uploads and temporary trees differ in what they find and how they remove it, but not in how a
+scope is selected, how a dry run differs from a real run, or how a report is summarised for
+XCom and `--json`. That part lives here once, so both kinds answer the operators and the CLI
+in the same shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from airflow_commit_provider.core.cleanup.common import (
+    SAMPLE_SIZE,
+    NoProgress,
+    Progress,
+    parallel_map,
+    utc_now,
+)
+from airflow_commit_provider.core.cleanup.durations import as_timedelta
+from airflow_commit_provider.core.cleanup.scope import parse_scope
+from airflow_commit_provider.core.paths import StorePath
+
+FAILED = "failed"
+#: Failures a report lists; it counts all of them.
+FAILURES_LISTED = 100
+
+T = TypeVar("T")
+ListingT = TypeVar("ListingT", bound="ScopedListing")
+OutcomeT = TypeVar("OutcomeT", bound="Outcome")
+ReportT = TypeVar("ReportT", bound="CleanupReport[Any, Any]")
+
+
+class Outcome(Protocol):
+    """What became of one listed item: all a report needs to know of it."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def label(self) -> str:
+        """How the item is named in a report's sample."""
+        ...
+
+    def failure_json(self) -> dict[str, Any]:
+        """The item's identifying fields, then `error`."""
+        ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class ScopedListing:
+    """The directory a cleanup looked in, and the age and job it selected by."""
+
+    scope: StorePath
+    older_than: timedelta
+    now: datetime
+    job_id: str | None
+    other_jobs: int = 0
+    """Items of other jobs seen and left alone (only with a `job_id`)."""
+
+    @classmethod
+    def select(
+        cls: type[ListingT],
+        scope: str | StorePath,
+        *,
+        older_than: timedelta | str | float,
+        job_id: str | None,
+        now: datetime | None,
+        allow_bucket_root: bool,
+    ) -> ListingT:
+        """An empty listing, made only once the scope and age are valid: nothing is listed before."""
+        directory = parse_scope(scope, allow_bucket_root=allow_bucket_root)
+        return cls(directory, as_timedelta(older_than), utc_now(now), job_id)
+
+    def selection_json(self) -> dict[str, Any]:
+        return {
+            "scope": str(self.scope),
+            "older_than_seconds": self.older_than.total_seconds(),
+            "now": self.now.isoformat(),
+            "job_id": self.job_id,
+        }
+
+
+@dataclass
+class CleanupReport(Generic[ListingT, OutcomeT]):
+    """What a cleanup did to the items of a listing or, in a dry run, would have done."""
+
+    listing: ListingT
+    dry_run: bool
+    outcomes: list[OutcomeT]
+    seconds: float
+
+    #: Statuses of the items removed (or, in a dry run, to be removed).
+    ACTED: ClassVar[tuple[str, ...]]
+    #: The key under which `to_json(details=True)` lists every outcome.
+    DETAILS: ClassVar[str]
+
+    @classmethod
+    def run(
+        cls: type[ReportT],
+        listing: Any,
+        targets: Sequence[T],
+        act: Callable[[T], Any],
+        preview: Callable[[T], Any],
+        *,
+        dry_run: bool,
+        description: str,
+        threads: int,
+        progress: Progress | None,
+    ) -> ReportT:
+        """`act` on every target in parallel or, with `dry_run`, only `preview` each: timed."""
+        started = time.monotonic()
+        if dry_run:
+            outcomes = [preview(target) for target in targets]
+        else:
+            progress = progress or NoProgress()
+            progress.start(description, len(targets))
+            outcomes = list(parallel_map(targets, act, threads, progress))
+        return cls(listing, dry_run, outcomes, time.monotonic() - started)
+
+    def count(self, status: str) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.status == status)
+
+    @property
+    def failed(self) -> list[OutcomeT]:
+        return [outcome for outcome in self.outcomes if outcome.status == FAILED]
+
+    @property
+    def acted(self) -> list[OutcomeT]:
+        return [outcome for outcome in self.outcomes if outcome.status in self.ACTED]
+
+    def to_json(self, sample: int | None = SAMPLE_SIZE, details: bool = False) -> dict[str, Any]:
+        """Counts, bytes and a sample of items (XCom-sized); `details` adds every item's outcome."""
+        acted = self.acted
+        result = {
+            "scope": str(self.listing.scope),
+            "dry_run": self.dry_run,
+            "older_than_seconds": self.listing.older_than.total_seconds(),
+            "job_id": self.listing.job_id,
+            "now": self.listing.now.isoformat(),
+            **self._counts(acted),
+            "seconds": round(self.seconds, 3),
+            "sample": [o.label for o in (acted if sample is None else acted[:sample])],
+            "failures": [o.failure_json() for o in self.failed[:FAILURES_LISTED]],
+        }
+        if details:
+            result[self.DETAILS] = [o.to_json() for o in self.outcomes]
+        return result
+
+    def _counts(self, acted: list[OutcomeT]) -> dict[str, Any]:
+        """The kind's own counts and sizes, which `to_json` puts between selection and timing."""
+        raise NotImplementedError

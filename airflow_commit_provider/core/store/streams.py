@@ -1,0 +1,84 @@
+"""The write stream every store and committer hands out: published on close, never before."""
+
+from __future__ import annotations
+
+import abc
+import io
+from typing import Any
+
+
+class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
+    """A write stream whose data becomes visible only when `close()` succeeds.
+
+    `discard()`, leaving a `with` block by an exception, or garbage collection of an unclosed
+    stream publishes nothing: a failed task must not leave a partial file behind.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+        self._finished = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed stream for {self._name}")
+        return self._write(data)
+
+    @abc.abstractmethod
+    def _write(self, data: Any) -> int: ...
+
+    def flush(self) -> None:
+        if not self._finished and not self.closed:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Push buffered data on; must never publish anything."""
+
+    @abc.abstractmethod
+    def _publish(self) -> None:
+        """Make the data visible and release resources; on failure, publish nothing."""
+
+    @abc.abstractmethod
+    def _discard(self) -> None:
+        """Drop the data and release resources."""
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._publish()
+        finally:
+            self._finished = True
+            super().close()
+
+    def discard(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._discard()
+        finally:
+            self._finished = True
+            super().close()
+
+    def abandon(self) -> None:
+        """Mark closed with nothing to publish or discard (construction failed half way)."""
+        self._finished = True
+        io.BufferedIOBase.close(self)
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+    def __del__(self) -> None:
+        # io.IOBase's finalizer would call close() and publish a half-written file.
+        if not getattr(self, "closed", True):
+            self.discard()
