@@ -68,7 +68,7 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
             super().close()
 
     def abandon(self) -> None:
-        """Mark closed with nothing to publish or discard (construction failed half way)."""
+        """Mark closed, publishing and discarding nothing (failed construction, garbage collection)."""
         self._finished = True
         io.BufferedIOBase.close(self)
 
@@ -79,6 +79,9 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
             self.discard()
 
     def __del__(self) -> None:
-        # io.IOBase's finalizer would call close() and publish a half-written file.
+        # io.IOBase's finalizer would call close() and publish a half-written file. Abandon
+        # instead: a finalizer must do no I/O (it can run inside a lock, e.g. a thread pool's
+        # submit). What an abandoned stream leaves (a pending upload, a hidden temp file) is
+        # recorded or hidden, and task abort, job cleanup or the cleanup tools remove it.
         if not getattr(self, "closed", True):
-            self.discard()
+            self.abandon()
