@@ -6,8 +6,9 @@ the report), abort each, and verify each abort with ListParts (S3 documents that
 with part uploads may need repeating). The baseline: ListMultipartUploads, then a raw parallel
 AbortMultipartUpload loop at the same thread count. Target: ratio <= 1.15.
 
-A second, informative comparison runs the same API without the per-upload size measurement
-(`list_pending_uploads(sizes=False)` + `abort_uploads`) to show where the requests go.
+Two informative variants show where the requests go: the same API without the per-upload size
+measurement (`list_pending_uploads(sizes=False)` + `abort_uploads`: 3 requests per upload), and
+that without the store's pre-abort ListParts probe as well (`S3Store.verify_abort = False`: 2).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from airflow_commit_provider.core.cleanup import abort_pending_uploads, abort_uploads, list_pending_uploads
 from bench import s3_setup
-from bench.common import BenchEnv, ScenarioResult, counter_delta, log, requests_in, timer
+from bench.common import BenchEnv, ScenarioResult, log, requests_in, timer
 
 TARGET_RATIO = 1.15
 PAYLOAD = b"o" * 1024
@@ -67,13 +68,19 @@ def _raw_abort(client: Any, bucket: str, threads: int) -> int:
     return pages + len(uploads)
 
 
-def _ours(env: BenchEnv, bucket: str, count: int, *, lean: bool) -> tuple[float, dict[str, int]]:
+VARIANTS = ("ours", "no-sizes", "no-sizes-no-probe", "raw")
+
+
+def _ours(env: BenchEnv, bucket: str, count: int, variant: str) -> tuple[float, dict[str, int]]:
     """Our cleanup of the scope with a fresh store: seconds and the store's request counters."""
     store = env.s3.store(max_pool_connections=env.threads + 4)
+    store.client  # noqa: B018 - the raw loop's client also exists before its timer starts
+    if variant == "no-sizes-no-probe":
+        store.verify_abort = False
     scope = f"s3://{bucket}/{PREFIX}"
     try:
         with timer() as elapsed:
-            if lean:
+            if variant != "ours":
                 listing = list_pending_uploads(store, scope, older_than=0, sizes=False, threads=env.threads)
                 report = abort_uploads(store, listing, threads=env.threads)
             else:
@@ -98,60 +105,59 @@ def _raw(env: BenchEnv, bucket: str) -> tuple[float, int]:
 
 def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
     label = f"{count:,} uploads"
-    default = result.comparison(
-        f"abort {label}",
-        ours_label="abort_pending_uploads",
-        baseline_label="raw list + parallel abort",
-        unit="s",
-        target=TARGET_RATIO,
-        group="cleanup",
-    )
-    lean = result.comparison(
-        f"abort {label}, without sizes",
-        ours_label="list_pending_uploads(sizes=False) + abort_uploads",
-        baseline_label="raw list + parallel abort",
-        unit="s",
-        group="cleanup",
-    )
+    comparisons = {
+        "ours": result.comparison(
+            f"abort {label}",
+            ours_label="abort_pending_uploads",
+            baseline_label="raw list + parallel abort",
+            unit="s",
+            target=TARGET_RATIO,
+            group="cleanup",
+        ),
+        "no-sizes": result.comparison(
+            f"abort {label}, without sizes",
+            ours_label="list_pending_uploads(sizes=False) + abort_uploads",
+            baseline_label="raw list + parallel abort",
+            unit="s",
+            group="cleanup",
+        ),
+        "no-sizes-no-probe": result.comparison(
+            f"abort {label}, without sizes or pre-abort probe",
+            ours_label="same, S3Store.verify_abort=False",
+            baseline_label="raw list + parallel abort",
+            unit="s",
+            group="cleanup",
+        ),
+    }
     for rep in range(env.repeat):
-        log(f"cleanup: {label}, repetition {rep + 1}/{env.repeat}: creating three fresh sets")
-        buckets = {name: env.new_bucket(f"cu-{name}") for name in ("ours", "lean", "raw")}
+        log(f"cleanup: {label}, repetition {rep + 1}/{env.repeat}: creating {len(VARIANTS)} fresh sets")
+        buckets = {name: env.new_bucket("cu-" + name.replace("-", "")[:12]) for name in VARIANTS}
         setup_client = s3_setup.raw_client(env.s3, s3_setup.SETUP_THREADS)
         try:
             with timer() as setup:
                 for bucket in buckets.values():
                     s3_setup.create_raw_uploads(setup_client, bucket, PREFIX, count, PAYLOAD)
-            log(f"cleanup: setup of {3 * count} uploads took {setup():.1f} s")
-
-            runs: dict[str, Any] = {}
-            order = ["ours", "lean", "raw"] if rep % 2 == 0 else ["raw", "lean", "ours"]
+            log(f"cleanup: setup of {len(VARIANTS) * count} uploads took {setup():.1f} s")
+            order = list(VARIANTS) if rep % 2 == 0 else list(reversed(VARIANTS))
+            seconds: dict[str, float] = {}
+            requests: dict[str, float] = {}
+            counters: dict[str, dict[str, int]] = {}
             for name in order:
                 if name == "raw":
-                    runs[name] = _raw(env, buckets[name])
+                    seconds[name], raw_requests = _raw(env, buckets[name])
+                    requests[name] = raw_requests
                 else:
-                    runs[name] = _ours(env, buckets[name], count, lean=name == "lean")
-            (ours_s, ours_counters), (lean_s, lean_counters), (raw_s, raw_requests) = (
-                runs["ours"],
-                runs["lean"],
-                runs["raw"],
-            )
-            default.add(ours_s, raw_s)
-            lean.add(lean_s, raw_s)
-            result.check(f"requests per upload, {label}, ours", unit="requests/upload").values.append(
-                requests_in(ours_counters) / count
-            )
-            result.check(
-                f"requests per upload, {label}, without sizes", unit="requests/upload"
-            ).values.append(requests_in(lean_counters) / count)
-            result.check(f"requests per upload, {label}, raw", unit="requests/upload").values.append(
-                raw_requests / count
-            )
-            for op, value in counter_delta(ours_counters, {}).items():
+                    seconds[name], counters[name] = _ours(env, buckets[name], count, name)
+                    requests[name] = requests_in(counters[name])
+            for name, comparison in comparisons.items():
+                comparison.add(seconds[name], seconds["raw"])
+            for name in VARIANTS:
+                result.check(f"requests per upload, {label}, {name}", unit="requests/upload").values.append(
+                    requests[name] / count
+                )
+            for op, value in counters["ours"].items():
                 result.measure(f"{op} per upload, {label}, ours", value / count, "requests/upload")
-            log(
-                f"cleanup: {label}: ours {ours_s:.2f} s {ours_counters}, without sizes {lean_s:.2f} s, "
-                f"raw {raw_s:.2f} s ({raw_requests} requests)"
-            )
+            log(f"cleanup: {label}: seconds {seconds}, requests {requests}")
         finally:
             setup_client.close()
             for bucket in buckets.values():

@@ -117,7 +117,7 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
             "",
             "## Other targets and counts",
             "",
-            "| Scenario | Measurement | Value | Target | |",
+            "| Scenario | Measurement | Value | Target | Result |",
             "|---|---|---|---|---|",
         ]
         for doc, check in checks:
