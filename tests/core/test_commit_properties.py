@@ -40,6 +40,7 @@ from support.workload import (
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.stages.errors import CommitError, JobNotActiveError, MissingManifestError
+from airflow_commit_provider.core.stages.uploads import recorded_uploads
 
 
 def start_job(env: CommitEnv, name: str, **options: object) -> JobRun:
@@ -534,3 +535,25 @@ def test_sibling_prefix_jobs_commit_and_abort_concurrently(commit_env: CommitEnv
     assert_committed(env.store, ten.dest, committed_ten.files, job_id=ten.job_id)
     assert_aborted(env.store, eleven.dest)
     assert_nothing_left_behind(env.store, env.root)
+
+
+# Upload records ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", UPLOAD_COMMITTERS)
+def test_committed_attempt_keeps_one_upload_record_naming_every_upload(
+    commit_env: CommitEnv, name: str
+) -> None:
+    """Task commit leaves one record per attempt (job commit deletes one object per task, not per
+    file), and that record still lets an abort find every upload of the committed task."""
+    env = commit_env
+    job = start_job(env, name)
+    names = [f"dt=2024-01-0{i}/part-00000-{i}.bin" for i in range(1, 6)]
+    committed = job.run_task(0, 0, names)
+    records_dir = job.committer.layout.upload_records_dir(committed.attempt_id)
+    assert len(list(env.store.list_files(records_dir))) == 1
+    recorded = {
+        path.relative_to(env.dest) for _attempt, path, _upload in recorded_uploads(job.committer.context)
+    }
+    assert recorded == set(names)
+    assert len(pending_uploads(env.store, env.dest)) == len(names)
+    job.committer.abort_job()
+    assert_aborted(env.store, env.dest)

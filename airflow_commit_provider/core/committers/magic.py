@@ -10,7 +10,12 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
-from airflow_commit_provider.core.stages.uploads import abort_uploads, discard_attempt_uploads, record_uploads
+from airflow_commit_provider.core.stages.uploads import (
+    abort_uploads,
+    consolidate_upload_records,
+    discard_attempt_uploads,
+    record_uploads,
+)
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
@@ -43,7 +48,7 @@ class MagicOutputStream(PublishOnCloseStream):
             self.abandon()
             raise
         try:
-            record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
+            self.record = record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
         except BaseException:
             # unrecorded, the upload could never be found again to abort it
             abort_uploads(attempt.context, [(dest, self.upload_id)])
@@ -111,6 +116,12 @@ class MagicTaskAttempt(TaskAttempt):
             pendingset.iostatistics.increment("rows_written", rows)
         data = pendingset.to_bytes()
         try:
+            consolidate_upload_records(
+                self.context,
+                self.task_attempt_id,
+                [(stream.dest, stream.upload_id) for stream in self._streams],
+                [stream.record for stream in self._streams if stream.record],
+            )
             result = self._publish(decode_pendingset(data, self.task_attempt_id), data)
         except JobNotActiveError:
             raise  # already discarded

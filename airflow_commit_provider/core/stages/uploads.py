@@ -17,11 +17,33 @@ from airflow_commit_provider.core.stages.context import JobContext, log, run_par
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store
 
 
-def record_uploads(ctx: JobContext, task_attempt_id: str, uploads: Iterable[tuple[StorePath, str]]) -> None:
+def record_uploads(
+    ctx: JobContext, task_attempt_id: str, uploads: Iterable[tuple[StorePath, str]]
+) -> StorePath | None:
+    """Write one record naming `uploads`; returns its path (None if there was nothing to record)."""
     records = [{"uri": path.uri(), "uploadId": upload_id} for path, upload_id in uploads]
-    if records:
-        path = ctx.layout.upload_records_dir(task_attempt_id).join(f"{uuid.uuid4().hex}.json")
-        ctx.store.write_bytes(path, json.dumps(records).encode("utf-8"))
+    if not records:
+        return None
+    path = ctx.layout.upload_records_dir(task_attempt_id).join(f"{uuid.uuid4().hex}.json")
+    ctx.store.write_bytes(path, json.dumps(records).encode("utf-8"))
+    return path
+
+
+def consolidate_upload_records(
+    ctx: JobContext,
+    task_attempt_id: str,
+    uploads: Collection[tuple[StorePath, str]],
+    records: Collection[StorePath],
+) -> None:
+    """Replace an attempt's per-upload `records` with one record of all its `uploads`.
+
+    Job commit's cleanup then deletes one record per task instead of one per file, as Hadoop's
+    task commit turns its `.pending` files into one `.pendingset`. The merged record is written
+    before any other is deleted, so every upload stays findable at every moment.
+    """
+    if len(records) > 1:
+        record_uploads(ctx, task_attempt_id, uploads)
+        ctx.store.delete_files(records)
 
 
 def recorded_uploads(
