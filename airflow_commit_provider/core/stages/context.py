@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -44,42 +43,45 @@ def run_parallel(
     progress: ProgressCallback | None = None,
     progress_interval: float = 5.0,
 ) -> int:
-    """Apply `action` to every item on a pool that lives for this call only (HADOOP-16798).
+    """Apply `action` to every item on `threads` workers that live for this call only (HADOOP-16798).
 
-    At most `threads * 2` items are in flight, so an iterator of millions of entries is consumed
-    in bounded memory. The first failure stops new submissions and is re-raised once in-flight
-    work has finished. Returns the number of items done.
+    Each worker takes the next item from the shared iterator, so an iterator of millions of
+    entries is consumed one item per worker, in bounded memory, with no per-item futures: at
+    job commit the client's CPU is the limit. The first failure stops the others taking new
+    items and is re-raised once they have finished. Returns the number of items done.
     """
-    done = 0
-    last_report = time.monotonic()
+    source = iter(items)
     lock = threading.Lock()
+    done = 0
     failure: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="commit") as pool:
-        in_flight: set[Future[object]] = set()
 
-        def drain(return_when: str) -> None:
-            nonlocal done, failure, last_report
-            finished, _ = wait(in_flight, return_when=return_when)
-            for future in finished:
-                in_flight.discard(future)
-                error = future.exception()
-                if error is not None and failure is None:
+    def work() -> None:
+        nonlocal done, failure
+        while True:
+            with lock:
+                if failure is not None:
+                    return
+                try:
+                    item = next(source)
+                except StopIteration:
+                    return
+                except BaseException as error:  # a failing source stops the work like a failing action
                     failure = error
-                elif error is None:
-                    with lock:
-                        done += 1
-            if progress and time.monotonic() - last_report >= progress_interval:
-                last_report = time.monotonic()
-                progress(done, total if total is not None else -1)
+                    return
+            try:
+                action(item)
+            except BaseException as error:
+                with lock:
+                    failure = failure or error
+                return
+            with lock:
+                done += 1
 
-        for item in items:
-            if failure is not None:
-                break
-            in_flight.add(pool.submit(action, item))
-            if len(in_flight) >= threads * 2:
-                drain(FIRST_COMPLETED)
-        while in_flight:
-            drain(FIRST_COMPLETED)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="commit") as pool:
+        workers = [pool.submit(work) for _ in range(threads)]
+        while wait(workers, timeout=progress_interval if progress else None).not_done:
+            if progress:
+                progress(done, total if total is not None else -1)
     if failure is not None:
         raise failure
     if progress:
