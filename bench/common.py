@@ -250,6 +250,15 @@ def timer() -> Iterator[Callable[[], float]]:
     end.append(time.perf_counter())
 
 
+@contextlib.contextmanager
+def cpu_timer() -> Iterator[Callable[[], float]]:
+    """Like `timer`, in CPU seconds of this process (all threads): what the client itself spends."""
+    start = time.process_time()
+    end: list[float] = []
+    yield lambda: (end[0] if end else time.process_time()) - start
+    end.append(time.process_time())
+
+
 def counter_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     keys = set(after) | set(before)
     return {

@@ -23,6 +23,7 @@ from support.invariants import assert_nothing_left_behind, pending_uploads
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
+from airflow_commit_provider.core.stages.uploads import recorded_uploads
 from airflow_commit_provider.spark import write_committed
 from airflow_commit_provider.spark.tasks import TaskHooks, TaskInfo, run_task_attempt
 from airflow_commit_provider.spark.writer import WriteHooks
@@ -99,9 +100,6 @@ def test_task_fails_on_first_attempt_then_succeeds(
 def _uncommitted_leftovers(job, results) -> set[str]:
     """Task attempts that are not in the accepted results but left pending uploads or work files:
     evidence that a failed or killed attempt really did leave something for job cleanup to remove."""
-    # Imported here: importing core.stages.uploads before core.committers is a circular import (core bug).
-    from airflow_commit_provider.core.stages.uploads import recorded_uploads
-
     committed = {result.task_attempt_id for result in results}
     found = set()
     for attempt, path, upload in recorded_uploads(job.context):
