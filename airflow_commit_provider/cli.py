@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing = uploads.add_parser("list", parents=[scoped], help="list pending uploads with their sizes")
     listing.set_defaults(handler=_uploads_list)
     abort = uploads.add_parser("abort", parents=[scoped, destructive], help="abort pending uploads")
+    abort.add_argument(
+        "--sizes",
+        action="store_true",
+        help="measure parts and bytes first; one more request per upload (a dry run always measures)",
+    )
     abort.set_defaults(handler=_uploads_abort)
 
     temp = groups.add_parser("temp", help="temporary trees of failed jobs").add_subparsers(
@@ -320,6 +325,12 @@ def _list_uploads(args: argparse.Namespace, store: Store, progress: Progress) ->
     return list_pending_uploads(store, progress=progress, **_selection(args))
 
 
+def _list_uploads_to_abort(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
+    """Sizes cost a request per upload: measured for a dry run or with --sizes only."""
+    sizes = args.sizes or args.dry_run
+    return list_pending_uploads(store, progress=progress, sizes=sizes, **_selection(args))
+
+
 def _print_uploads(uploads: Sequence[Any], limit: int | None = None) -> None:
     _print_table(
         uploads, f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID", _upload_row, limit
@@ -329,9 +340,13 @@ def _print_uploads(uploads: Sequence[Any], limit: int | None = None) -> None:
 def _upload_row(upload: Any) -> str:
     initiated = datetime.fromtimestamp(upload.initiated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     return (
-        f"{initiated:<25} {format_duration(upload.age_seconds):>7} {upload.parts or 0:>5} "
-        f"{_size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
+        f"{initiated:<25} {format_duration(upload.age_seconds):>7} {_or_dash(upload.parts):>5} "
+        f"{'-' if upload.bytes is None else _size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
     )
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _uploads_list(args: argparse.Namespace) -> int:
@@ -350,9 +365,11 @@ def _uploads_abort(args: argparse.Namespace) -> int:
     def describe(listing: Any, summary: dict[str, Any]) -> str:
         verb = "Would abort" if args.dry_run else "Aborted"
         count = summary["would_abort"] if args.dry_run else summary["aborted"]
+        measured = summary["bytes"] is not None
+        reclaimed = f"{_size(summary['bytes'])} reclaimed" if measured else "bytes not measured (use --sizes)"
         return (
             f"{verb} {count} uploads under {listing.scope} older than {_age_text(args)}: "
-            f"{_size(summary['bytes'])} reclaimed{' (dry run)' if args.dry_run else ''}; "
+            f"{reclaimed}{' (dry run)' if args.dry_run else ''}; "
             f"{summary['vanished']} vanished meanwhile, {summary['failed']} failed "
             f"in {summary['seconds']:.1f}s"
         )
@@ -360,11 +377,12 @@ def _uploads_abort(args: argparse.Namespace) -> int:
     return _list_confirm_act(
         args,
         action="abort uploads",
-        find=_list_uploads,
+        find=_list_uploads_to_abort,
         targets=lambda listing: listing.uploads,
         preview=_print_uploads,
         question=lambda listing: (
-            f"Abort {len(listing.uploads)} uploads ({_size(listing.total_bytes)}) under "
+            f"Abort {len(listing.uploads)} uploads "
+            f"({'size not measured' if listing.total_bytes is None else _size(listing.total_bytes)}) under "
             f"{listing.scope} older than {_age_text(args)}?"
         ),
         declined="Nothing aborted.",

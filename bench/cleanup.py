@@ -1,14 +1,14 @@
 """Scenario 4: aborting orphaned multipart uploads on S3.
 
-Ours: `core.cleanup.abort_pending_uploads` (what the cleanup operator and `airflow-commit uploads
-abort` run): list the uploads under the scope, measure each with ListParts (parts and bytes for
-the report), abort each, and verify each abort with ListParts (S3 documents that an abort racing
-with part uploads may need repeating). The baseline: ListMultipartUploads, then a raw parallel
-AbortMultipartUpload loop at the same thread count. Target: ratio <= 1.15.
+Ours: `core.cleanup.abort_pending_uploads` with its defaults (what the cleanup operator and
+`airflow-commit uploads abort` run): list the uploads under the scope, abort each once, then list
+the scope again and abort any upload still pending (S3 documents that an abort racing with part
+uploads may need repeating): one request per upload plus the listings. The baseline:
+ListMultipartUploads, then a raw parallel AbortMultipartUpload loop at the same thread count.
+Target: ratio <= 1.15.
 
-Two informative variants show where the requests go: the same API without the per-upload size
-measurement (`list_pending_uploads(sizes=False)` + `abort_uploads`: 3 requests per upload), and
-that without the store's pre-abort ListParts probe as well (`S3Store.verify_abort = False`: 2).
+An informative variant measures sizes first (`sizes=True`: one ListParts per upload for the parts
+and bytes reclaimed, as dry runs and the hourly DAG do): 2 requests per upload.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from airflow_commit_provider.core.cleanup import abort_pending_uploads, abort_uploads, list_pending_uploads
+from airflow_commit_provider.core.cleanup import abort_pending_uploads
 from bench import s3_setup
 from bench.common import BenchEnv, ScenarioResult, log, requests_in, timer
 
@@ -68,23 +68,18 @@ def _raw_abort(client: Any, bucket: str, threads: int) -> int:
     return pages + len(uploads)
 
 
-VARIANTS = ("ours", "no-sizes", "no-sizes-no-probe", "raw")
+VARIANTS = ("ours", "sizes", "raw")
 
 
 def _ours(env: BenchEnv, bucket: str, count: int, variant: str) -> tuple[float, dict[str, int]]:
     """Our cleanup of the scope with a fresh store: seconds and the store's request counters."""
     store = env.s3.store(max_pool_connections=env.threads + 4)
     store.client  # noqa: B018 - the raw loop's client also exists before its timer starts
-    if variant == "no-sizes-no-probe":
-        store.verify_abort = False
     scope = f"s3://{bucket}/{PREFIX}"
+    sizes = True if variant == "sizes" else None  # None: the default, no sizes for a real abort
     try:
         with timer() as elapsed:
-            if variant != "ours":
-                listing = list_pending_uploads(store, scope, older_than=0, sizes=False, threads=env.threads)
-                report = abort_uploads(store, listing, threads=env.threads)
-            else:
-                report = abort_pending_uploads(store, scope, older_than=0, threads=env.threads)
+            report = abort_pending_uploads(store, scope, older_than=0, sizes=sizes, threads=env.threads)
         counters = store.statistics.snapshot()
     finally:
         store.close()
@@ -114,16 +109,9 @@ def _run_size(env: BenchEnv, result: ScenarioResult, count: int) -> None:
             target=TARGET_RATIO,
             group="cleanup",
         ),
-        "no-sizes": result.comparison(
-            f"abort {label}, without sizes",
-            ours_label="list_pending_uploads(sizes=False) + abort_uploads",
-            baseline_label="raw list + parallel abort",
-            unit="s",
-            group="cleanup",
-        ),
-        "no-sizes-no-probe": result.comparison(
-            f"abort {label}, without sizes or pre-abort probe",
-            ours_label="same, S3Store.verify_abort=False",
+        "sizes": result.comparison(
+            f"abort {label}, measuring sizes first",
+            ours_label="abort_pending_uploads(sizes=True)",
             baseline_label="raw list + parallel abort",
             unit="s",
             group="cleanup",

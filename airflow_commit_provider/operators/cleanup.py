@@ -133,26 +133,39 @@ class _CleanupOperator(BaseOperator):
 class AbortMultipartUploadsOperator(_CleanupOperator):
     """Abort pending multipart uploads under `scope` (a directory) older than `older_than`.
 
-    Uploads are billed but invisible; those of failed or killed jobs stay forever. An upload
-    that vanished meanwhile (NoSuchUpload) is counted, not an error; any other failure fails
-    the task after all others were tried. Returns a small report (counts, bytes, sample keys).
+    Uploads are billed but invisible; those of failed or killed jobs stay forever. Each upload
+    gets one abort; the scope is then listed again and uploads still pending are aborted again.
+    An upload that vanished meanwhile (NoSuchUpload) is counted, not an error; any other failure
+    fails the task after all others were tried. Returns a small report (counts, bytes, sample keys).
 
     :param scope: `s3://bucket/prefix` (templated); the bucket root needs `allow_bucket_root`.
     :param older_than: `90s`, `15m`, `6h`, `2d`, seconds or a timedelta (templated; default 24 h).
     :param job_id: only uploads of that job (templated).
     :param dry_run: report what would be aborted and change nothing.
+    :param measure_sizes: measure each upload's parts and bytes first (one ListParts per upload,
+        which doubles the requests). None (the default) measures only in a dry run; unmeasured,
+        the report's `bytes` and `parts` are null.
     """
 
     ui_color = "#f4d9c6"
 
+    def __init__(self, *, measure_sizes: bool | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.measure_sizes = measure_sizes
+
     def _clean(self, store: Store, path: StorePath, **options: Any) -> AbortReport:
-        return abort_pending_uploads(store, path, **options)
+        return abort_pending_uploads(store, path, sizes=self.measure_sizes, **options)
 
     def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
         verb = "would abort" if dry_run else "aborted"
+        sizes = (
+            "bytes not measured; measure_sizes=True measures them"
+            if result["bytes"] is None
+            else f"{result['bytes']} bytes in {result['parts']} parts"
+        )
         return (
             f"{verb} {result['would_abort'] if dry_run else result['aborted']} uploads older than {age} "
-            f"({result['bytes']} bytes in {result['parts']} parts); {result['vanished']} vanished "
+            f"({sizes}); {result['vanished']} vanished "
             f"meanwhile, {result['too_recent']} too recent, {result['other_jobs']} of other jobs, "
             f"{result['failed']} failed"
         )

@@ -105,3 +105,25 @@ class HookedStore(DelegatingStore):
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
         self._hook("list_parts", path, upload_id)
         return self.inner.list_parts(path, upload_id)
+
+
+class LosesFirstAbort(HookedStore):
+    """The first abort of each upload is lost, as when a part upload races with it."""
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self._hook("abort", path, upload_id)
+        if self.calls[f"abort:{upload_id}"] > 1:
+            self.inner.abort_multipart_upload(path, upload_id)
+
+
+class NeverAborts(HookedStore):
+    """Aborts of the given upload are answered as done but never take effect."""
+
+    def __init__(self, inner: Store, stuck: str) -> None:
+        super().__init__(inner, {})
+        self.stuck = stuck
+
+    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
+        self._hook("abort", path, upload_id)
+        if upload_id != self.stuck:
+            self.inner.abort_multipart_upload(path, upload_id)

@@ -98,12 +98,13 @@ def test_uploads_abort_asks_and_refuses_without_a_terminal(
 
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     code, out, err = run(capsys, "uploads", "abort", url, *common)
-    assert code == 1 and "Abort 3 uploads (30 B)" in err and "Nothing aborted" in err
+    assert code == 1 and "Abort 3 uploads (size not measured)" in err and "Nothing aborted" in err
     assert len(list(s3_store.list_multipart_uploads(table))) == 3
 
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
-    code, out, err = run(capsys, "uploads", "abort", url, *common)
-    assert code == 0 and "Aborted 3 uploads" in out and "30 B reclaimed" in out
+    code, out, err = run(capsys, "uploads", "abort", url, *common, "--sizes")
+    assert code == 0 and "Abort 3 uploads (30 B)" in err
+    assert "Aborted 3 uploads" in out and "30 B reclaimed" in out
     assert list(s3_store.list_multipart_uploads(table)) == []
 
 
@@ -127,9 +128,30 @@ def test_uploads_abort_yes_json(
     )
     assert (code, err) == (0, "")
     report = json.loads(out)
-    assert (report["aborted"], report["bytes"], report["failed"]) == (4, 28, 0)
+    assert (report["aborted"], report["failed"]) == (4, 0)
+    assert (report["sizes_measured"], report["bytes"], report["parts"]) == (False, None, None)
     assert {u["upload_id"] for u in report["uploads"]} == ids
     assert {u["status"] for u in report["uploads"]} == {"aborted"}
+
+
+@pytest.mark.s3
+def test_uploads_abort_measures_sizes_only_with_the_flag_or_a_dry_run(
+    capsys: pytest.CaptureFixture[str], s3_env: str, s3_store: S3Store, s3_bucket: str, no_stdin: None
+) -> None:
+    table = StorePath("s3", s3_bucket, "t")
+    url, common = f"s3://{s3_bucket}/t", ("--older-than", "0s", "--endpoint-url", s3_env)
+    start_upload(s3_store, table.join("a"), parts=2, size=7)
+    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--dry-run", "--json")
+    assert (code, json.loads(out)["bytes"]) == (0, 14)
+    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--yes")
+    assert code == 0 and "Aborted 1 uploads" in out and "bytes not measured (use --sizes)" in out
+    start_upload(s3_store, table.join("b"), parts=2, size=7)
+    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--yes", "--sizes", "--json")
+    report = json.loads(out)
+    assert (code, report["aborted"], report["bytes"], report["parts"]) == (0, 1, 14, 2)
+    assert list(s3_store.list_multipart_uploads(table)) == []
+    assert main(["uploads", "abort", "--help"]) == 0
+    assert "one more request per upload" in " ".join(capsys.readouterr().out.split())
 
 
 # temp -------------------------------------------------------------------------------------

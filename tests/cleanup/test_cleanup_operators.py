@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cleanup_support import keys_under, start_upload, write_files
@@ -65,7 +66,12 @@ def test_abort_operator_reports_counts_bytes_and_sample(
     assert len(list(s3_store.list_multipart_uploads(table))) == 25
 
     op = AbortMultipartUploadsOperator(
-        task_id="abort", scope=scope, older_than=timedelta(0), aws_conn_id=aws_test_conn, sample_size=5
+        task_id="abort",
+        scope=scope,
+        older_than=timedelta(0),
+        aws_conn_id=aws_test_conn,
+        sample_size=5,
+        measure_sizes=True,
     )
     report = op.execute(context={})
     assert (report["aborted"], report["bytes"], report["parts"], report["failed"]) == (25, 2500, 25, 0)
@@ -76,6 +82,32 @@ def test_abort_operator_reports_counts_bytes_and_sample(
     # Default threshold (24 h): a fresh upload is left alone.
     start_upload(s3_store, table.join("fresh"))
     assert AbortMultipartUploadsOperator(task_id="a", scope=scope).execute(context={})["too_recent"] == 1
+
+
+@pytest.mark.s3
+def test_abort_operator_measures_sizes_only_in_dry_runs_unless_asked(
+    aws_test_conn: str, s3_store: S3Store, s3_bucket: str
+) -> None:
+    table = StorePath("s3", s3_bucket, "lake/t")
+    for i in range(3):
+        start_upload(s3_store, table.join(f"f{i}"), parts=2, size=10)
+    scope, age = f"s3://{s3_bucket}/lake/t", "0s"
+
+    def run(**options: object) -> dict[str, Any]:
+        return AbortMultipartUploadsOperator(task_id="a", scope=scope, older_than=age, **options).execute({})
+
+    assert run(dry_run=True)["bytes"] == 60
+    assert run(dry_run=True, measure_sizes=False)["bytes"] is None
+    report = run()
+    assert (report["aborted"], report["sizes_measured"], report["bytes"], report["parts"]) == (
+        3,
+        False,
+        None,
+        None,
+    )
+    logged = AbortMultipartUploadsOperator(task_id="a", scope=scope)._summary(report, age, False)
+    assert "aborted 3 uploads older than 0s (bytes not measured; measure_sizes=True measures them)" in logged
+    assert list(s3_store.list_multipart_uploads(table)) == []
 
 
 @pytest.mark.s3

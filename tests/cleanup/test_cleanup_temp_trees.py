@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from cleanup_support import keys_under, start_upload, write_files
+from cleanup_support import LosesFirstAbort, NeverAborts, keys_under, start_upload, write_files
 
 from airflow_commit_provider.core.cleanup import (
     ScopeError,
@@ -125,6 +125,33 @@ def test_pending_uploads_keep_a_tree_alive_and_are_aborted_with_it(table: Root) 
     assert report.to_json()["uploads_aborted"] == 1
     assert all(u.upload_id != upload_id for u in store.list_multipart_uploads(root))
     assert not any(k.startswith("__magic_job-b") for k in keys_under(store, root))
+
+
+MAGIC_UPLOAD = "__magic_job-b/job-b/00/tasks/t/__base/big.parquet"
+
+
+def test_a_lost_abort_of_a_tree_upload_is_repeated(table: Root) -> None:
+    """The tree is listed again after its uploads are aborted; one still pending is aborted again."""
+    store, root = table
+    upload_id = start_upload(store, root.join(MAGIC_UPLOAD), size=10)
+    losing = LosesFirstAbort(store, {})
+    report = clean_stale_temp_trees(losing, root, older_than="1d", now=_later(), job_id="b")
+    assert (report.to_json()["deleted"], report.to_json()["uploads_aborted"]) == (1, 1)
+    assert losing.calls[f"abort:{upload_id}"] == 2
+    assert all(u.upload_id != upload_id for u in store.list_multipart_uploads(root))
+    assert not any(k.startswith("__magic_job-b") for k in keys_under(store, root))
+
+
+def test_a_tree_whose_upload_stays_pending_is_not_deleted(table: Root) -> None:
+    store, root = table
+    upload_id = start_upload(store, root.join(MAGIC_UPLOAD), size=10)
+    stuck = NeverAborts(store, upload_id)
+    report = clean_stale_temp_trees(stuck, root, older_than="1d", now=_later(), job_id="b")
+    (outcome,) = report.outcomes
+    assert outcome.status == "failed" and "still pending after 4 aborts" in (outcome.error or "")
+    assert MAGIC_UPLOAD in (outcome.error or "") and stuck.calls[f"abort:{upload_id}"] == 4
+    assert "__magic_job-b/job-b/00/tasks/t/__base/part-1.pending" in keys_under(store, root)
+    assert any(u.upload_id == upload_id for u in store.list_multipart_uploads(root))
 
 
 def test_loose_files_in_a_container_are_their_own_tree(table: Root) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from cleanup_support import HookedStore, is_pending, start_upload
+from cleanup_support import HookedStore, LosesFirstAbort, NeverAborts, is_pending, start_upload
 
 from airflow_commit_provider.core.cleanup import (
     ScopeError,
@@ -18,7 +18,7 @@ from airflow_commit_provider.core.cleanup import (
 )
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store import StoreError
+from airflow_commit_provider.core.store import NoSuchUploadError, StoreError
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
 
@@ -106,6 +106,7 @@ def test_dry_run_changes_nothing(s3_store: S3Store, s3_bucket: str) -> None:
 
 
 def test_uploads_that_vanish_meanwhile_are_counted_not_errors(s3_store: S3Store, s3_bucket: str) -> None:
+    """SeaweedFS answers 204 to aborting a gone upload, so only the listing-time vanish shows."""
     table = _root(s3_bucket, "t")
     paths = [table.join(f"part-{i}") for i in range(6)]
     ids = [start_upload(s3_store, path) for path in paths]
@@ -124,32 +125,131 @@ def test_uploads_that_vanish_meanwhile_are_counted_not_errors(s3_store: S3Store,
             s3_store.abort_multipart_upload(path, upload_id)
 
     racing = HookedStore(s3_store, {"abort": other_party, "list_parts": vanish_early})
-    report = abort_pending_uploads(racing, table, older_than=ALL, retry_delay=0)
+    report = abort_pending_uploads(racing, table, older_than=ALL, sizes=True, retry_delay=0)
     summary = report.to_json()
-    assert (summary["aborted"], summary["vanished"], summary["failed"]) == (3, 3, 0)
+    assert (summary["aborted"], summary["vanished"], summary["failed"]) == (5, 1, 0)
     assert report.listing.vanished == 1  # vanished while being measured
     assert s3_store.get_status(paths[0]) is not None  # the completed one is a real object now
     assert list(s3_store.list_multipart_uploads(table)) == []
 
 
-class LosesFirstAbort(HookedStore):
-    """The first abort of each upload is lost, as when a part upload races with it."""
+class AnswersNoSuchUpload(HookedStore):
+    """Aborting an upload that is gone answers NoSuchUpload, as on AWS (404), not 204."""
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
         self._hook("abort", path, upload_id)
-        if self.calls[f"abort:{upload_id}"] > 1:
-            self.inner.abort_multipart_upload(path, upload_id)
+        if not is_pending(self.inner, path, upload_id):
+            raise NoSuchUploadError(f"S3 AbortMultipartUpload {path} failed: NoSuchUpload (HTTP 404)")
+        self.inner.abort_multipart_upload(path, upload_id)
 
 
-def test_abort_is_repeated_while_parts_remain(s3_store: S3Store, s3_bucket: str) -> None:
-    """S3: parts still arriving can survive an abort; verify with ListParts and abort again."""
+def test_no_such_upload_from_the_abort_counts_as_vanished(s3_store: S3Store, s3_bucket: str) -> None:
+    table = _root(s3_bucket, "t")
+    paths = [table.join(f"part-{i}") for i in range(4)]
+    completed, aborted_by_other, *mine = [start_upload(s3_store, path) for path in paths]
+
+    def other_party(path: StorePath, upload_id: str) -> None:
+        if upload_id == completed:
+            s3_store.complete_multipart_upload(
+                path, upload_id, [s3_store.list_parts(path, upload_id)[0].etag]
+            )
+        elif upload_id == aborted_by_other:
+            s3_store.abort_multipart_upload(path, upload_id)
+
+    report = abort_pending_uploads(
+        AnswersNoSuchUpload(s3_store, {"abort": other_party}), table, older_than=ALL, retry_delay=0
+    )
+    status = {o.upload.upload_id: o.status for o in report.outcomes}
+    assert status == {completed: "vanished", aborted_by_other: "vanished", **dict.fromkeys(mine, "aborted")}
+    summary = report.to_json()
+    assert (summary["aborted"], summary["vanished"], summary["failed"]) == (2, 2, 0)
+    assert s3_store.get_status(paths[0]) is not None
+    assert list(s3_store.list_multipart_uploads(table)) == []
+
+
+def test_abort_is_repeated_while_the_upload_is_still_listed(s3_store: S3Store, s3_bucket: str) -> None:
+    """S3: parts still arriving can survive an abort; the re-listing finds it and we abort again."""
     table = _root(s3_bucket, "t")
     upload_id = start_upload(s3_store, table.join("f"), parts=2)
     report = abort_pending_uploads(LosesFirstAbort(s3_store, {}), table, older_than=ALL, retry_delay=0)
     (outcome,) = report.outcomes
-    assert (outcome.status, outcome.repeats) == ("aborted", 1)
+    assert (outcome.status, outcome.repeats, outcome.attempts) == ("aborted", 1, 2)
     assert report.to_json()["repeated_aborts"] == 1
     assert not is_pending(s3_store, table.join("f"), upload_id)
+
+
+def test_an_upload_still_pending_after_every_round_is_reported_failed(
+    s3_store: S3Store, s3_bucket: str
+) -> None:
+    table = _root(s3_bucket, "t")
+    stuck, *others = (start_upload(s3_store, table.join(f"f{i}")) for i in range(4))
+    store = NeverAborts(s3_store, stuck)
+    report = abort_pending_uploads(store, table, older_than=ALL, retry_delay=0, verify_rounds=2)
+    by_id = {o.upload.upload_id: o for o in report.outcomes}
+    assert (by_id[stuck].status, by_id[stuck].repeats) == ("failed", 2)
+    assert by_id[stuck].error == "still pending after 3 aborts"
+    assert store.calls[f"abort:{stuck}"] == 3
+    assert all((by_id[i].status, by_id[i].repeats) == ("aborted", 0) for i in others)
+    summary = report.to_json()
+    assert (summary["aborted"], summary["failed"], summary["repeated_aborts"]) == (3, 1, 2)
+    assert summary["failures"] == [
+        {"key": "t/f0", "upload_id": stuck, "error": "still pending after 3 aborts"}
+    ]
+    assert [u.upload_id for u in s3_store.list_multipart_uploads(table)] == [stuck]
+
+
+def _requests(store: S3Store, before: dict[str, int]) -> dict[str, int]:
+    after = store.statistics.snapshot()
+    ops = ("op_multipart_list", "op_list_parts", "op_multipart_abort")
+    return {op: after.get(op, 0) - before.get(op, 0) for op in ops}
+
+
+@pytest.mark.parametrize(("sizes", "list_parts"), [(None, 0), (True, 5)])
+def test_an_abort_sends_one_request_per_upload_plus_listings(
+    s3_store: S3Store, s3_bucket: str, sizes: bool | None, list_parts: int
+) -> None:
+    """List, abort each once, list again to verify; measuring sizes adds one ListParts each."""
+    table = _root(s3_bucket, "t")
+    for i in range(5):
+        start_upload(s3_store, table.join(f"f{i}"))
+    before = s3_store.statistics.snapshot()
+    report = abort_pending_uploads(s3_store, table, older_than=ALL, sizes=sizes)
+    assert report.aborted == 5
+    assert _requests(s3_store, before) == {
+        "op_multipart_list": 2,
+        "op_list_parts": list_parts,
+        "op_multipart_abort": 5,
+    }
+
+
+def test_sizes_are_measured_for_listings_and_dry_runs_not_for_aborts(
+    s3_store: S3Store, s3_bucket: str
+) -> None:
+    tables = {name: _root(s3_bucket, name) for name in ("listed", "dry", "abort", "sized")}
+    for table in tables.values():
+        for i in range(2):
+            start_upload(s3_store, table.join(f"f{i}"), parts=2, size=100)
+
+    listing = list_pending_uploads(s3_store, tables["listed"], older_than=ALL)
+    assert (listing.sizes_measured, listing.total_bytes, listing.total_parts) == (True, 400, 4)
+    dry = abort_pending_uploads(s3_store, tables["dry"], older_than=ALL, dry_run=True).to_json()
+    assert (dry["sizes_measured"], dry["bytes"], dry["parts"]) == (True, 400, 4)
+
+    report = abort_pending_uploads(s3_store, tables["abort"], older_than=ALL)
+    summary = report.to_json(details=True)
+    assert (summary["aborted"], summary["sizes_measured"], summary["bytes"], summary["parts"]) == (
+        2,
+        False,
+        None,
+        None,
+    )
+    assert report.bytes_reclaimed is None and report.listing.total_bytes is None
+    assert {(u["bytes"], u["parts"]) for u in summary["uploads"]} == {(None, None)}
+
+    sized = abort_pending_uploads(s3_store, tables["sized"], older_than=ALL, sizes=True).to_json()
+    assert (sized["aborted"], sized["sizes_measured"], sized["bytes"], sized["parts"]) == (2, True, 400, 4)
+    unsized = abort_pending_uploads(s3_store, tables["listed"], older_than=ALL, dry_run=True, sizes=False)
+    assert unsized.to_json()["bytes"] is None and unsized.to_json()["would_abort"] == 2
 
 
 def test_transient_errors_are_retried_and_persistent_ones_reported(s3_store: S3Store, s3_bucket: str) -> None:
@@ -169,6 +269,7 @@ def test_transient_errors_are_retried_and_persistent_ones_reported(s3_store: S3S
     )
     by_id = {o.upload.upload_id: o for o in report.outcomes}
     assert (by_id[flaky].status, by_id[flaky].attempts) == ("aborted", 2)
+    assert (by_id[broken].attempts, by_id[broken].repeats) == (3, 0)
     assert by_id[fine].status == "aborted"
     assert by_id[broken].status == "failed" and "InternalError" in (by_id[broken].error or "")
     assert report.to_json()["failures"][0]["key"] == "t/broken"

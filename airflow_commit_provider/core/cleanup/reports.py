@@ -115,13 +115,36 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
         progress: Progress | None,
     ) -> ReportT:
         """`act` on every target in parallel or, with `dry_run`, only `preview` each: timed."""
+        return cls.run_all(
+            listing,
+            targets,
+            lambda items, bar: list(parallel_map(items, act, threads, bar)),
+            preview,
+            dry_run=dry_run,
+            description=description,
+            progress=progress,
+        )
+
+    @classmethod
+    def run_all(
+        cls: type[ReportT],
+        listing: Any,
+        targets: Sequence[T],
+        act_all: Callable[[Sequence[T], Progress], list[Any]],
+        preview: Callable[[T], Any],
+        *,
+        dry_run: bool,
+        description: str,
+        progress: Progress | None,
+    ) -> ReportT:
+        """`act_all` on the targets at once (one outcome each, in order) or, dry, `preview` each."""
         started = time.monotonic()
         if dry_run:
             outcomes = [preview(target) for target in targets]
         else:
             progress = progress or NoProgress()
             progress.start(description, len(targets))
-            outcomes = list(parallel_map(targets, act, threads, progress))
+            outcomes = act_all(targets, progress)
         return cls(listing, dry_run, outcomes, time.monotonic() - started)
 
     def count(self, status: str) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line, parallel_map
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
-from airflow_commit_provider.core.cleanup.uploads import VANISHED, UploadInfo, abort_one
+from airflow_commit_provider.core.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
@@ -321,11 +321,15 @@ def clean_temp_trees(
     threads: int = 8,
     progress: Progress | None = None,
 ) -> TempCleanReport:
-    """Delete the stale trees of `listing` (abort their uploads first); with `dry_run` only report."""
+    """Delete the stale trees of `listing` (abort their uploads first); with `dry_run` only report.
+
+    Trees are deleted on `threads` threads, which a tree's uploads share with the other trees.
+    """
+    upload_threads = max(1, threads // max(1, len(listing.stale)))
     return TempCleanReport.run(
         listing,
         listing.stale,
-        lambda tree: _delete_tree(store, listing.scope, tree),
+        lambda tree: _delete_tree(store, listing.scope, tree, upload_threads),
         lambda tree: TreeOutcome(tree, WOULD_DELETE, tree.files, tree.bytes),
         dry_run=dry_run,
         description="Deleting temporary trees",
@@ -334,7 +338,7 @@ def clean_temp_trees(
     )
 
 
-def _delete_tree(store: Store, scope: StorePath, tree: TempTree) -> TreeOutcome:
+def _delete_tree(store: Store, scope: StorePath, tree: TempTree, upload_threads: int) -> TreeOutcome:
     if not tree.path.is_under(scope) or not (tree_kind(tree.path.name) or tree_kind(tree.path.parent.name)):
         raise AssertionError(f"refusing to delete {tree.path}: not a temporary tree under {scope}")
     try:
@@ -344,13 +348,9 @@ def _delete_tree(store: Store, scope: StorePath, tree: TempTree) -> TreeOutcome:
                 return TreeOutcome(tree, ACTIVE)  # written to (or committed from) since it was listed
             if not _local_dir_exists(tree.path):
                 return TreeOutcome(tree, GONE)
-        aborted = 0
-        for upload in uploads:
-            info = UploadInfo(upload.path, upload.upload_id, upload.initiated, 0.0)
-            outcome = abort_one(store, info)
-            if outcome.status not in ("aborted", VANISHED):
-                return TreeOutcome(tree, FAILED, uploads_aborted=aborted, error=outcome.error)
-            aborted += outcome.status == "aborted"
+        aborted, error = _abort_tree_uploads(store, tree.path, uploads, upload_threads)
+        if error is not None:
+            return TreeOutcome(tree, FAILED, uploads_aborted=aborted, error=error)
         if tree.loose:
             store.delete_files(s.path for s in files)
         else:
@@ -358,6 +358,19 @@ def _delete_tree(store: Store, scope: StorePath, tree: TempTree) -> TreeOutcome:
         return TreeOutcome(tree, DELETED, len(files), sum(s.size for s in files), aborted)
     except StoreError as error:
         return TreeOutcome(tree, FAILED, error=one_line(error))
+
+
+def _abort_tree_uploads(
+    store: Store, tree: StorePath, uploads: list[PendingUpload], threads: int
+) -> tuple[int, str | None]:
+    """Abort the tree's uploads (re-listing the tree to verify): how many, and the first error."""
+    infos = [UploadInfo(u.path, u.upload_id, u.initiated, 0.0) for u in uploads]
+    outcomes = abort_and_verify(store, tree, infos, threads=threads)
+    failed = [o for o in outcomes if o.status not in (ABORTED, VANISHED)]
+    error = None
+    if failed:
+        error = f"{len(failed)} uploads not aborted; first: {failed[0].upload.path} ({failed[0].error})"
+    return sum(o.status == ABORTED for o in outcomes), error
 
 
 def _contents(store: Store, tree: TempTree) -> tuple[list[FileStatus], list[PendingUpload]]:

@@ -1,14 +1,23 @@
 """Finding and aborting pending multipart uploads: billed, invisible, left by failed jobs.
 
-Scopes are directories, never plain prefixes (`out/dataset1` must not match `out/dataset10`),
-and an upload that vanished meanwhile (completed or aborted by someone else: NoSuchUpload) is
-counted, not treated as an error. S3 says an abort racing with part uploads may need repeating,
-so each abort is verified with ListParts and repeated while parts are still there.
+Scopes are directories, never plain prefixes (`out/dataset1` must not match `out/dataset10`).
+Each upload gets one AbortMultipartUpload; transient errors are retried. S3 says an abort racing
+with part uploads may need repeating, so the scope is listed again afterwards (one request per
+1,000 pending uploads, not one per upload) and any upload we aborted that is still listed is
+aborted again, for a few rounds, then reported failed.
+
+An upload that vanished meanwhile (completed or aborted by someone else) is counted, not treated
+as an error: when measuring finds it gone, or when the abort answers NoSuchUpload (AWS's 404).
+Stores that answer a gone upload's abort with 204 instead (SeaweedFS) report it as aborted.
+
+Sizes (parts and bytes, from one ListParts per upload) double the requests: listings and dry
+runs measure them, real aborts only when asked. Unmeasured bytes are null, never 0.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,7 +50,12 @@ class UploadInfo:
     age_seconds: float
     parts: int | None = None
     bytes: int | None = None
-    """Bytes in its parts (ListParts): what aborting it reclaims."""
+    """Bytes in its parts (ListParts): what aborting it reclaims; None when not measured."""
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What identifies the upload in a later listing of its directory."""
+        return self.path.key, self.upload_id
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,20 +77,24 @@ class UploadListing(ScopedListing):
     too_recent: int = 0
     vanished: int = 0
     """Uploads that disappeared between listing and ListParts."""
+    sizes_measured: bool = False
+    """Whether each upload's parts and bytes were measured (one ListParts per upload)."""
 
     @property
-    def total_bytes(self) -> int:
-        return sum(upload.bytes or 0 for upload in self.uploads)
+    def total_bytes(self) -> int | None:
+        """Bytes in the uploads' parts; None when sizes were not measured."""
+        return _total([upload.bytes for upload in self.uploads], self.sizes_measured)
 
     @property
-    def total_parts(self) -> int:
-        return sum(upload.parts or 0 for upload in self.uploads)
+    def total_parts(self) -> int | None:
+        return _total([upload.parts for upload in self.uploads], self.sizes_measured)
 
     def to_json(self, sample: int | None = None) -> dict[str, Any]:
         shown = self.uploads if sample is None else self.uploads[:sample]
         return {
             **self.selection_json(),
             "count": len(self.uploads),
+            "sizes_measured": self.sizes_measured,
             "bytes": self.total_bytes,
             "parts": self.total_parts,
             "too_recent": self.too_recent,
@@ -92,8 +110,9 @@ class AbortOutcome:
     status: str
     """One of aborted, vanished, failed, would-abort."""
     attempts: int = 0
+    """AbortMultipartUpload requests sent for it, retries and repeats included."""
     repeats: int = 0
-    """Extra aborts because parts were still there after the first one."""
+    """Extra aborts because the upload was still listed after the previous one."""
     error: str | None = None
 
     @property
@@ -108,6 +127,11 @@ class AbortOutcome:
 
 
 class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
+    """What aborting a listing's uploads did. `vanished` counts uploads found gone (measuring,
+    or NoSuchUpload from the abort); a store that answers 204 for a gone upload (SeaweedFS)
+    makes it count as aborted. `bytes` and `parts` are None when sizes were not measured.
+    """
+
     ACTED = (ABORTED, WOULD_ABORT)
     DETAILS = "uploads"
 
@@ -120,9 +144,9 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
         return self.count(VANISHED) + self.listing.vanished
 
     @property
-    def bytes_reclaimed(self) -> int:
-        """Bytes of the uploads aborted (or, in a dry run, that would be)."""
-        return sum(o.upload.bytes or 0 for o in self.acted)
+    def bytes_reclaimed(self) -> int | None:
+        """Bytes of the uploads aborted (or, in a dry run, that would be); None if not measured."""
+        return _total([o.upload.bytes for o in self.acted], self.listing.sizes_measured)
 
     def _counts(self, acted: list[AbortOutcome]) -> dict[str, Any]:
         return {
@@ -132,11 +156,16 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
             "vanished": self.vanished,
             "failed": len(self.failed),
             "repeated_aborts": sum(o.repeats for o in self.outcomes),
+            "sizes_measured": self.listing.sizes_measured,
             "bytes": self.bytes_reclaimed,
-            "parts": sum(o.upload.parts or 0 for o in acted),
+            "parts": _total([o.upload.parts for o in acted], self.listing.sizes_measured),
             "too_recent": self.listing.too_recent,
             "other_jobs": self.listing.other_jobs,
         }
+
+
+def _total(values: list[int | None], measured: bool) -> int | None:
+    return sum(value or 0 for value in values) if measured else None
 
 
 def list_pending_uploads(
@@ -183,6 +212,7 @@ def list_pending_uploads(
     if not sizes:
         listing.uploads = candidates
         return listing
+    listing.sizes_measured = True
     progress.start("Measuring uploads", len(candidates))
     for info in parallel_map(candidates, lambda u: _measure(store, u), threads, progress):
         if info is None:
@@ -253,51 +283,134 @@ def abort_uploads(
     verify_rounds: int = 3,
     progress: Progress | None = None,
 ) -> AbortReport:
-    """Abort every upload in `listing` in parallel; with `dry_run`, only report them."""
-    return AbortReport.run(
+    """Abort every upload in `listing` (see `abort_and_verify`); with `dry_run`, only report them."""
+    return AbortReport.run_all(
         listing,
         listing.uploads,
-        lambda upload: abort_one(store, upload, attempts, retry_delay, verify_rounds),
+        lambda uploads, bar: abort_and_verify(
+            store,
+            listing.scope,
+            uploads,
+            threads=threads,
+            attempts=attempts,
+            retry_delay=retry_delay,
+            verify_rounds=verify_rounds,
+            progress=bar,
+        ),
         lambda upload: AbortOutcome(upload, WOULD_ABORT),
         dry_run=dry_run,
         description="Aborting uploads",
-        threads=threads,
         progress=progress,
     )
 
 
-def abort_one(
-    store: Store, upload: UploadInfo, attempts: int = 3, retry_delay: float = 0.5, verify_rounds: int = 3
-) -> AbortOutcome:
-    """Abort, then check with ListParts that no parts survived, repeating the abort if some did."""
-    path, upload_id = upload.path, upload.upload_id
-    try:
-        _, used = with_retries(lambda: store.abort_multipart_upload(path, upload_id), attempts, retry_delay)
-    except NoSuchUploadError:
-        return AbortOutcome(upload, VANISHED, 1)
-    except StoreError as error:
-        return AbortOutcome(upload, FAILED, attempts, error=one_line(error))
-    repeats = 0
-    while True:
+def abort_and_verify(
+    store: Store,
+    directory: StorePath,
+    uploads: Sequence[UploadInfo],
+    *,
+    threads: int = 16,
+    attempts: int = 3,
+    retry_delay: float = 0.5,
+    verify_rounds: int = 3,
+    progress: Progress | None = None,
+) -> list[AbortOutcome]:
+    """Abort each upload (all under `directory`) once, then list `directory` again and abort
+    those still pending, up to `verify_rounds` times; outcomes in the order of `uploads`.
+
+    Aborts run on `threads` threads and retry transient errors `attempts` times. An upload still
+    listed after the last round, or whose abort could not be checked, is FAILED.
+    """
+    progress = progress or NoProgress()
+    outcomes: dict[tuple[str, str], AbortOutcome] = {}
+    _abort_each(store, uploads, outcomes, threads, attempts, retry_delay, progress)
+    checking = _aborted(uploads, outcomes)
+    for aborts in range(1, verify_rounds + 2):  # each upload in `checking` was aborted `aborts` times
+        if not checking:
+            break
         try:
-            remaining, _ = with_retries(lambda: store.list_parts(path, upload_id), attempts, retry_delay)
-        except NoSuchUploadError:
-            return AbortOutcome(upload, ABORTED, used, repeats)
+            still = _still_listed(store, directory, checking, attempts, retry_delay, progress)
         except StoreError as error:
-            return AbortOutcome(upload, FAILED, used, repeats, f"abort not verified: {one_line(error)}")
-        if not remaining:
-            return AbortOutcome(upload, ABORTED, used, repeats)
-        if repeats >= verify_rounds:
-            return AbortOutcome(
-                upload, FAILED, used, repeats, f"{len(remaining)} parts remain after {repeats + 1} aborts"
+            _fail(checking, outcomes, f"abort not verified: {one_line(error)}")
+            break
+        if aborts > verify_rounds:
+            _fail(still, outcomes, f"still pending after {aborts} aborts")
+            break
+        progress.start("Repeating aborts", len(still))
+        _abort_each(store, still, outcomes, threads, attempts, retry_delay, progress)
+        checking = _aborted(still, outcomes)
+    return [outcomes[upload.identity] for upload in uploads]
+
+
+def _abort_each(
+    store: Store,
+    uploads: Sequence[UploadInfo],
+    outcomes: dict[tuple[str, str], AbortOutcome],
+    threads: int,
+    attempts: int,
+    retry_delay: float,
+    progress: Progress,
+) -> None:
+    """One abort of each upload in parallel, recorded in `outcomes` (a repeat if already there)."""
+    results = parallel_map(uploads, lambda u: _abort_once(store, u, attempts, retry_delay), threads, progress)
+    for upload, (status, used, error) in zip(uploads, results, strict=True):
+        earlier = outcomes.get(upload.identity)
+        if earlier is None:
+            outcomes[upload.identity] = AbortOutcome(upload, status, used, 0, error)
+        else:  # gone after our earlier abort: that abort (or someone's) took effect
+            status = ABORTED if status == VANISHED else status
+            outcomes[upload.identity] = AbortOutcome(
+                upload, status, earlier.attempts + used, earlier.repeats + 1, error
             )
-        repeats += 1
-        try:
-            store.abort_multipart_upload(path, upload_id)
-        except NoSuchUploadError:
-            return AbortOutcome(upload, ABORTED, used, repeats)
-        except StoreError as error:
-            return AbortOutcome(upload, FAILED, used, repeats, one_line(error))
+
+
+def _abort_once(
+    store: Store, upload: UploadInfo, attempts: int, retry_delay: float
+) -> tuple[str, int, str | None]:
+    """(status, requests sent, error) of one abort, transient errors retried."""
+    try:
+        _, used = with_retries(
+            lambda: store.abort_multipart_upload(upload.path, upload.upload_id), attempts, retry_delay
+        )
+    except NoSuchUploadError:
+        return VANISHED, 1, None
+    except StoreError as error:
+        return FAILED, attempts, one_line(error)
+    return ABORTED, used, None
+
+
+def _aborted(
+    uploads: Sequence[UploadInfo], outcomes: dict[tuple[str, str], AbortOutcome]
+) -> list[UploadInfo]:
+    return [upload for upload in uploads if outcomes[upload.identity].status == ABORTED]
+
+
+def _still_listed(
+    store: Store,
+    directory: StorePath,
+    uploads: Sequence[UploadInfo],
+    attempts: int,
+    retry_delay: float,
+    progress: Progress,
+) -> list[UploadInfo]:
+    """Those of `uploads` that a new listing of `directory` still shows pending."""
+    progress.start("Checking aborts", None)
+    listed, _ = with_retries(
+        lambda: {(u.path.key, u.upload_id) for u in store.list_multipart_uploads(directory)},
+        attempts,
+        retry_delay,
+    )
+    return [upload for upload in uploads if upload.identity in listed]
+
+
+def _fail(
+    uploads: Sequence[UploadInfo],
+    outcomes: dict[tuple[str, str], AbortOutcome],
+    error: str,
+) -> None:
+    for upload in uploads:
+        outcome = outcomes[upload.identity]
+        outcomes[upload.identity] = AbortOutcome(upload, FAILED, outcome.attempts, outcome.repeats, error)
 
 
 def abort_pending_uploads(
@@ -305,15 +418,19 @@ def abort_pending_uploads(
     scope: str | StorePath,
     *,
     dry_run: bool = False,
+    sizes: bool | None = None,
     threads: int = 16,
     progress: Progress | None = None,
     **options: Any,
 ) -> AbortReport:
     """List then abort (or, with `dry_run`, report) the stale uploads under `scope`.
 
+    `sizes` measures each upload's parts and bytes first: one more request per upload, which
+    doubles the cost of an abort. None (the default) measures them only in a dry run.
     `options` are those of `list_pending_uploads` (older_than, job_id, now, ...) and the retry
     settings of `abort_uploads` (attempts, retry_delay, verify_rounds).
     """
     retries = {name: options.pop(name) for name in _RETRY_SETTINGS if name in options}
-    listing = list_pending_uploads(store, scope, threads=threads, progress=progress, **options)
+    measure = dry_run if sizes is None else sizes
+    listing = list_pending_uploads(store, scope, sizes=measure, threads=threads, progress=progress, **options)
     return abort_uploads(store, listing, dry_run=dry_run, threads=threads, progress=progress, **retries)

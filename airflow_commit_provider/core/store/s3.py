@@ -67,9 +67,6 @@ class S3Store(Store):
         multipart_upload=True,
         consistent_listing=True,
     )
-    #: AWS answers 404 NoSuchUpload when aborting an upload that is gone; SeaweedFS answers 204.
-    #: A one-part ListParts probe first gives NoSuchUploadError everywhere, for one more request.
-    verify_abort = True
     #: Write streams larger than this are published as multipart uploads of `part_size` parts.
     multipart_threshold = MULTIPART_THRESHOLD
     part_size = MIN_PART_SIZE
@@ -366,14 +363,12 @@ class S3Store(Store):
         return cast(str, response.get("ETag", ""))
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
-        """Abort the upload; NoSuchUploadError if it was already completed or aborted."""
-        bucket, key = _object(path)
-        if self.verify_abort:
-            with self._request("op_list_parts", path, f"ListParts {upload_id} of"):
-                self.client.list_parts(Bucket=bucket, Key=key, UploadId=upload_id, MaxParts=1)
-        self._abort(path, upload_id)
+        """Abort the upload: one AbortMultipartUpload request.
 
-    def _abort(self, path: StorePath, upload_id: str) -> None:
+        NoSuchUploadError when the server answers NoSuchUpload (AWS's 404 for an upload already
+        completed or aborted). Some S3-compatible servers (SeaweedFS) answer 204 for a gone upload
+        instead, so there an upload that was already gone looks aborted.
+        """
         bucket, key = _object(path)
         with self._request("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of"):
             self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
@@ -381,7 +376,7 @@ class S3Store(Store):
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
         # The original failure matters more; leftover uploads are purged by age later.
         with contextlib.suppress(StoreError):
-            self._abort(path, upload_id)
+            self.abort_multipart_upload(path, upload_id)
 
     def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
         bucket = _bucket(directory)
