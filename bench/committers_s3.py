@@ -26,7 +26,6 @@ from bench.common import BenchEnv, ScenarioResult, counter_delta, log, new_id, t
 TARGET_RATIO = 1.2
 OURS = ("magic", "directory", "partitioned")
 BASELINE_COMMITTER = "file-v1"
-ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
 def run(env: BenchEnv) -> ScenarioResult:
@@ -69,7 +68,12 @@ def run(env: BenchEnv) -> ScenarioResult:
             with timer() as elapsed:
                 rows = frame.mapInArrow(
                     functools.partial(
-                        spark_tasks.raw_parquet_task, bucket, prefix, arrow_s3, "snappy", ROW_GROUP_BYTES
+                        spark_tasks.raw_parquet_task,
+                        bucket,
+                        prefix,
+                        arrow_s3,
+                        "snappy",
+                        spark_tasks.ROW_GROUP_BYTES,
                     ),
                     spark_tasks.RAW_RESULT_SCHEMA,
                 ).collect()

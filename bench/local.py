@@ -11,11 +11,17 @@
   files. That row therefore times the manifest committer's overhead without its renames, a lower
   bound for it (and output that is visible before job commit).
 
+Two informative rows show what bounds ours: the same DataFrame through `mapInArrow` with a task
+that only counts the rows (the cost of moving them from the JVM to Python, which Spark's native
+writer never pays), and a raw uncommitted `mapInArrow` + pyarrow write of one file per task with our
+tasks' writer (ours minus the commit protocol).
+
 Codecs are explicit on both sides: parquet snappy, ORC zstd (Spark 4's defaults).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -62,7 +68,15 @@ def run(env: BenchEnv) -> ScenarioResult:
     df = spark_tasks.make_frame(spark, target_bytes, partitions)
     root = env.work_dir / "local-writes"
     root.mkdir(exist_ok=True)
-    variants = ["ours-parquet", "spark-parquet", "ours-orc", "jvm-manifest-orc", "spark-orc"]
+    variants = [
+        "ours-parquet",
+        "spark-parquet",
+        "raw-parquet",
+        "transfer-parquet",
+        "ours-orc",
+        "jvm-manifest-orc",
+        "spark-orc",
+    ]
 
     def write(name: str, frame: Any) -> tuple[float, Any, int, Any]:
         """One write: seconds, our summary (or None), bytes written, JVM manifest files committed."""
@@ -79,6 +93,14 @@ def run(env: BenchEnv) -> ScenarioResult:
                     committer="manifest",
                     options={"compression": CODECS[fmt], "threads": env.threads},
                 )
+            elif name.startswith("raw"):
+                path.mkdir()
+                task = functools.partial(
+                    spark_tasks.raw_local_parquet_task, str(path), CODECS[fmt], spark_tasks.ROW_GROUP_BYTES
+                )
+                frame.mapInArrow(task, spark_tasks.RAW_RESULT_SCHEMA).collect()
+            elif name.startswith("transfer"):
+                frame.mapInArrow(spark_tasks.transfer_only_task, spark_tasks.RAW_RESULT_SCHEMA).collect()
             elif name.startswith("jvm-manifest"):
                 conf = jvm_committer_conf(url, "manifest", bind_commit_protocol=False)
                 # The manifest committer takes the job's UUID from the write's conf (jobIdSource).
@@ -120,6 +142,20 @@ def run(env: BenchEnv) -> ScenarioResult:
             target=TARGET_RATIO,
             group="local",
         ).add(seconds["ours-parquet"], seconds["spark-parquet"])
+        result.comparison(
+            "parquet: manifest vs raw mapInArrow + pyarrow write (no commit protocol)",
+            ours_label="write_committed(manifest)",
+            baseline_label="mapInArrow + pyarrow, one uncommitted file per task",
+            unit="s",
+            group="local",
+        ).add(seconds["ours-parquet"], seconds["raw-parquet"])
+        result.comparison(
+            "parquet: moving the rows to Python alone vs Spark FileOutputCommitter v1",
+            ours_label="mapInArrow that only counts the rows",
+            baseline_label="df.write.parquet (JVM FileOutputCommitter v1)",
+            unit="s",
+            group="local",
+        ).add(seconds["transfer-parquet"], seconds["spark-parquet"])
         result.comparison(
             "orc: manifest vs Hadoop JVM manifest committer",
             ours_label="write_committed(manifest)",

@@ -17,6 +17,8 @@ from typing import Any
 
 #: Bytes per row on disk for `make_frame` (snappy parquet; the doubles are random, so incompressible).
 BYTES_PER_ROW = 66
+#: Row-group size of the raw writes: our tasks' default (`open_format_writer`).
+ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
 def make_frame(spark: Any, target_bytes: int, partitions: int, seed: int = 7) -> Any:
@@ -49,11 +51,8 @@ def raw_parquet_task(
     It encodes with the same writer our tasks use (same codec, same row-group buffering), so the
     difference to a committed write is the commit protocol and the upload path only.
     """
-    import pyarrow as pa
     from pyarrow import fs
     from pyspark import TaskContext
-
-    from airflow_commit_provider.spark.formats import CountingSink, open_format_writer
 
     partition = TaskContext.get().partitionId()
     filesystem = fs.S3FileSystem(
@@ -63,9 +62,41 @@ def raw_parquet_task(
         region=s3["region"],
         allow_bucket_creation=False,
     )
-    key = f"{bucket}/{prefix}/part-{partition:05d}-raw.snappy.parquet"
+    stream = filesystem.open_output_stream(f"{bucket}/{prefix}/part-{partition:05d}-raw.snappy.parquet")
+    yield _write_one_parquet(stream, partition, codec, row_group_bytes, batches)
+
+
+def raw_local_parquet_task(
+    directory: str, codec: str | None, row_group_bytes: int, batches: Iterator[Any]
+) -> Iterator[Any]:
+    """mapInArrow body: the same uncommitted single-file write, to a local directory."""
+    from pyspark import TaskContext
+
+    partition = TaskContext.get().partitionId()
+    stream = open(os.path.join(directory, f"part-{partition:05d}-raw.snappy.parquet"), "wb")  # noqa: SIM115
+    yield _write_one_parquet(stream, partition, codec, row_group_bytes, batches)
+
+
+def transfer_only_task(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body that only counts the rows: the cost of moving them from the JVM to Python."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    rows = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pylist(
+        [{"task": TaskContext.get().partitionId(), "files": 0, "bytes": rows}], schema=_raw_result_schema()
+    )
+
+
+def _write_one_parquet(
+    stream: Any, partition: int, codec: str | None, row_group_bytes: int, batches: Iterator[Any]
+) -> Any:
+    """Encode every batch into one parquet file on `stream` (closed here) with our tasks' writer."""
+    import pyarrow as pa
+
+    from airflow_commit_provider.spark.formats import CountingSink, open_format_writer
+
     writer = None
-    stream = filesystem.open_output_stream(key)
     sink = CountingSink(stream)
     try:
         for batch in batches:
@@ -80,10 +111,15 @@ def raw_parquet_task(
     finally:
         sink.close()
         stream.close()
-    yield pa.RecordBatch.from_pylist(
-        [{"task": partition, "files": 1, "bytes": sink.count}],
-        schema=pa.schema([("task", pa.int64()), ("files", pa.int64()), ("bytes", pa.int64())]),
+    return pa.RecordBatch.from_pylist(
+        [{"task": partition, "files": 1, "bytes": sink.count}], schema=_raw_result_schema()
     )
+
+
+def _raw_result_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("task", pa.int64()), ("files", pa.int64()), ("bytes", pa.int64())])
 
 
 # Counting copies ------------------------------------------------------------------------------------
