@@ -4,7 +4,8 @@
 an AWS connection in the ``aws_default`` style of the Amazon provider, through its own connection
 handling (:class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`): login/password or the
 default credential chain, ``profile_name``, ``role_arn`` (assumed roles), ``region_name`` and
-``endpoint_url`` in the extras (``service_config.s3.endpoint_url`` wins over the global one).
+``endpoint_url`` in the extras (``service_config.s3.endpoint_url`` wins over the global one), and
+``verify`` (``false`` or a CA bundle path) for TLS.
 
 The secret parts of the credentials are registered with Airflow's secrets masker as soon as they are
 read, and never appear in logs, ``repr`` or XCom.
@@ -43,6 +44,8 @@ class S3Settings:
     aws_access_key_id: str | None = None
     aws_secret_access_key: str | None = field(default=None, repr=False)
     aws_session_token: str | None = field(default=None, repr=False)
+    verify: bool | str | None = None
+    """The connection's ``verify`` extra: False, a CA bundle path, or None for boto3's default."""
 
     def store_options(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
@@ -53,7 +56,10 @@ class S3Settings:
             "aws_secret_access_key": self.aws_secret_access_key,
             "aws_session_token": self.aws_session_token,
         }
-        return {key: value for key, value in options.items() if value}
+        chosen: dict[str, Any] = {key: value for key, value in options.items() if value}
+        if self.verify is not None:
+            chosen["verify"] = self.verify
+        return chosen
 
     def environment(self) -> dict[str, str]:
         """The same settings as the ``AWS_*`` variables boto3 (and Hadoop's S3A) read.
@@ -66,6 +72,7 @@ class S3Settings:
             "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
             "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
             "AWS_SESSION_TOKEN": self.aws_session_token,
+            "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
         }
         return {key: value for key, value in env.items() if value}
 
@@ -130,10 +137,6 @@ class CommitStoreHook(BaseHook):
                 "S3 requests will fail unless the store finds some later",
                 self.aws_conn_id,
             )
-        if config.verify is not None:
-            self.log.warning(
-                "The connection's 'verify' extra is not applied to commit stores; use AWS_CA_BUNDLE instead"
-            )
         self.log.info(
             "S3 settings from connection %r: endpoint %s, region %s",
             self.aws_conn_id,
@@ -146,6 +149,7 @@ class CommitStoreHook(BaseHook):
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
             aws_session_token=token,
+            verify=config.verify,
         )
 
     def get_store(self, url: str | os.PathLike[str] | StorePath) -> Store:
@@ -162,6 +166,12 @@ class CommitStoreHook(BaseHook):
         """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
         if StorePath.parse(url).is_local:
             return {}
+        if self.s3_settings.verify is False:
+            self.log.warning(
+                "Connection %r has verify=false: stores opened here skip TLS verification, but boto3 "
+                "has no environment variable for that, so the Spark job still verifies certificates",
+                self.aws_conn_id,
+            )
         return self.s3_settings.environment()
 
 

@@ -71,6 +71,32 @@ def test_service_endpoint_wins_over_global(
     )
 
 
+@pytest.mark.parametrize("verify", [False, "/etc/ssl/certs/ca-certificates.crt"])
+def test_verify_extra_reaches_the_store_and_the_spark_job(
+    embedded_s3: EmbeddedS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, verify: bool | str
+) -> None:
+    conn = {
+        "conn_type": "aws",
+        "login": embedded_s3.access_key,
+        "password": embedded_s3.secret_key,
+        "extra": {
+            "endpoint_url": embedded_s3.endpoint_url,
+            "region_name": embedded_s3.region,
+            "verify": verify,
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_TLS_S3", json.dumps(conn))
+    hook = CommitStoreHook(aws_conn_id="tls_s3")
+    store = hook.get_store(f"s3://{s3_bucket}/v")
+    assert isinstance(store, S3Store)
+    assert store.verify == verify
+    # boto3 skips verification only for verify=False and uses a bundle path as given (plain http here).
+    assert store.client._endpoint.http_session._verify == verify
+    store.write_bytes(StorePath("s3", s3_bucket, "v/f"), b"1")
+    environment = hook.spark_environment(f"s3://{s3_bucket}/v")
+    assert environment.get("AWS_CA_BUNDLE") == (verify or None)
+
+
 def test_connection_in_uri_form(
     embedded_s3: EmbeddedS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

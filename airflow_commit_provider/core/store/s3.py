@@ -83,6 +83,7 @@ class S3Store(Store):
         aws_session_token: str | None = None,
         region_name: str | None = None,
         profile_name: str | None = None,
+        verify: bool | str | None = None,
         client: Any = None,
     ) -> None:
         super().__init__()
@@ -90,6 +91,8 @@ class S3Store(Store):
         self.endpoint_url = endpoint_url
         self.region_name = region_name
         self.profile_name = profile_name
+        self.verify = verify
+        """TLS verification as boto3 takes it: False, a CA bundle path, or None for the default."""
         self._credentials = {
             "aws_access_key_id": aws_access_key_id,
             "aws_secret_access_key": aws_secret_access_key,
@@ -132,7 +135,11 @@ class S3Store(Store):
             s3={"addressing_style": "path"} if path_style else None,
         )
         return session.client(
-            "s3", endpoint_url=self.endpoint_url, region_name=self.region_name, config=config
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=config,
         )
 
     def close(self) -> None:
