@@ -53,6 +53,9 @@ class DelegatingStore(Store):
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
         return self.inner.list_files(directory)
 
+    def list_child_dirs(self, directory: StorePath) -> list[str]:
+        return self.inner.list_child_dirs(directory)
+
     def delete(self, path: StorePath) -> None:
         self.inner.delete(path)
 

@@ -93,6 +93,22 @@ def test_list_files_is_recursive_and_respects_directory_boundary(store_root: Sto
     assert sizes == {root.join("dataset1", "a"): 1, root.join("dataset1", "sub", "deeper", "b"): 1}
 
 
+def test_list_child_dirs_is_one_level_and_respects_directory_boundary(store_root: StoreRoot) -> None:
+    store, root = store_root
+    scope = root.join("out")
+    for path in (
+        scope.join("a", "f"),
+        scope.join("a", "deep", "g"),
+        scope.join("b c", "h"),
+        scope.join("top"),
+    ):
+        store.write_bytes(path, b"x")
+    store.write_bytes(root.join("out10", "z", "f"), b"x")
+    assert store.list_child_dirs(scope) == ["a", "b c"]
+    assert store.list_child_dirs(scope.join("a")) == ["deep"]
+    assert store.list_child_dirs(root.join("missing")) == []
+
+
 def test_list_files_of_missing_directory_is_empty(store_root: StoreRoot) -> None:
     store, root = store_root
     assert listed(store, root.join("nothing", "here")) == set()

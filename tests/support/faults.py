@@ -175,6 +175,9 @@ class FaultInjectingStore(Store):
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
         return iter(self._run("list_files", directory, False, lambda: list(self.inner.list_files(directory))))
 
+    def list_child_dirs(self, directory: StorePath) -> list[str]:
+        return self._run("list_child_dirs", directory, False, lambda: self.inner.list_child_dirs(directory))
+
     def delete(self, path: StorePath) -> None:
         self._run("delete", path, True, lambda: self.inner.delete(path))
 

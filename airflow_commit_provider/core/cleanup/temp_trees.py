@@ -193,7 +193,7 @@ def find_temp_trees(
 
 def _scan(store: Store, scope: StorePath, nested: bool, progress: Progress) -> dict[str, _Found]:
     found: dict[str, _Found] = {}
-    children = None if nested else _child_dirs(store, scope)
+    children = None if nested else store.list_child_dirs(scope)
     roots = [scope] if children is None else [scope.join(n) for n in children if tree_kind(n)]
     for root in roots:
         for status in store.list_files(root):
@@ -201,7 +201,7 @@ def _scan(store: Store, scope: StorePath, nested: bool, progress: Progress) -> d
             if status.path.is_under(scope):
                 _place(found, status, status.path.relative_to(scope).split("/"), nested)
     if scope.is_local and children is not None:
-        _place_empty_local_dirs(found, scope, children)
+        _place_empty_local_dirs(store, found, scope, children)
     return found
 
 
@@ -223,7 +223,9 @@ def _place(found: dict[str, _Found], status: FileStatus, segments: list[str], ne
         return
 
 
-def _place_empty_local_dirs(found: dict[str, _Found], scope: StorePath, children: list[str]) -> None:
+def _place_empty_local_dirs(
+    store: Store, found: dict[str, _Found], scope: StorePath, children: list[str]
+) -> None:
     """Empty local trees (left by crashed jobs) have no files to date them: use the directory's."""
     for name in children:
         kind = tree_kind(name)
@@ -231,7 +233,7 @@ def _place_empty_local_dirs(found: dict[str, _Found], scope: StorePath, children
             continue
         keys = [name]
         if name in CONTAINERS:
-            keys = [f"{name}/{child}" for child in _child_dirs(store=None, directory=scope.join(name)) or []]
+            keys = [f"{name}/{child}" for child in store.list_child_dirs(scope.join(name))]
         for key in keys:
             if key not in found:
                 try:
@@ -249,33 +251,6 @@ def _job_id(kind: str, name: str) -> str | None:
     if kind == "magic" and name.startswith("job-"):
         return name[len("job-") :]
     return name if kind in ("temporary", "magic") else None
-
-
-def _child_dirs(store: Store | None, directory: StorePath) -> list[str] | None:
-    """Names of the directory's subdirectories without listing their contents, or None if the
-    store cannot tell cheaply (then the caller lists everything under the scope)."""
-    if directory.is_local:
-        try:
-            with os.scandir(directory.key) as entries:
-                return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-    client = getattr(store, "client", None)
-    if client is None or not hasattr(client, "get_paginator"):
-        return None
-    prefix = directory.dir_prefix()
-    names: list[str] = []
-    try:
-        pages = client.get_paginator("list_objects_v2").paginate(
-            Bucket=directory.bucket, Prefix=prefix, Delimiter="/"
-        )
-        for page in pages:
-            for common in page.get("CommonPrefixes", ()):
-                if common["Prefix"].startswith(prefix):
-                    names.append(common["Prefix"][len(prefix) :].strip("/"))
-    except Exception:  # any client trouble: the store's own full listing reports it properly
-        return None
-    return sorted(name for name in names if name)
 
 
 def _uploads_in(store: Store, tree: StorePath) -> list[PendingUpload]:

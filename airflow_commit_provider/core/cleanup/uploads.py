@@ -16,7 +16,6 @@ runs measure them, real aborts only when asked. Unmeasured bytes are null, never
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +33,8 @@ from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
+from airflow_commit_provider.core.stages.uploads import parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
@@ -265,10 +266,10 @@ def _read_records(store: Store, records_dir: StorePath) -> set[str]:
     ids: set[str] = set()
     for status in store.list_files(records_dir):
         try:
-            records = json.loads(store.read_bytes(status.path))
-            ids.update(str(record["uploadId"]) for record in records)
-        except (StoreError, ValueError, KeyError, TypeError):
+            records = parse_upload_records(store.read_bytes(status.path), str(status.path))
+        except (StoreError, InvalidCommitDataError):
             continue  # a record being written or removed right now; the key check still applies
+        ids.update(upload_id for _path, upload_id in records)
     return ids
 
 

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable
 from airflow_commit_provider.core.formats.pending import PendingCommit
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store
 
 
@@ -60,9 +61,17 @@ def recorded_uploads(
         attempt = status.path.parent.name
         if attempt in skip_attempts:
             continue
-        for record in json.loads(ctx.store.read_bytes(status.path)):
-            found.append((attempt, StorePath.parse(record["uri"]), record["uploadId"]))
+        for path, upload_id in parse_upload_records(ctx.store.read_bytes(status.path), str(status.path)):
+            found.append((attempt, path, upload_id))
     return found
+
+
+def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]]:
+    """The (destination, upload ID) pairs of one record file; InvalidCommitDataError names a damaged one."""
+    try:
+        return [(StorePath.parse(record["uri"]), str(record["uploadId"])) for record in json.loads(data)]
+    except (ValueError, KeyError, TypeError) as error:  # InvalidPathError is a ValueError
+        raise InvalidCommitDataError(f"{source}: damaged upload record: {error}") from error
 
 
 def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> int:

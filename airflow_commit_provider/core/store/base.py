@@ -118,6 +118,18 @@ class Store(abc.ABC):
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
         """Every visible file under `directory`, recursively, in no set order."""
 
+    def list_child_dirs(self, directory: StorePath) -> list[str]:
+        """Sorted names of the directories directly under `directory`.
+
+        This default lists every file below; stores that can ask for one level override it.
+        """
+        names = set()
+        for status in self.list_files(directory):
+            relative = status.path.relative_to(directory)
+            if "/" in relative:
+                names.add(relative.split("/", 1)[0])
+        return sorted(names)
+
     @abc.abstractmethod
     def delete(self, path: StorePath) -> None:
         """Delete one file; a missing file is not an error."""

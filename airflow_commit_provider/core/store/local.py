@@ -111,6 +111,17 @@ class LocalStore(Store):
             return None
         return FileStatus(path, stat.st_size, stat.st_mtime)
 
+    def list_child_dirs(self, directory: StorePath) -> list[str]:
+        """Empty directories included: on local disk a job's empty work dirs are leftovers too."""
+        self.statistics.increment("op_list")
+        try:
+            with os.scandir(directory.key) as entries:
+                return sorted(
+                    e.name for e in entries if e.is_dir(follow_symlinks=False) and e.name != UPLOADS_DIR
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
         self.statistics.increment("op_list")
         root = directory.key

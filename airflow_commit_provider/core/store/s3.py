@@ -236,6 +236,22 @@ class S3Store(Store):
             if not _is_directory_marker(entry):
                 yield _status(directory, entry)
 
+    def list_child_dirs(self, directory: StorePath) -> list[str]:
+        """One level only (ListObjectsV2 with a delimiter): never lists the files below."""
+        bucket = _bucket(directory)
+        prefix = directory.dir_prefix()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+        names: set[str] = set()
+        while True:
+            with self._request("op_list", directory, "ListObjectsV2"):
+                page = self.client.list_objects_v2(**kwargs)
+            for common in page.get("CommonPrefixes", ()):
+                if common["Prefix"].startswith(prefix):
+                    names.add(common["Prefix"][len(prefix) :].strip("/"))
+            if not page.get("IsTruncated"):
+                return sorted(name for name in names if name)
+            kwargs["ContinuationToken"] = _next_marker(page, kwargs, directory, "NextContinuationToken")
+
     def _list_objects(self, directory: StorePath) -> Iterator[dict[str, Any]]:
         """Raw ListObjectsV2 entries under the directory (markers included), page by page."""
         bucket = _bucket(directory)
