@@ -22,6 +22,7 @@ from airflow.sdk import BaseHook
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import open_store
+from airflow_commit_provider.spark.config import ENV_S3_VERIFY
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -73,6 +74,7 @@ class S3Settings:
             "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
             "AWS_SESSION_TOKEN": self.aws_session_token,
             "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
+            ENV_S3_VERIFY: "false" if self.verify is False else None,
         }
         return {key: value for key, value in env.items() if value}
 
@@ -166,12 +168,6 @@ class CommitStoreHook(BaseHook):
         """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
         if StorePath.parse(url).is_local:
             return {}
-        if self.s3_settings.verify is False:
-            self.log.warning(
-                "Connection %r has verify=false: stores opened here skip TLS verification, but boto3 "
-                "has no environment variable for that, so the Spark job still verifies certificates",
-                self.aws_conn_id,
-            )
         return self.s3_settings.environment()
 
 

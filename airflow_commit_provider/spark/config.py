@@ -30,6 +30,10 @@ CONF_S3_ACCESS_KEY_ID = PREFIX + "s3.access_key_id"
 CONF_S3_SECRET_ACCESS_KEY = PREFIX + "s3.secret_access_key"
 CONF_S3_SESSION_TOKEN = PREFIX + "s3.session_token"
 CONF_S3_REGION = PREFIX + "s3.region"
+#: TLS verification: false, true, or a CA bundle path (boto3's `verify`).
+CONF_S3_VERIFY = PREFIX + "s3.verify"
+#: The same for a job's environment: boto3 reads AWS_CA_BUNDLE but has no variable for `false`.
+ENV_S3_VERIFY = "AIRFLOW_COMMIT_S3_VERIFY"
 
 #: Spark's own key for a write job's unique ID (SPARK-33230); we set it as a local property.
 SPARK_WRITE_JOB_UUID = "spark.sql.sources.writeJobUUID"
@@ -45,6 +49,7 @@ _S3_SOURCES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("s3.secret_access_key", CONF_S3_SECRET_ACCESS_KEY, ("AWS_SECRET_ACCESS_KEY",), "aws_secret_access_key"),
     ("s3.session_token", CONF_S3_SESSION_TOKEN, ("AWS_SESSION_TOKEN",), "aws_session_token"),
     ("s3.region", CONF_S3_REGION, ("AWS_DEFAULT_REGION", "AWS_REGION"), "region_name"),
+    ("s3.verify", CONF_S3_VERIFY, (ENV_S3_VERIFY, "AWS_CA_BUNDLE"), "verify"),
 )
 
 #: Options passed to Spark's `to_csv` (the same CSVOptions Spark's CSV writer uses).
@@ -167,6 +172,16 @@ def parse_bool(value: object, name: str) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
+def _verify_setting(value: str | None) -> bool | str | None:
+    """`false`/`0`/`no` turn TLS verification off, `true`/`1`/`yes` keep the default, else a CA bundle."""
+    text = (value or "").strip()
+    if text.lower() in ("false", "0", "no"):
+        return False
+    if text.lower() in ("", "true", "1", "yes"):
+        return None
+    return text
+
+
 @dataclass(frozen=True)
 class S3Settings:
     """Endpoint and credentials for executors; credentials never appear in ``repr``."""
@@ -176,9 +191,11 @@ class S3Settings:
     aws_secret_access_key: str | None = field(default=None, repr=False)
     aws_session_token: str | None = field(default=None, repr=False)
     region_name: str | None = None
+    verify: bool | str | None = None
+    """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
 
-    def store_kwargs(self) -> dict[str, str]:
-        return {key: value for key, value in asdict(self).items() if value}
+    def store_kwargs(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
     def __repr__(self) -> str:
         secret = "***" if self.aws_secret_access_key else None
@@ -199,7 +216,7 @@ class S3Settings:
             if not value:
                 value = next((environ[name] for name in env_names if environ.get(name)), None)
             values[kwarg] = str(value) if value else None
-        return cls(**values)
+        return cls(**{**values, "verify": _verify_setting(values["verify"])})
 
 
 @dataclass(frozen=True)

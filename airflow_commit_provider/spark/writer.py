@@ -118,7 +118,8 @@ def write_committed(
     csv ``header`` (default true), ``sep``, ``quote``, ``escape``..., json ``timestampFormat``...),
     committer options (``threads``, ``part_size``, ``allow_unsafe_v2``, ``local_staging_dir``) and S3
     options (``s3.endpoint_url``, ``s3.access_key_id``, ``s3.secret_access_key``, ``s3.session_token``,
-    ``s3.region``; else ``spark.airflow_commit.s3.*`` confs, else the driver's ``AWS_*`` environment).
+    ``s3.region``, ``s3.verify`` (false or a CA bundle); else ``spark.airflow_commit.s3.*`` confs, else the
+    driver's environment: ``AWS_*``, and ``AIRFLOW_COMMIT_S3_VERIFY`` or ``AWS_CA_BUNDLE`` for ``s3.verify``).
     URLs are percent-decoded; plain local paths are taken literally.
     """
     started = time.monotonic()

@@ -149,6 +149,29 @@ def test_s3_settings_never_show_secrets():
     assert pickle.loads(pickle.dumps(settings)) == settings
 
 
+@pytest.mark.parametrize(
+    ("option", "environ", "expected"),
+    [
+        (None, {}, None),
+        ("false", {}, False),
+        ("0", {"AWS_CA_BUNDLE": "/ca.pem"}, False),
+        ("true", {"AWS_CA_BUNDLE": "/ca.pem"}, None),
+        (None, {"AWS_CA_BUNDLE": "/ca.pem"}, "/ca.pem"),
+        (None, {"AIRFLOW_COMMIT_S3_VERIFY": "no", "AWS_CA_BUNDLE": "/ca.pem"}, False),
+        ("/etc/bundle.pem", {}, "/etc/bundle.pem"),
+    ],
+)
+def test_s3_verify_setting(option, environ, expected):
+    class NoConf:
+        def get(self, key):
+            return None
+
+    options = {} if option is None else {"s3.verify": option}
+    settings = S3Settings.resolve(options, NoConf(), environ)  # type: ignore[arg-type]
+    assert settings.verify == expected
+    assert settings.store_kwargs().get("verify", None) == expected
+
+
 def test_default_committer():
     local, s3 = StorePath.parse("/data/t"), StorePath.parse("s3://b/t")
     assert default_committer(local, False, "append") == "manifest"
