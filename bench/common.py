@@ -242,21 +242,13 @@ class RSSSampler:
 
 
 @contextlib.contextmanager
-def timer() -> Iterator[Callable[[], float]]:
-    """`with timer() as elapsed: ...` then `elapsed()` gives the block's wall-clock seconds."""
-    start = time.perf_counter()
+def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[], float]]:
+    """`with timer() as elapsed: ...` then `elapsed()` gives the block's seconds on `clock`:
+    wall-clock by default, `time.process_time` for the CPU of this process (all its threads)."""
+    start = clock()
     end: list[float] = []
-    yield lambda: (end[0] if end else time.perf_counter()) - start
-    end.append(time.perf_counter())
-
-
-@contextlib.contextmanager
-def cpu_timer() -> Iterator[Callable[[], float]]:
-    """Like `timer`, in CPU seconds of this process (all threads): what the client itself spends."""
-    start = time.process_time()
-    end: list[float] = []
-    yield lambda: (end[0] if end else time.process_time()) - start
-    end.append(time.process_time())
+    yield lambda: (end[0] if end else clock()) - start
+    end.append(clock())
 
 
 def counter_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:

@@ -25,6 +25,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from bench import s3_setup
@@ -33,7 +34,6 @@ from bench.common import (
     BenchEnv,
     ScenarioResult,
     counter_delta,
-    cpu_timer,
     log,
     new_id,
     requests_in,
@@ -118,7 +118,7 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
             counters: dict[str, dict[str, int]] = {}
             phases: dict[str, dict[str, float]] = {}
             for name in order:
-                with cpu_timer() as cpu_seconds:
+                with timer(time.process_time) as cpu_seconds:
                     if name == "raw":
                         seconds[name] = _raw_complete(env, buckets["raw"], uploads)
                     else:

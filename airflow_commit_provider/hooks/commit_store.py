@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import open_store
-from airflow_commit_provider.spark.config import ENV_S3_VERIFY
+from airflow_commit_provider.spark.config import S3Settings
 
 if TYPE_CHECKING:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -30,53 +29,6 @@ if TYPE_CHECKING:
     from airflow_commit_provider.core.store import Store
 
 __all__ = ["CommitStoreHook", "S3Settings"]
-
-
-@dataclass(frozen=True)
-class S3Settings:
-    """Where and as whom to reach S3, resolved from an Airflow connection.
-
-    ``None`` fields are left to boto3's defaults (``AWS_*`` environment variables, profiles, instance
-    roles). The secret fields are excluded from ``repr``.
-    """
-
-    endpoint_url: str | None = None
-    region_name: str | None = None
-    aws_access_key_id: str | None = None
-    aws_secret_access_key: str | None = field(default=None, repr=False)
-    aws_session_token: str | None = field(default=None, repr=False)
-    verify: bool | str | None = None
-    """The connection's ``verify`` extra: False, a CA bundle path, or None for boto3's default."""
-
-    def store_options(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
-        options = {
-            "endpoint_url": self.endpoint_url,
-            "region_name": self.region_name,
-            "aws_access_key_id": self.aws_access_key_id,
-            "aws_secret_access_key": self.aws_secret_access_key,
-            "aws_session_token": self.aws_session_token,
-        }
-        chosen: dict[str, Any] = {key: value for key, value in options.items() if value}
-        if self.verify is not None:
-            chosen["verify"] = self.verify
-        return chosen
-
-    def environment(self) -> dict[str, str]:
-        """The same settings as the ``AWS_*`` variables boto3 (and Hadoop's S3A) read.
-
-        Meant for a child process's environment, never for command lines or logs.
-        """
-        env = {
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_DEFAULT_REGION": self.region_name,
-            "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
-            "AWS_SESSION_TOKEN": self.aws_session_token,
-            "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
-            ENV_S3_VERIFY: "false" if self.verify is False else None,
-        }
-        return {key: value for key, value in env.items() if value}
 
 
 class CommitStoreHook(BaseHook):
@@ -162,7 +114,7 @@ class CommitStoreHook(BaseHook):
         path = StorePath.parse(url)
         if path.is_local:
             return open_store(path)
-        return open_store(path, threads=self.threads, **self.s3_settings.store_options())
+        return open_store(path, threads=self.threads, **self.s3_settings.store_kwargs())
 
     def spark_environment(self, url: str | os.PathLike[str] | StorePath) -> dict[str, str]:
         """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""

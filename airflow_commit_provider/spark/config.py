@@ -184,7 +184,10 @@ def _verify_setting(value: str | None) -> bool | str | None:
 
 @dataclass(frozen=True)
 class S3Settings:
-    """Endpoint and credentials for executors; credentials never appear in ``repr``."""
+    """Where and as whom to reach S3: from a write's options, Spark conf and environment
+    (`resolve`) or from an Airflow connection (the hook). ``None`` is left to boto3's defaults;
+    credentials never appear in ``repr``.
+    """
 
     endpoint_url: str | None = None
     aws_access_key_id: str | None = field(default=None, repr=False)
@@ -195,7 +198,23 @@ class S3Settings:
     """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
 
     def store_kwargs(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
+        return {key: value for key, value in asdict(self).items() if value is not None and value != ""}
+
+    def environment(self) -> dict[str, str]:
+        """The same settings as the variables a child process reads (boto3's ``AWS_*``, and
+        ``resolve`` for `verify`). Meant for a job's environment, never for command lines or logs.
+        """
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_DEFAULT_REGION": self.region_name,
+            "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
+            "AWS_SESSION_TOKEN": self.aws_session_token,
+            "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
+            ENV_S3_VERIFY: "false" if self.verify is False else None,
+        }
+        return {key: value for key, value in env.items() if value}
 
     def __repr__(self) -> str:
         secret = "***" if self.aws_secret_access_key else None
