@@ -9,11 +9,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 TEMPORARY_DIR = "_temporary"
 MAGIC_PREFIX = "__magic_job-"
+RECORDS_DIR = "_airflow_commit"
+"""Per-job outcomes and records, beside the output and hidden from its readers (the `_` prefix),
+as Hadoop's `fs.s3a.committer.summary.report.directory` keeps job summaries."""
+RECORD_KINDS = {"outcome": ".outcome.json", "success": ".success.json", "delivered": ".delivered.json"}
 
 
 def validate_job_id(job_id: str) -> str:
@@ -48,13 +53,31 @@ class JobLayout:
         return self.job_dir.join("job.json")
 
     @property
-    def commit_intent(self) -> StorePath:
-        """The committed task list, saved first so an interrupted job commit can be resumed."""
-        return self.job_attempt_dir.join("commit-intent.json")
+    def records_dir(self) -> StorePath:
+        return self.destination.join(RECORDS_DIR)
+
+    @property
+    def outcome(self) -> StorePath:
+        """The job's commit point: created once, if absent, saying commit (with the task list) or abort."""
+        return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['outcome']}")
+
+    @property
+    def job_record(self) -> StorePath:
+        """The job's durable summary in the `_SUCCESS` format; it outlives later jobs' `_SUCCESS`."""
+        return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['success']}")
+
+    @property
+    def delivery_marker(self) -> StorePath:
+        """Written by the orchestrator when the try that ran this job succeeded."""
+        return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['delivered']}")
 
     @property
     def success_marker(self) -> StorePath:
-        return self.destination.join("_SUCCESS")
+        return self.destination.join(SUCCESS_FILENAME)
+
+    def partition_success(self, partition: str) -> StorePath:
+        """A partition's own `_SUCCESS`, so one day's sensor is not confused by another day's job."""
+        return self.destination.join(partition, SUCCESS_FILENAME)
 
     def task_id(self, task: int) -> str:
         return f"task_{self.job_id}_m_{task:06d}"
@@ -78,3 +101,12 @@ class JobLayout:
     def committed_task_dir(self, task_id: str) -> StorePath:
         """FileOutputCommitter v1's committed-task directory."""
         return self.job_attempt_dir.join("committed", task_id)
+
+
+def parse_record_name(name: str) -> tuple[str, str] | None:
+    """(job ID, kind) of a file name in the records directory, or None for anything else."""
+    for kind, suffix in RECORD_KINDS.items():
+        if name.endswith(suffix):
+            job_id = name[: -len(suffix)]
+            return (job_id, kind) if _JOB_ID.match(job_id) else None
+    return None

@@ -12,7 +12,14 @@ from __future__ import annotations
 import pytest
 from support.faults import FaultInjectingStore, InjectedFault, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
-from support.invariants import assert_aborted, assert_committed, is_temp, read_success, store_files
+from support.invariants import (
+    assert_aborted,
+    assert_committed,
+    is_commit_record,
+    is_temp,
+    read_success,
+    store_files,
+)
 from support.workload import (
     COMMITTER_PARAMS,
     CORRECT_COMMITTER_PARAMS,
@@ -30,7 +37,11 @@ RETRY = ["dt=1/part-00000-b.bin", "dt=2/part-00000-c.bin"]
 
 
 def visible(env: CommitEnv) -> dict[str, bytes]:
-    return {k: v for k, v in store_files(env.store, env.dest).items() if not is_temp(k) and k != "_SUCCESS"}
+    return {
+        k: v
+        for k, v in store_files(env.store, env.dest).items()
+        if not is_temp(k) and not is_commit_record(k)
+    }
 
 
 def test_file_v2_failed_task_commit_leaves_mixed_output(commit_env: CommitEnv) -> None:

@@ -28,6 +28,7 @@ from support.invariants import (
     assert_aborted,
     assert_committed,
     assert_nothing_left_behind,
+    is_commit_record,
     is_temp,
     store_files,
 )
@@ -281,7 +282,11 @@ def check_schedule(engine: Engine, env: CommitEnv) -> None:
     strict = not (engine.late_after_end or engine.killed_writer)
     if engine.state == "aborted":
         if engine.name == "file-v2":
-            visible = {k: v for k, v in store_files(store, dest).items() if not is_temp(k)}
+            visible = {
+                k: v
+                for k, v in store_files(store, dest).items()
+                if not is_temp(k) and not is_commit_record(k)
+            }
             assert visible == engine.published, "file-v2 abort: committed task output stays (known)"
             assert_nothing_left_behind(store, dest, strict_dirs=strict)
         else:

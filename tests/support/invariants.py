@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SUCCESS_NAME, SuccessData
+from airflow_commit_provider.core.layout import RECORD_KINDS, RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 
@@ -29,11 +30,22 @@ def store_files(store: Store, dest: StorePath) -> dict[str, bytes]:
     return {status.path.relative_to(dest): store.read_bytes(status.path) for status in store.list_files(dest)}
 
 
+def is_commit_record(relative: str) -> bool:
+    """A durable record a commit leaves on purpose: a `_SUCCESS` (table or partition) or a job record."""
+    parts = relative.split("/")
+    return parts[-1] == SUCCESS_FILENAME or RECORDS_DIR in parts[:-1]
+
+
 def is_temp(relative: str) -> bool:
-    """A hidden path other than the top-level `_SUCCESS`: commit machinery, never output."""
-    if relative == SUCCESS_FILENAME:
+    """A hidden path other than the commit records: commit machinery, never output."""
+    if is_commit_record(relative):
         return False
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def split_records(files: dict[str, bytes]) -> dict[str, bytes]:
+    """Remove the commit records from `files` and return them."""
+    return {name: files.pop(name) for name in sorted(files) if is_commit_record(name)}
 
 
 def pending_uploads(store: Store, dest: StorePath) -> list[str]:
@@ -64,7 +76,7 @@ def describe(files: Mapping[str, bytes]) -> dict[str, str]:
 def assert_nothing_left_behind(store: Store, dest: StorePath, *, strict_dirs: bool = True) -> None:
     """No temp object, pending upload or temp directory anywhere under `dest` (`_SUCCESS` files are fine)."""
     files = store_files(store, dest)
-    temp = sorted(name for name in files if is_temp(name) and name.rsplit("/", 1)[-1] != SUCCESS_FILENAME)
+    temp = sorted(name for name in files if is_temp(name))
     assert not temp, f"temp objects left under {dest}: {temp}"
     uploads = pending_uploads(store, dest)
     assert not uploads, f"pending multipart uploads left under {dest}: {uploads}"
@@ -90,7 +102,8 @@ def assert_committed(
     """The job committed: visible == `expected`; `_SUCCESS` lists exactly `committed` (default: expected)."""
     committed = expected if committed is None else committed
     files = store_files(store, dest)
-    success_bytes = files.pop(SUCCESS_FILENAME, None)
+    records = split_records(files)
+    success_bytes = records.get(SUCCESS_FILENAME)
     temp = sorted(name for name in files if is_temp(name))
     assert not temp, f"temp objects left under {dest}: {temp}"
     visible = {name: data for name, data in files.items() if not is_temp(name)}
@@ -120,6 +133,7 @@ def assert_committed(
     )
     assert success.file_count == len(committed)
     assert success.total_bytes == sum(len(data) for data in committed.values())
+    assert_job_records(dest, records, success, committed)
     uploads = pending_uploads(store, dest)
     assert not uploads, f"pending multipart uploads left under {dest}: {uploads}"
     if strict_dirs:
@@ -140,10 +154,17 @@ def assert_aborted(
     files = store_files(store, dest)
     temp = sorted(name for name in files if is_temp(name) and name not in preexisting)
     assert not temp, f"temp objects left under {dest}: {temp}"
-    assert SUCCESS_FILENAME not in files or SUCCESS_FILENAME in preexisting, (
-        f"aborted job left {dest}/_SUCCESS"
+    records = split_records(files)
+    new_markers = sorted(
+        name for name in records if name not in preexisting and not name.startswith(RECORDS_DIR + "/")
     )
-    visible = {name: data for name, data in files.items() if name != SUCCESS_FILENAME or name in preexisting}
+    assert not new_markers, f"aborted job left {new_markers} in {dest}"
+    new_records = sorted(
+        name for name in records if name not in preexisting and not name.endswith(RECORD_KINDS["outcome"])
+    )
+    assert not new_records, f"aborted job left job records {new_records} in {dest}"
+    files.update({name: data for name, data in records.items() if name in preexisting})
+    visible = files
     extra = sorted(set(visible) - set(preexisting))
     assert not extra, f"aborted job left output in {dest}: {describe({n: visible[n] for n in extra})}"
     missing = sorted(set(preexisting) - set(visible))
@@ -155,3 +176,35 @@ def assert_aborted(
     if strict_dirs:
         dirs = temp_directories(dest)
         assert not dirs, f"temp directories left under {dest}: {dirs}"
+
+
+def assert_job_records(
+    dest: StorePath, records: Mapping[str, bytes], success: SuccessData, committed: Mapping[str, bytes]
+) -> None:
+    """The job's durable record matches its `_SUCCESS`; each partition `_SUCCESS` of the job lists
+    exactly the job's files in that partition, and if the job wrote any, it wrote one per partition."""
+    name = f"{RECORDS_DIR}/{success.job_id}{RECORD_KINDS['success']}"
+    assert name in records, f"no job record {name} in {dest}"
+    record = SuccessData.from_bytes(records[name], name)
+    assert (record.job_id, record.file_count, record.total_bytes) == (
+        success.job_id,
+        success.file_count,
+        success.total_bytes,
+    ), f"job record {name} does not match _SUCCESS"
+    outcome = json.loads(records[f"{RECORDS_DIR}/{success.job_id}{RECORD_KINDS['outcome']}"])
+    assert outcome["decision"] == "commit", f"job {success.job_id} committed but its outcome is {outcome}"
+    by_partition: dict[str, dict[str, int]] = {}
+    for relative, data in committed.items():
+        if "/" in relative:
+            by_partition.setdefault(relative.rsplit("/", 1)[0], {})[relative] = len(data)
+    markers = {}
+    for marker_name, data in records.items():
+        if marker_name == SUCCESS_FILENAME or marker_name.startswith(RECORDS_DIR + "/"):
+            continue
+        marker = SuccessData.from_bytes(data, marker_name)
+        if marker.job_id == success.job_id:
+            markers[marker_name.rsplit("/", 1)[0]] = {
+                StorePath.parse(entry.uri).relative_to(dest): entry.size for entry in marker.iter_files()
+            }
+    if markers:
+        assert markers == by_partition, f"partition _SUCCESS files list {markers}, committed {by_partition}"

@@ -8,27 +8,29 @@ Task side: `task_attempt(task, attempt)` gives an attempt with `setup_task`, `cr
 from __future__ import annotations
 
 import abc
-import json
 from collections.abc import Sequence
-from typing import BinaryIO, ClassVar
+from typing import BinaryIO, ClassVar, NoReturn
 
+from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log
-from airflow_commit_provider.core.stages.errors import CommitError, InvalidCommitDataError, JobNotActiveError
+from airflow_commit_provider.core.stages.errors import CommitError, JobFencedError, JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
 from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
-from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
+from airflow_commit_provider.core.store.base import Store
 
 
 class Committer(abc.ABC):
     name: ClassVar[str]
     required_capabilities: ClassVar[tuple[str, ...]] = ()
     uses_magic_layout: ClassVar[bool] = False
+    partition_markers: ClassVar[bool] = False
+    """Whether job commit writes a `_SUCCESS` into each partition it wrote."""
     exclusive_task_commit: ClassVar[bool] = True
     """Whether a task's first committed attempt wins (needs create-if-absent) or the last does."""
     decoder: ClassVar[ManifestDecoder]
@@ -69,77 +71,120 @@ class Committer(abc.ABC):
     def task_attempt(self, task: int, attempt: int) -> TaskAttempt: ...
 
     def commit_job(self, committed: Sequence[TaskCommitResult] | None = None) -> SuccessData:
-        """Commit exactly the reported task attempts; with no list, resume an interrupted commit."""
-        ctx = self.context
-        previous = success.read_success(ctx)
-        if previous is not None and previous.job_id == self.job_id:
-            log.info("job %s is already committed", self.job_id)
-            if not self.options.skip_cleanup:
-                # An interrupted cleanup may have deleted the job marker but not the job directory:
-                # cleanup is idempotent, so finish it whatever state it reached.
-                self.cleanup_job()
-            return previous
-        job_state.require_active_job(ctx, "commit the job")
-        committed = self._commit_intent(committed)
-        with ctx.statistics.timed("committer_commit_job"):
-            loaded = load_manifests.load_committed_manifests(
-                ctx, committed, self.decoder, exclusive=self.exclusive_task_commit
-            )
-            with loaded.spool:
-                self._before_entries(loaded)
-                commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
-                self._after_entries(loaded)
-                result = success.save_success(ctx, loaded.spool, loaded.rows)
-        log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
-        if not self.options.skip_cleanup:
-            cleanup.cleanup_job(ctx, {r.task_attempt_id for r in committed})
-        return result
+        """Commit exactly the reported task attempts; with no list, resume an interrupted commit.
 
-    def _commit_intent(self, committed: Sequence[TaskCommitResult] | None) -> list[TaskCommitResult]:
-        path = self.layout.commit_intent
-        try:
-            saved = json.loads(self.store.read_bytes(path))
-        except FileNotFoundInStoreError:
-            saved = None
-        except ValueError as error:
-            raise InvalidCommitDataError(f"{path}: corrupt commit intent: {error}") from error
-        if saved is not None:
-            recorded = [TaskCommitResult.from_json(item) for item in saved["committed"]]
-            if committed is not None and {r.task_attempt_id for r in committed} != {
-                r.task_attempt_id for r in recorded
-            }:
-                raise CommitError(
-                    f"job {self.job_id}: a commit with a different task list is already under way ({path})"
-                )
-            return recorded
+        A job past its commit point is rolled forward whoever asks; a fenced job is refused with
+        JobFencedError once what it left is removed. See `stages.job_state` for the states.
+        """
+        outcome = job_state.read_outcome(self.context)
+        if outcome is None:
+            return self._commit_to_the_end(committed)
+        if not outcome.committing:
+            self._refuse_fenced(outcome)
+        if committed is not None and _attempt_ids(committed) != _attempt_ids(outcome.committed):
+            raise CommitError(
+                f"job {self.job_id}: a commit with a different task list is already under way "
+                f"({self.layout.outcome})"
+            )
+        return self._roll_forward(outcome)
+
+    def abort_job(self, reason: str = "aborted") -> SuccessData | None:
+        """Fence the job, or finish it if it already reached its commit point.
+
+        Returns None when the job is aborted: nothing of it is visible or pending. Returns the
+        job's SuccessData when it had reached its commit point: abort then completes the commit
+        instead, because part of the output may already be visible.
+        """
+        outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
+        if outcome.committing:
+            log.warning(
+                "job %s had already reached its commit point (%s): completing the commit instead of aborting",
+                self.job_id,
+                self.layout.outcome,
+            )
+        return self._follow(outcome)
+
+    def cleanup_job(self) -> None:
+        outcome = job_state.read_outcome(self.context)
+        committing = outcome is not None and outcome.committing
+        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed) if committing else set())
+
+    def _follow(self, outcome: JobOutcome) -> SuccessData | None:
+        """Carry out the decision that stands: roll a commit forward, or clean up after an abort."""
+        if outcome.committing:
+            return self._roll_forward(outcome)
+        cleanup.cleanup_job(self.context, committed_attempts=set())
+        return None
+
+    def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
+        cleanup.cleanup_job(self.context, committed_attempts=set())
+        raise JobFencedError(
+            f"job {self.job_id} was aborted ({outcome.reason or 'fenced'}, {self.layout.outcome}) "
+            "before it could commit: its output was discarded"
+        )
+
+    def _commit_to_the_end(self, committed: Sequence[TaskCommitResult] | None) -> SuccessData:
+        ctx = self.context
+        job_state.require_active_job(ctx, "commit the job")
         if committed is None:
             raise CommitError(
                 f"job {self.job_id}: no committed task list was given and no commit is under way"
             )
-        payload = {"jobId": self.job_id, "committed": [r.to_json() for r in committed]}
-        self.store.write_bytes(path, json.dumps(payload).encode("utf-8"))
-        return list(committed)
+        with ctx.statistics.timed("committer_commit_job"):
+            loaded = self._load(committed)
+            try:
+                self._before_entries(loaded)
+                proposal = JobOutcome(self.job_id, "commit", self.name, tuple(committed))
+                outcome = job_state.decide(ctx, proposal)
+            except BaseException:
+                loaded.spool.close()
+                raise
+            if outcome is not proposal:  # decided elsewhere meanwhile: follow that decision
+                loaded.spool.close()
+                if not outcome.committing:
+                    self._refuse_fenced(outcome)
+                return self._roll_forward(outcome)
+            return self._finish(outcome, loaded)
+
+    def _roll_forward(self, outcome: JobOutcome) -> SuccessData:
+        """Finish a job past its commit point; every step is idempotent, so repeating is safe."""
+        record = success.read_job_record(self.context)
+        if record is not None:
+            if not self.options.skip_cleanup:
+                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed))
+            return record
+        with self.context.statistics.timed("committer_commit_job"):
+            return self._finish(outcome, self._load(outcome.committed))
+
+    def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
+        ctx = self.context
+        with loaded.spool:
+            if self.partition_markers:
+                success.delete_partition_markers(ctx, loaded.spool)
+            commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
+            self._after_entries(loaded)
+            result = success.save_success(
+                ctx, loaded.spool, loaded.rows, per_partition=self.partition_markers
+            )
+        log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
+        if not self.options.skip_cleanup:
+            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed))
+        return result
+
+    def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:
+        return load_manifests.load_committed_manifests(
+            self.context, committed, self.decoder, exclusive=self.exclusive_task_commit
+        )
 
     def _before_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
-        """Committer-specific checks before anything becomes visible (e.g. conflict_mode='fail')."""
+        """Committer-specific checks that can still refuse the job (e.g. conflict_mode='fail')."""
 
     def _after_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
         """Committer-specific steps after the entries are visible (e.g. conflict_mode='replace')."""
 
-    def abort_job(self) -> None:
-        """Discard all of this job's uncommitted work: uploads, temp files, manifests."""
-        cleanup.cleanup_job(self.context, committed_attempts=set())
 
-    def cleanup_job(self) -> None:
-        committed = self._recorded_committed_attempts()
-        cleanup.cleanup_job(self.context, committed)
-
-    def _recorded_committed_attempts(self) -> set[str]:
-        try:
-            saved = json.loads(self.store.read_bytes(self.layout.commit_intent))
-        except FileNotFoundInStoreError:
-            return set()
-        return {item["task_attempt_id"] for item in saved["committed"]}
+def _attempt_ids(committed: Sequence[TaskCommitResult]) -> set[str]:
+    return {result.task_attempt_id for result in committed}
 
 
 class TaskAttempt(abc.ABC):

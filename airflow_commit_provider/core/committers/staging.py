@@ -63,6 +63,7 @@ class StagingCommitter(Committer):
 class PartitionedCommitter(StagingCommitter):
     name = "partitioned"
     per_partition = True
+    partition_markers = True
 
 
 class StagingTaskAttempt(TaskAttempt):

@@ -13,6 +13,10 @@ class JobNotActiveError(CommitError):
     """The job was already committed or aborted; late task output is discarded."""
 
 
+class JobFencedError(JobNotActiveError):
+    """The job was aborted (fenced) before its commit point: it can never commit or start again."""
+
+
 class OutputConflictError(CommitError):
     """conflict_mode='fail' and the destination (or a partition it writes) already holds data."""
 
@@ -24,6 +28,7 @@ class MissingManifestError(CommitError):
 __all__ = [
     "CommitError",
     "InvalidCommitDataError",
+    "JobFencedError",
     "JobNotActiveError",
     "MissingManifestError",
     "OutputConflictError",

@@ -1,24 +1,112 @@
-"""Job setup, the job marker and its checks (continuity of correctness)."""
+"""The life of a job, in one place: its states, the one decision, and who may move it on.
+
+A job's state is what the store holds for it, so any process (the driver, a resumed driver, an
+Airflow retry, the cleanup CLI) reads the same answer:
+
+==========  =================================================  ==================================
+state       what the store holds                                reached by
+==========  =================================================  ==================================
+UNKNOWN     nothing (never set up, or its records pruned)
+ACTIVE      the job marker, no outcome                          ``setup_job``
+COMMITTING  an outcome saying *commit*, with the task list      the commit point in ``commit_job``
+COMMITTED   that outcome and the job record                     rolling the commit forward
+ABORTED     an outcome saying *abort*                           ``abort_job``, or a fence
+==========  =================================================  ==================================
+
+Transitions::
+
+    UNKNOWN --setup_job--> ACTIVE --commit point--> COMMITTING --roll forward--> COMMITTED
+       |                     |                          ^   |
+       +------abort----------+--> ABORTED               |   +-- abort / resume / a second
+                                    |                   |       committer: roll forward
+                                    +-- commit_job, setup_job, task commit: refused
+
+The outcome file is created once, if absent (``If-None-Match: *`` on S3, ``O_EXCL`` locally), so
+a commit and an abort racing from different processes cannot both win: the loser reads the
+winner's decision and follows it. The commit point comes after everything that can refuse the
+job (every manifest loaded and checked, the ``fail`` conflict check); after it only retryable
+store errors interrupt the commit, and every step of rolling forward is idempotent.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from enum import Enum
 
+from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.stages.context import JobContext, log
-from airflow_commit_provider.core.stages.errors import JobNotActiveError
+from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
+from airflow_commit_provider.core.store.base import FileAlreadyExistsError, FileNotFoundInStoreError
+
+
+class JobState(str, Enum):
+    UNKNOWN = "unknown"
+    ACTIVE = "active"
+    COMMITTING = "committing"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
 
 
 def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
-    """Refuse an unsuitable store, remove a previous `_SUCCESS`, and mark the job active."""
+    """Refuse an unsuitable store or a decided job, remove a previous `_SUCCESS`, mark the job active."""
     for capability in required_capabilities:
         ctx.store.require(capability, f"the {ctx.committer} committer")
+    outcome = read_outcome(ctx)
+    if outcome is not None:
+        raise JobFencedError(
+            f"job {ctx.job_id} at {ctx.layout.destination} was already decided ({outcome.decision}, "
+            f"{ctx.layout.outcome}): it cannot be set up again"
+        )
     if ctx.store.get_status(ctx.layout.success_marker) is not None:
         log.info("job %s: removing the previous %s", ctx.job_id, ctx.layout.success_marker)
         ctx.store.delete(ctx.layout.success_marker)
     ctx.store.prepare_directory(ctx.layout.job_attempt_dir)
     marker = {"jobId": ctx.job_id, "committer": ctx.committer, "created": int(time.time() * 1000)}
     ctx.store.write_bytes(ctx.layout.job_marker, json.dumps(marker).encode("utf-8"))
+
+
+def read_outcome(ctx: JobContext) -> JobOutcome | None:
+    path = ctx.layout.outcome
+    try:
+        data = ctx.store.read_bytes(path)
+    except FileNotFoundInStoreError:
+        return None
+    return JobOutcome.from_bytes(data, str(path), ctx.job_id)
+
+
+def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
+    """Make `proposal` the job's outcome unless one exists; returns whichever decision stands."""
+    try:
+        ctx.store.write_bytes(ctx.layout.outcome, proposal.to_bytes(), if_absent=True)
+    except FileAlreadyExistsError:
+        standing = read_outcome(ctx)
+        if standing is None:  # only pruning deletes an outcome, and never a young one
+            raise JobNotActiveError(
+                f"job {ctx.job_id}: {ctx.layout.outcome} vanished while deciding"
+            ) from None
+        if standing.decision != proposal.decision:
+            log.warning(
+                "job %s: wanted to %s, but it was already decided to %s (%s)",
+                ctx.job_id,
+                proposal.decision,
+                standing.decision,
+                ctx.layout.outcome,
+            )
+        return standing
+    return proposal
+
+
+def state_of(ctx: JobContext) -> JobState:
+    """The job's state as the store shows it (one to three requests)."""
+    outcome = read_outcome(ctx)
+    if outcome is None:
+        return JobState.ACTIVE if job_is_active(ctx) else JobState.UNKNOWN
+    if not outcome.committing:
+        return JobState.ABORTED
+    if ctx.store.get_status(ctx.layout.job_record) is None:
+        return JobState.COMMITTING
+    return JobState.COMMITTED
 
 
 def job_is_active(ctx: JobContext) -> bool:

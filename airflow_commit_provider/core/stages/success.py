@@ -3,22 +3,66 @@
 from __future__ import annotations
 
 import os
+from collections import defaultdict
+from itertools import islice
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
-from airflow_commit_provider.core.stages.context import JobContext
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.context import JobContext, run_parallel
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
-def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None) -> SuccessData:
-    files = (CommittedFile(entry.dest, entry.size) for entry in spool)
-    filenames = []
+def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None, *, per_partition: bool) -> SuccessData:
+    """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
+
+    The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
+    so a job whose record exists has every marker in place.
+    """
+    if per_partition:
+        save_partition_markers(ctx, spool)
+    success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
+    success.partitions = sorted(spool.partitions)
+    success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
+    with ctx.store.open_write(ctx.layout.success_marker) as stream:
+        success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
+    ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())
+    return success
+
+
+def save_partition_markers(ctx: JobContext, spool: EntrySpool) -> int:
+    """One `_SUCCESS` per partition written, listing that partition's files of this job.
+
+    Holds one (URI, size) pair per file in memory, grouped by partition, for the time it takes.
+    """
+    root = ctx.layout.destination
+    by_partition: dict[str, list[CommittedFile]] = defaultdict(list)
     for entry in spool:
-        if len(filenames) >= FILENAMES_LIMIT:
-            break
-        filenames.append(entry.dest)
-    success = SuccessData(
+        relative = StorePath.parse(entry.dest).relative_to(root)
+        if "/" in relative:
+            by_partition[relative.rsplit("/", 1)[0]].append(CommittedFile(entry.dest, entry.size))
+
+    def save(partition: str) -> None:
+        files = by_partition[partition]
+        marker = _success_data(ctx, [committed.uri for committed in files[:FILENAMES_LIMIT]])
+        marker.partitions = [partition]
+        marker.file_count, marker.total_bytes = len(files), sum(committed.size for committed in files)
+        marker.files = files
+        ctx.store.write_bytes(ctx.layout.partition_success(partition), marker.to_bytes())
+
+    return run_parallel(sorted(by_partition), save, ctx.options.threads)
+
+
+def delete_partition_markers(ctx: JobContext, spool: EntrySpool) -> None:
+    """Before a partition changes, its old `_SUCCESS` goes, as job setup removes the table's."""
+    ctx.store.delete_files(
+        [ctx.layout.partition_success(partition) for partition in sorted(spool.partitions)]
+    )
+
+
+def _success_data(ctx: JobContext, filenames: list[str]) -> SuccessData:
+    return SuccessData(
         committer=ctx.committer,
         job_id=ctx.job_id,
         job_id_source=ctx.options.job_id_source,
@@ -31,20 +75,18 @@ def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None) -> Succes
         },
         filenames=filenames,
         iostatistics=ctx.statistics,
-        partitions=sorted(spool.partitions),
-        file_count=spool.count,
-        total_bytes=spool.total_bytes,
-        rows=rows,
     )
-    with ctx.store.open_write(ctx.layout.success_marker) as stream:
-        success.write_to(stream, files)
-    return success
 
 
-def read_success(ctx: JobContext) -> SuccessData | None:
-    """The destination's `_SUCCESS`, or None if it is missing or unreadable."""
+def read_job_record(ctx: JobContext) -> SuccessData | None:
+    """The job's own record, or None before the job is COMMITTED."""
     try:
-        data = ctx.store.read_bytes(ctx.layout.success_marker)
-        return SuccessData.from_bytes(data, str(ctx.layout.success_marker))
-    except (FileNotFoundInStoreError, InvalidCommitDataError):
+        data = ctx.store.read_bytes(ctx.layout.job_record)
+    except FileNotFoundInStoreError:
         return None
+    record = SuccessData.from_bytes(data, str(ctx.layout.job_record))
+    if record.job_id != ctx.job_id:
+        raise InvalidCommitDataError(
+            f"{ctx.layout.job_record}: record of job {record.job_id!r}, not of job {ctx.job_id!r}"
+        )
+    return record

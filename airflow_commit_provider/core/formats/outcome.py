@@ -1,0 +1,82 @@
+"""The job outcome file: the one decision of a job, commit or abort, made once.
+
+A commit outcome carries the committed task list, so whoever finds it (a resumed driver, an
+abort, an Airflow retry) can roll the commit forward with exactly the attempts the driver chose.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+from airflow_commit_provider.core.options import TaskCommitResult
+
+OUTCOME_NAME = "airflow_commit.JobOutcome/1"
+Decision = Literal["commit", "abort"]
+DECISIONS = ("commit", "abort")
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: str
+    decision: Decision
+    committer: str
+    committed: tuple[TaskCommitResult, ...] = ()
+    reason: str = ""
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    hostname: str = field(default_factory=socket.gethostname)
+
+    @property
+    def committing(self) -> bool:
+        return self.decision == "commit"
+
+    def to_bytes(self) -> bytes:
+        payload = {
+            "name": OUTCOME_NAME,
+            "jobId": self.job_id,
+            "decision": self.decision,
+            "committer": self.committer,
+            "reason": self.reason,
+            "timestamp": self.timestamp,
+            "hostname": self.hostname,
+            "committed": [result.to_json() for result in self.committed],
+        }
+        return json.dumps(payload).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str, job_id: str) -> JobOutcome:
+        """Parse and check an outcome; anything foreign or damaged is refused, naming `source`."""
+        obj = parse_object(data, source)
+        if obj.get("name") != OUTCOME_NAME:
+            raise InvalidCommitDataError(f"{source}: name is {obj.get('name')!r}, expected {OUTCOME_NAME!r}")
+        found_job = optional_field(obj, "jobId", str, source, "")
+        if found_job != job_id:
+            raise InvalidCommitDataError(f"{source}: outcome of job {found_job!r}, not of job {job_id!r}")
+        decision = optional_field(obj, "decision", str, source, "")
+        if decision not in DECISIONS:
+            raise InvalidCommitDataError(
+                f"{source}: decision {decision!r} is not one of {', '.join(DECISIONS)}"
+            )
+        try:
+            committed = tuple(
+                TaskCommitResult.from_json(item)
+                for item in optional_field(obj, "committed", list, source, [])
+            )
+        except (TypeError, ValueError, AttributeError) as error:
+            raise InvalidCommitDataError(f"{source}: malformed 'committed' entry: {error}") from error
+        if any(not isinstance(r.task_id, str) or not isinstance(r.task_attempt_id, str) for r in committed):
+            raise InvalidCommitDataError(f"{source}: a 'committed' entry lacks its task or attempt ID")
+        return cls(
+            job_id=found_job,
+            decision=decision,  # type: ignore[arg-type]
+            committer=optional_field(obj, "committer", str, source, ""),
+            committed=committed,
+            reason=optional_field(obj, "reason", str, source, ""),
+            timestamp=optional_field(obj, "timestamp", int, source, 0),
+            hostname=optional_field(obj, "hostname", str, source, ""),
+        )

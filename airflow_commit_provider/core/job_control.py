@@ -1,0 +1,85 @@
+"""Looking at a job from outside its driver, and settling it: what an Airflow retry, the CLI or
+an operator's kill path needs, given only the destination and the job ID.
+
+The states are those of `stages.job_state`; this module only reads them and moves a job to an
+end state: a job past its commit point is finished, any other is fenced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_commit_provider.core.committers import create_committer
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.options import CommitOptions
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages import job_state, success
+from airflow_commit_provider.core.stages.context import JobContext, log
+from airflow_commit_provider.core.stages.job_state import JobState
+from airflow_commit_provider.core.store.base import Store
+
+__all__ = ["JobState", "JobStatus", "finish_or_fence", "inspect_job", "mark_delivered"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: JobState
+    committer: str | None = None
+    """The committer named by the job's outcome, when it has one."""
+    record: SuccessData | None = None
+    """The job record, once the job is COMMITTED."""
+    delivered: bool = False
+    """Whether the orchestrator marked the try that ran the job as succeeded."""
+
+    @property
+    def committed(self) -> bool:
+        """Committed or past its commit point: its output is (or will be made) visible."""
+        return self.state in (JobState.COMMITTING, JobState.COMMITTED)
+
+
+def inspect_job(store: Store, destination: str | StorePath, job_id: str) -> JobStatus:
+    """The job's state as the store shows it; reads only, changes nothing."""
+    ctx = _context(store, destination, job_id, committer="")
+    outcome = job_state.read_outcome(ctx)
+    record = success.read_job_record(ctx) if outcome is not None and outcome.committing else None
+    delivered = store.get_status(ctx.layout.delivery_marker) is not None
+    if outcome is None:
+        state = job_state.state_of(ctx)
+    elif not outcome.committing:
+        state = JobState.ABORTED
+    else:
+        state = JobState.COMMITTED if record is not None else JobState.COMMITTING
+    return JobStatus(job_id, state, outcome.committer if outcome else None, record, delivered)
+
+
+def finish_or_fence(
+    store: Store,
+    destination: str | StorePath,
+    job_id: str,
+    committer: str,
+    options: CommitOptions | None = None,
+    reason: str = "fenced",
+) -> JobStatus:
+    """Bring the job to an end state: finish it if it passed its commit point, else fence it.
+
+    A fenced job can never set up, commit a task or commit: an orphaned driver that comes back
+    later aborts itself. `committer` is used only when the job has no outcome naming its own.
+    """
+    status = inspect_job(store, destination, job_id)
+    job = create_committer(status.committer or committer, store, destination, job_id, options)
+    if job.abort_job(reason) is not None:
+        log.info("job %s had reached its commit point: it is now committed", job_id)
+    return inspect_job(store, destination, job_id)
+
+
+def mark_delivered(store: Store, destination: str | StorePath, job_id: str) -> None:
+    """Record that the try which ran this job succeeded, so a later try (a clear) runs anew."""
+    layout = JobLayout(StorePath.parse(destination), job_id)
+    store.write_bytes(layout.delivery_marker, b'{"delivered": true}')
+
+
+def _context(store: Store, destination: str | StorePath, job_id: str, committer: str) -> JobContext:
+    layout = JobLayout(StorePath.parse(destination), job_id)
+    return JobContext(store, layout, committer, CommitOptions())
