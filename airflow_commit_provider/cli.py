@@ -31,8 +31,8 @@ from airflow_commit_provider.core.cleanup import (
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store import FileNotFoundInStoreError, Store, StoreError, open_store
-from airflow_commit_provider.core.success_check import is_legacy, load_success, success_path, verify_success
+from airflow_commit_provider.core.store import Store, StoreError, open_store
+from airflow_commit_provider.core.success_check import SuccessCheck, check_success, is_legacy, success_path
 
 PROG = "airflow-commit"
 T = TypeVar("T")
@@ -117,10 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show = success.add_parser("show", parents=[common], help="show a _SUCCESS file")
     show.add_argument("url", help="output directory or its _SUCCESS file")
+    show.add_argument(
+        "--job-id", help="show this job: its record when _SUCCESS is absent or names another job"
+    )
     show.set_defaults(handler=_success_show)
     verify = success.add_parser("verify", parents=[common], help="check a _SUCCESS file (exit 1 if not)")
     verify.add_argument("url", help="output directory or its _SUCCESS file")
-    verify.add_argument("--job-id", help="the job that must have written it")
+    verify.add_argument(
+        "--job-id", help="the job that must have committed (its record counts when _SUCCESS is another job's)"
+    )
     verify.add_argument("--min-files", type=int, metavar="N", help="at least N files committed")
     verify.add_argument(
         "--committer", action="append", metavar="NAME", help="expected committer (repeat for any of)"
@@ -448,9 +453,10 @@ def _temp_clean(args: argparse.Namespace) -> int:
 
 
 # success ----------------------------------------------------------------------------------
-def _success_json(url: StorePath, data: SuccessData) -> dict[str, Any]:
+def _success_json(url: StorePath, data: SuccessData, source: str = "_SUCCESS") -> dict[str, Any]:
     return {
         "url": str(url),
+        "source": source,
         "legacy": is_legacy(data),
         "success": data.success,
         "state": data.state,
@@ -459,15 +465,27 @@ def _success_json(url: StorePath, data: SuccessData) -> dict[str, Any]:
     }
 
 
+def _missing(path: StorePath, found: SuccessCheck) -> str:
+    """Why nothing was found, starting as the CLI always has: `no _SUCCESS at ...`."""
+    return "; ".join([f"no _SUCCESS at {path}", *found.reasons[1:]])
+
+
+def _found_note(found: SuccessCheck, path: StorePath) -> str:
+    """Says so when the job's record stands in for a `_SUCCESS` that is absent or another job's."""
+    return f" (job record; {path} is absent or names another job)" if found.from_record else ""
+
+
 def _success_show(args: argparse.Namespace) -> int:
     path = success_path(args.url)
     with _open(args, args.url).session() as store:
-        try:
-            data = load_success(store, path, allow_legacy=True)
-        except FileNotFoundInStoreError as error:
-            raise CliError(f"no _SUCCESS at {path}") from error
+        found = check_success(store, path, job_id=args.job_id, allow_legacy=True)
+    data = found.data
+    if found.state == "missing" or data is None:
+        raise CliError(_missing(path, found))
+    if args.job_id and not found.from_record and data.job_id != args.job_id:
+        raise CliError("; ".join(found.reasons))
     if args.json:
-        _emit(_success_json(path, data))
+        _emit(_success_json(found.path, data, found.source))
         return 0
     if is_legacy(data):
         print(f"{path}: legacy 0-byte marker (classic FileOutputCommitter), written {data.date}")
@@ -488,7 +506,7 @@ def _success_show(args: argparse.Namespace) -> int:
         ),
         ("description", data.description),
     ]
-    print(str(path))
+    print(f"{found.path}{_found_note(found, path)}")
     for label, value in rows:
         print(f"  {label:<12} {value}")
     return 0
@@ -496,43 +514,53 @@ def _success_show(args: argparse.Namespace) -> int:
 
 def _success_verify(args: argparse.Namespace) -> int:
     path = success_path(args.url)
-    data: SuccessData | None = None
+    found: SuccessCheck | None = None
     with _open(args, args.url).session() as store:
         try:
-            data = load_success(store, path, allow_legacy=args.allow_legacy)
             newer = None if args.newer_than is None else datetime.now(timezone.utc) - args.newer_than
-            reasons = verify_success(
-                data,
+            found = check_success(
+                store,
+                path,
                 job_id=args.job_id,
                 committers=args.committer,
                 min_files=args.min_files,
                 newer_than=newer,
                 required_partitions=args.partition,
+                allow_legacy=args.allow_legacy,
             )
-        except FileNotFoundInStoreError:
-            reasons = [f"no _SUCCESS at {path}: the job has not committed (or wrote elsewhere)"]
+            reasons = list(found.reasons)
+            if found.state == "missing":
+                reasons = [f"{_missing(path, found)}: the job has not committed (or wrote elsewhere)"]
         except LegacySuccessMarkerError:
             reasons = [
                 "_SUCCESS is a legacy 0-byte marker with no job details (pass --allow-legacy to accept)"
             ]
         except InvalidCommitDataError as error:
-            reasons = [f"unreadable _SUCCESS: {' '.join(str(error).split())}"]
+            reasons = [f"unreadable: {' '.join(str(error).split())}"]
+    data = None if found is None or found.state == "missing" else found.data
+    checked = path if found is None else found.path
     if args.json:
         _emit(
             {
                 "url": str(path),
+                "checked": str(checked),
                 "ok": not reasons,
                 "reasons": reasons,
-                "success": None if data is None else _success_json(path, data),
+                "success": None
+                if data is None or found is None
+                else _success_json(checked, data, found.source),
             }
         )
     elif reasons:
-        print(f"FAILED {path}")
+        print(f"FAILED {checked}")
         for reason in reasons:
             print(f"  - {reason}")
     else:
-        assert data is not None
-        print(f"OK {path}: job {data.job_id or '-'} by {data.committer or 'legacy committer'}, {data.date}")
+        assert data is not None and found is not None
+        print(
+            f"OK {checked}: job {data.job_id or '-'} by {data.committer or 'legacy committer'}, "
+            f"{data.date}{_found_note(found, path)}"
+        )
     return 1 if reasons else 0
 
 

@@ -1,28 +1,48 @@
-"""Loading and verifying a job's `_SUCCESS`, shared by the CLI and the Airflow sensor.
+"""Loading and verifying a job's `_SUCCESS` or job record, shared by the CLI, sensor and trigger.
 
 A `_SUCCESS` file only proves that *some* job finished; downstream work usually needs to know
 it was *this* job, from an expected committer, recently, with enough output. Verification
 returns every failed condition as a sentence, so callers can say why, not just "no".
+
+A table's `_SUCCESS` is rewritten by every job that commits to it, so with parallel backfills it
+often names a later job. Each committed job also leaves a small record of its own under
+`<destination>/_airflow_commit/` (`JobLayout.job_record`), in the same SuccessData format.
+`check_success` is the one place that decides which of the two proves a given job: the `_SUCCESS`
+when it names the job (one GET), else the job's record (a second GET).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Literal
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import (
     SUCCESS_FILENAME,
     LegacySuccessMarkerError,
     SuccessData,
 )
+from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 
 #: `state` of the SuccessData that stands for a classic 0-byte marker (only with allow_legacy).
 LEGACY_STATE = "legacy-marker"
 
-__all__ = ["LEGACY_STATE", "is_legacy", "load_success", "success_path", "verify_success"]
+__all__ = [
+    "LEGACY_STATE",
+    "SuccessCheck",
+    "check_success",
+    "is_legacy",
+    "job_record_path",
+    "load_job_record",
+    "load_success",
+    "success_path",
+    "verify_success",
+]
 
 
 def success_path(location: str | os.PathLike[str] | StorePath) -> StorePath:
@@ -87,11 +107,12 @@ def verify_success(
     min_files: int | None = None,
     newer_than: datetime | None = None,
     required_partitions: Iterable[str] | None = None,
+    label: str = "_SUCCESS",
 ) -> list[str]:
     """Every reason `data` fails the given expectations; an empty list means it passes.
 
     `committers` is one name or several (any may match; compared case-insensitively);
-    `newer_than` must be timezone-aware or is taken as UTC.
+    `newer_than` must be timezone-aware or is taken as UTC. `label` names the file in reasons.
     """
     reasons: list[str] = []
     if is_legacy(data):
@@ -100,7 +121,7 @@ def verify_success(
                 "_SUCCESS is a legacy 0-byte marker: it records no job ID, committer or partitions"
             )
     elif not data.success:
-        reasons.append(f"_SUCCESS says the job did not succeed (state {data.state!r})")
+        reasons.append(f"{label} says the job did not succeed (state {data.state!r})")
     if job_id is not None and not is_legacy(data) and data.job_id != job_id:
         reasons.append(f"job ID is {data.job_id!r}, expected {job_id!r}")
     if committers is not None and not is_legacy(data):
@@ -129,3 +150,130 @@ def verify_success(
         if missing:
             reasons.append(f"missing partitions: {', '.join(missing)}")
     return reasons
+
+
+# Job records ------------------------------------------------------------------------------------
+def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str) -> StorePath:
+    """Where job `job_id` keeps its record under `destination` (JobLayout owns the location)."""
+    return JobLayout(StorePath.parse(destination), validate_job_id(job_id)).job_record
+
+
+def load_job_record(
+    store: Store, destination: str | os.PathLike[str] | StorePath, job_id: str
+) -> SuccessData:
+    """The record job `job_id` left under `destination` when it committed.
+
+    Raises FileNotFoundInStoreError if there is none (not committed yet, or pruned), ValueError if
+    `job_id` cannot name a record, and InvalidCommitDataError naming the file if the record is empty,
+    corrupt, of a foreign format, or the record of another job (a copied or renamed file must never
+    vouch for a job that did not write it).
+    """
+    path = job_record_path(destination, job_id)
+    payload = store.read_bytes(path)
+    try:
+        record = SuccessData.from_bytes(payload, str(path))
+    except LegacySuccessMarkerError:
+        raise InvalidCommitDataError(f"{path}: job record is empty (0 bytes)") from None
+    if record.job_id != job_id:
+        raise InvalidCommitDataError(
+            f"{path}: this is the record of job {record.job_id!r}, expected job {job_id!r}"
+        )
+    return record
+
+
+# The one check ----------------------------------------------------------------------------------
+CheckState = Literal["missing", "rejected", "accepted"]
+
+
+@dataclass(frozen=True)
+class SuccessCheck:
+    """One look at a location for (optionally) one job: what was found and whether it qualifies.
+
+    ``missing``: no `_SUCCESS` and, with a job ID, no record of the job either. ``rejected``: a
+    valid file that fails an expectation (`reasons`). ``accepted``: `data` meets every expectation.
+    `path` is the file judged: the job's record when `from_record`, else the `_SUCCESS`.
+    """
+
+    state: CheckState
+    path: StorePath
+    data: SuccessData | None = None
+    reasons: tuple[str, ...] = ()
+    from_record: bool = False
+
+    @property
+    def source(self) -> str:
+        return "job record" if self.from_record else "_SUCCESS"
+
+    def describe(self) -> str:
+        if self.state == "missing":
+            return "; ".join(self.reasons) if self.reasons else f"{self.path} does not exist yet"
+        if self.state == "rejected":
+            return f"{self.path} does not qualify: {'; '.join(self.reasons)}"
+        return f"{self.path} qualifies"
+
+
+def check_success(
+    store: Store,
+    location: str | os.PathLike[str] | StorePath,
+    *,
+    job_id: str | None = None,
+    committers: Iterable[str] | str | None = None,
+    min_files: int | None = None,
+    newer_than: datetime | None = None,
+    required_partitions: Iterable[str] | None = None,
+    allow_legacy: bool = False,
+) -> SuccessCheck:
+    """Find what proves `location` was committed (by `job_id`, if given) and judge it.
+
+    Reads `<location>/_SUCCESS` (one GET). When `job_id` is given and the `_SUCCESS` is absent or
+    names another job (a later day of a partitioned table, say), the job's own record under
+    `<location>/_airflow_commit/` is read instead (a second GET) and judged in its place. When
+    neither proves the job, the reasons say what each one said.
+
+    Raises InvalidCommitDataError naming the file when the `_SUCCESS` or the record cannot be
+    trusted at all (LegacySuccessMarkerError for a 0-byte `_SUCCESS` unless `allow_legacy`), and
+    StoreError when the store cannot be read.
+    """
+    path = success_path(location)
+    expectations = {
+        "job_id": job_id,
+        "committers": committers,
+        "min_files": min_files,
+        "newer_than": newer_than,
+        "required_partitions": list(required_partitions) if required_partitions else None,
+    }
+    try:
+        data: SuccessData | None = load_success(store, path, allow_legacy=allow_legacy)
+    except FileNotFoundInStoreError:
+        data = None
+    if data is not None and (job_id is None or (not is_legacy(data) and data.job_id == job_id)):
+        return _judge(path, data, from_record=False, **expectations)
+    if job_id is None:
+        return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet",))
+
+    destination = path.parent
+    try:
+        record_path: StorePath | None = job_record_path(destination, job_id)
+    except ValueError:
+        record_path = None  # such a job ID names no file: it cannot have a record of ours
+    if record_path is not None:
+        try:
+            record = load_job_record(store, destination, job_id)
+        except FileNotFoundInStoreError:
+            pass
+        else:
+            return _judge(record_path, record, from_record=True, **expectations)
+        no_record = f"no record of job {job_id!r} at {record_path} (not committed yet, or pruned)"
+    else:
+        no_record = f"job ID {job_id!r} is not usable in paths, so it has no record"
+    if data is None:
+        return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet", no_record))
+    judged = _judge(path, data, from_record=False, **expectations)
+    return SuccessCheck("rejected", path, data, (*judged.reasons, no_record))
+
+
+def _judge(path: StorePath, data: SuccessData, *, from_record: bool, **expectations: object) -> SuccessCheck:
+    label = "the job record" if from_record else "_SUCCESS"
+    reasons = verify_success(data, label=label, **expectations)  # type: ignore[arg-type]
+    state: CheckState = "rejected" if reasons else "accepted"
+    return SuccessCheck(state, path, data, tuple(reasons), from_record)

@@ -35,12 +35,20 @@ class SuccessManifestSensor(BaseSensorOperator):
     timeout message says why the last one was refused; with ``fail_on_mismatch=True`` it fails at
     once instead.
 
-    Each poke costs one request (a single GET of ``_SUCCESS``). The parsed summary (job ID,
-    committer, files, bytes, rows, partitions, timestamp, path) is returned as XCom.
+    Given a ``job_id``, the sensor also accepts the job's own record when ``_SUCCESS`` is absent or
+    names another job: every committed job leaves one under ``<path>/_airflow_commit/``, so on a
+    table that several jobs write in parallel (a backfill of many days) each day's sensor proves its
+    own job whichever committed last. For the ``partitioned`` committer, ``path`` can also be the
+    partition (``<table>/dt={{ ds }}``): each partition it writes gets a ``_SUCCESS`` of its own.
+
+    Each poke costs one request (a single GET of ``_SUCCESS``), two when it falls back to the job's
+    record. The parsed summary (job ID, committer, files, bytes, rows, partitions, timestamp, the
+    path of the file judged and its ``source``) is returned as XCom.
 
     :param path: the output directory (or its ``_SUCCESS`` file). Templated.
     :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
-    :param job_id: the job ID the file must carry, e.g. the producing operator's XCom. Templated.
+    :param job_id: the job ID the file must carry, e.g. the producing operator's XCom; when
+        ``_SUCCESS`` names another job, the job's record is checked instead. Templated.
     :param committers: committer name, or names any of which may have written it. Templated.
     :param min_files: the least number of committed files. Templated.
     :param newer_than: the file must have been written after this instant (a datetime or an
@@ -113,7 +121,7 @@ class SuccessManifestSensor(BaseSensorOperator):
         return self._store
 
     def check(self) -> SuccessCheckResult:
-        """Look at ``_SUCCESS`` once (one request); fails the task if it can never qualify."""
+        """Look once (``_SUCCESS``, or the job's record); fails the task if it can never qualify."""
         try:
             result = self._expectations().check(self.store, self.path)
         except LegacySuccessMarkerError as error:
@@ -122,7 +130,7 @@ class SuccessManifestSensor(BaseSensorOperator):
                 "committer that records its job (any of this provider's, or Hadoop's S3A/manifest committers)"
             ) from error
         except InvalidCommitDataError as error:
-            raise AirflowFailException(f"_SUCCESS is not a valid SuccessData file: {error}") from error
+            raise AirflowFailException(f"not a valid SuccessData file: {error}") from error
         self._last_result = result
         if result.state == "rejected" and self.fail_on_mismatch:
             raise AirflowFailException(result.describe())
@@ -179,7 +187,7 @@ class SuccessManifestSensor(BaseSensorOperator):
         if not event:
             raise AirflowException(f"the trigger for {self.path} ended without an event")
         if event.get("status") == "success":
-            self.log.info("_SUCCESS qualifies: %s", event.get("summary"))
+            self.log.info("qualifies: %s", event.get("summary"))
             return event.get("summary")
         message = event.get("message", "unknown error")
         if event.get("kind") in ("invalid", "rejected"):

@@ -1,7 +1,9 @@
 """The trigger behind the deferrable ``SuccessManifestSensor``, and the check both share.
 
-One check is one request: a single GET of ``_SUCCESS`` (a missing file is one failed GET). Only a
-0-byte legacy marker accepted with ``allow_legacy`` costs a second request (its modification time).
+The check itself is core's ``check_success``. It costs one request, a single GET of ``_SUCCESS``
+(a missing file is one failed GET), and a second when a ``job_id`` is expected and ``_SUCCESS`` is
+absent or names another job: the GET of that job's record. A 0-byte legacy marker accepted with
+``allow_legacy`` also costs a second request (its modification time).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, StoreError
-from airflow_commit_provider.core.success_check import is_legacy, load_success, success_path, verify_success
+from airflow_commit_provider.core.store.base import StoreError
+from airflow_commit_provider.core.success_check import check_success, is_legacy
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
@@ -58,7 +60,8 @@ class SuccessCheckResult:
     """The outcome of one look at ``_SUCCESS``.
 
     ``missing``: no file yet. ``rejected``: a valid file that fails an expectation (``reasons``).
-    ``accepted``: a valid file meeting every expectation (``summary`` is the XCom value).
+    ``accepted``: a valid file meeting every expectation (``summary`` is the XCom value). ``path`` is
+    the file judged: the job's record when ``_SUCCESS`` named another job.
     """
 
     state: Literal["missing", "rejected", "accepted"]
@@ -68,7 +71,7 @@ class SuccessCheckResult:
 
     def describe(self) -> str:
         if self.state == "missing":
-            return f"{self.path} does not exist yet"
+            return "; ".join(self.reasons) if self.reasons else f"{self.path} does not exist yet"
         if self.state == "rejected":
             return f"{self.path} does not qualify: {'; '.join(self.reasons)}"
         return f"{self.path} qualifies"
@@ -111,37 +114,36 @@ class SuccessExpectations:
         )
 
     def check(self, store: Store, location: str | os.PathLike[str] | StorePath) -> SuccessCheckResult:
-        """Read ``_SUCCESS`` once and judge it.
+        """Look once (core's ``check_success``: the ``_SUCCESS``, or the job's record) and judge it.
 
         Raises :class:`InvalidCommitDataError` (its subclass ``LegacySuccessMarkerError`` for a 0-byte
-        marker unless ``allow_legacy``) when the file cannot be a valid ``_SUCCESS`` at all, and
-        ``StoreError`` when the store cannot be read.
+        marker unless ``allow_legacy``) when a file cannot be a valid ``_SUCCESS`` or job record at
+        all, and ``StoreError`` when the store cannot be read.
         """
-        path = success_path(location)
-        try:
-            data = load_success(store, path, allow_legacy=self.allow_legacy)
-        except FileNotFoundInStoreError:
-            return SuccessCheckResult("missing", str(path))
-        reasons = verify_success(
-            data,
+        found = check_success(
+            store,
+            location,
             job_id=self.job_id,
             committers=self.committers,
             min_files=self.min_files,
             newer_than=self.newer_than,
             required_partitions=self.required_partitions or None,
+            allow_legacy=self.allow_legacy,
         )
-        if reasons:
-            return SuccessCheckResult("rejected", str(path), tuple(reasons))
-        return SuccessCheckResult("accepted", str(path), summary=xcom_summary(data, path))
+        summary = None
+        if found.state == "accepted" and found.data is not None:
+            summary = xcom_summary(found.data, found.path, source=found.source)
+        return SuccessCheckResult(found.state, str(found.path), found.reasons, summary)
 
 
-def xcom_summary(data: SuccessData, path: StorePath) -> dict[str, Any]:
-    """The parsed ``_SUCCESS`` as a small JSON-able dict (never the full file list)."""
+def xcom_summary(data: SuccessData, path: StorePath, source: str = "_SUCCESS") -> dict[str, Any]:
+    """The parsed ``_SUCCESS`` or job record as a small JSON-able dict (never the full file list)."""
     summary = data.summary()
     partitions = list(summary.get("partitions") or ())
     summary["partitions"] = partitions[:SUMMARY_PARTITIONS]
     summary["partition_count"] = len(partitions)
     summary["path"] = str(path)
+    summary["source"] = source
     summary["legacy"] = is_legacy(data)
     return summary
 

@@ -84,14 +84,17 @@ def test_execute_returns_summary_as_xcom(table: StorePath, local: LocalStore) ->
 
 
 def test_real_committer_output_on_s3(aws_default: EmbeddedS3, s3_bucket: str) -> None:
-    """A job committed by a real committer on S3 satisfies the sensor, with one GET per poke."""
+    """A job committed by a real committer on S3 satisfies the sensor.
+
+    A poke costs one GET once `_SUCCESS` names the job; while it is absent, two (the job's record too).
+    """
     destination = StorePath("s3", s3_bucket, "tables/events")
     store = aws_default.store()
     committer = create_committer("magic", store, destination, "job-real", CommitOptions(threads=2))
     committer.setup_job()
     op = sensor(destination, job_id="job-real", committers="magic", min_files=2)
     assert op.poke({}) is False
-    assert op.store.statistics.snapshot() == {"op_get": 1}
+    assert op.store.statistics.snapshot() == {"op_get": 2}, "_SUCCESS, then the job's record"
     results = []
     for task in range(2):
         attempt = committer.task_attempt(task, 0)
@@ -103,7 +106,7 @@ def test_real_committer_output_on_s3(aws_default: EmbeddedS3, s3_bucket: str) ->
     result = op.poke({})
     assert isinstance(result, PokeReturnValue) and result.is_done
     assert result.xcom_value["files"] == 2 and result.xcom_value["rows"] == 2
-    assert op.store.statistics.snapshot() == {"op_get": 3}, "each poke costs exactly one request"
+    assert op.store.statistics.snapshot() == {"op_get": 5}, "the accepting poke costs exactly one request"
 
 
 # Every reason to refuse -----------------------------------------------------------------------

@@ -222,9 +222,10 @@ def test_success_show_and_verify_local(capsys: pytest.CaptureFixture[str], tmp_p
     assert "job ID is 'job-42', expected 'job-7'" in out
     assert "3 files committed, expected at least 5" in out
     assert "committer is 'magic', expected 'directory'" in out
+    assert "no record of job 'job-7' at " in out, "the job's own record was looked for too"
     code, out, _ = run(capsys, *ok, "--job-id", "job-7", "--json")
     verdict = json.loads(out)
-    assert (code, verdict["ok"], len(verdict["reasons"])) == (1, False, 1)
+    assert (code, verdict["ok"], len(verdict["reasons"])) == (1, False, 2)
 
 
 def test_success_missing_corrupt_and_legacy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -237,7 +238,7 @@ def test_success_missing_corrupt_and_legacy(capsys: pytest.CaptureFixture[str], 
     (tmp_path / "corrupt").mkdir()
     (tmp_path / "corrupt" / "_SUCCESS").write_text("{not json")
     code, out, _ = run(capsys, "success", "verify", str(tmp_path / "corrupt"))
-    assert code == 1 and "unreadable _SUCCESS" in out
+    assert code == 1 and "unreadable: " in out and "corrupt/_SUCCESS: not valid JSON" in out
     code, _, err = run(capsys, "success", "show", str(tmp_path / "corrupt"))
     assert code == 2
     assert_one_line_error(err, "_SUCCESS")
