@@ -1,0 +1,226 @@
+"""Helpers of the cluster tests: Spark conf, environments, event logs and store checks."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from support.standalone import StandaloneCluster, group_alive
+
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.layout import RECORDS_DIR
+from airflow_commit_provider.core.paths import StorePath
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.core.store import Store
+    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+
+HERE = Path(__file__).resolve().parent
+APP = HERE / "cluster_app.py"
+VENV_BIN = Path(sys.executable).parent
+#: Bound of every wait on an observable event (a marker file, a process exit, a cluster state).
+EVENT_BOUND_SECONDS = 240.0
+
+
+def cluster_conf(event_log_dir: Path) -> dict[str, str]:
+    """Spark conf of every application here: one executor (1 core, 512 MB) on each worker, so two
+    applications can run at once, and speculation as eager as Spark allows."""
+    fast_jvm = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    return {
+        "spark.cores.max": "2",
+        "spark.executor.cores": "1",
+        "spark.executor.memory": "512m",
+        "spark.driver.memory": "512m",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.extraJavaOptions": fast_jvm,
+        "spark.executor.extraJavaOptions": fast_jvm,
+        "spark.ui.enabled": "false",
+        "spark.speculation": "true",
+        "spark.speculation.quantile": "0.5",
+        "spark.speculation.multiplier": "1.5",
+        "spark.speculation.interval": "100ms",
+        "spark.speculation.minTaskRuntime": "100ms",
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.dir": event_log_dir.as_uri(),
+        "spark.python.worker.reuse": "true",
+    }
+
+
+def submit_env(embedded_s3: EmbeddedS3) -> dict[str, str]:
+    """The environment of spark-submit and of the operator's task process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(embedded_s3.env())
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PATH"] = os.pathsep.join([str(VENV_BIN), env.get("PATH", "")])
+    return env
+
+
+def connections_env(cluster: StandaloneCluster, embedded_s3: EmbeddedS3) -> dict[str, str]:
+    """``spark_default`` on the cluster's master and ``aws_default`` on the embedded S3."""
+    host, port = cluster.master_url.removeprefix("spark://").split(":")
+    return {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}
+        ),
+        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(
+            {
+                "conn_type": "aws",
+                "login": embedded_s3.access_key,
+                "password": embedded_s3.secret_key,
+                "extra": {"endpoint_url": embedded_s3.endpoint_url, "region_name": embedded_s3.region},
+            }
+        ),
+    }
+
+
+# Waiting on observable events -------------------------------------------------------------------
+def wait_until(condition: Callable[[], Any], what: str, bound: float = EVENT_BOUND_SECONDS) -> Any:
+    """Poll ``condition()`` until truthy; fail the test naming ``what`` once the bound has passed."""
+    deadline = time.monotonic() + bound
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"gave up after {bound:.0f}s waiting for {what}")
+        time.sleep(0.1)  # polling an observable condition, bounded by the deadline
+
+
+def read_marker(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def wait_for_marker(path: Path, *, unless_exited: subprocess.Popen[Any] | None = None) -> dict[str, Any]:
+    """The marker's content once it exists; fails early if ``unless_exited`` exits before it appears."""
+
+    def ready() -> bool:
+        if path.exists():
+            return True
+        if unless_exited is not None and unless_exited.poll() is not None:
+            raise AssertionError(
+                f"{path.name} never appeared: the process exited with {unless_exited.returncode}"
+            )
+        return False
+
+    wait_until(ready, f"marker {path}")
+    return read_marker(path)
+
+
+def wait_for_group_exit(pgid: int, what: str) -> None:
+    wait_until(lambda: not group_alive(pgid), f"{what} (process group {pgid}) to exit")
+
+
+def kill_group(pgid: int) -> None:
+    """Last resort in teardown: nothing a test started may outlive it."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+
+
+# spark-submit -------------------------------------------------------------------------------------
+def spark_submit_command(
+    cluster: StandaloneCluster, conf: Mapping[str, str], py_files: str, app_args: list[str]
+) -> list[str]:
+    command = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url, "--py-files", py_files]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, str(APP), *app_args]
+
+
+# Event logs ---------------------------------------------------------------------------------------
+def event_log(directory: Path) -> list[dict[str, Any]]:
+    """Every event of every application logged under ``directory`` (uncompressed JSON lines).
+
+    Rolling logs are ``eventlog_v2_<app>/events_<n>_<app>``; checksums (``.*.crc``) and the
+    ``appstatus_*`` marker are skipped.
+    """
+    events = []
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.startswith((".", "appstatus_")) or path.name.endswith(".crc"):
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if line.strip():
+                events.append(json.loads(line))
+    return events
+
+
+def task_starts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``TaskInfo`` of every SparkListenerTaskStart."""
+    return [e["Task Info"] for e in events if e.get("Event") == "SparkListenerTaskStart"]
+
+
+# Store checks -------------------------------------------------------------------------------------
+def relative_files(store: Store, destination: StorePath) -> list[str]:
+    return sorted(s.path.relative_to(destination) for s in store.list_files(destination))
+
+
+def is_hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def data_files(store: Store, destination: StorePath) -> list[str]:
+    """What a reader sees: no `_`/`.`-prefixed path segment."""
+    return [name for name in relative_files(store, destination) if not is_hidden(name)]
+
+
+def read_ids(store: Store, destination: StorePath) -> list[int]:
+    """Every ``id`` in the visible parquet files, sorted (duplicates kept)."""
+    import pyarrow.parquet as pq
+
+    ids: list[int] = []
+    for name in data_files(store, destination):
+        table = pq.read_table(io.BytesIO(store.read_bytes(destination.join(name))))
+        ids += table.column("id").to_pylist()
+    return sorted(ids)
+
+
+def read_success(store: Store, destination: StorePath) -> SuccessData:
+    path = destination.join(SUCCESS_FILENAME)
+    return SuccessData.from_bytes(store.read_bytes(path), str(path))
+
+
+def leftovers(store: Store, destination: StorePath) -> dict[str, list[str]]:
+    """What must never remain: pending uploads, temp trees, hidden objects other than the markers."""
+    from airflow_commit_provider.core.cleanup import find_temp_trees
+
+    hidden = [
+        name
+        for name in relative_files(store, destination)
+        if is_hidden(name)
+        and name.rsplit("/", 1)[-1] != SUCCESS_FILENAME
+        and not name.startswith(f"{RECORDS_DIR}/")
+    ]
+    trees = find_temp_trees(store, destination, older_than=0, nested=True).trees
+    return {
+        "pending uploads": sorted(
+            f"{u.path} ({u.upload_id})" for u in store.list_multipart_uploads(destination)
+        ),
+        "temp trees": sorted(str(t.path) for t in trees),
+        "hidden objects": hidden,
+    }
+
+
+def assert_one_copy(store: Store, destination: StorePath, rows: int, job_id: str) -> SuccessData:
+    """Exactly one copy of rows 0..rows-1, committed by ``job_id``, and nothing left behind."""
+    success = read_success(store, destination)
+    assert success.job_id == job_id, f"_SUCCESS names job {success.job_id}, expected {job_id}"
+    visible = data_files(store, destination)
+    assert visible and all(job_id in name for name in visible), f"files of other jobs are visible: {visible}"
+    assert sorted(name.rsplit("/", 1)[-1] for name in visible) == sorted(
+        name.rsplit("/", 1)[-1] for name in success.filenames
+    ), f"visible {visible} but _SUCCESS lists {success.filenames}"
+    assert read_ids(store, destination) == list(range(rows)), "not exactly one copy of every row"
+    assert leftovers(store, destination) == {"pending uploads": [], "temp trees": [], "hidden objects": []}
+    return success

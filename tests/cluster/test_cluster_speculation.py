@@ -1,0 +1,112 @@
+"""``write_committed`` on the real standalone cluster, with a real speculative task attempt.
+
+spark-submit runs ``cluster_app.py`` against the master; its executors sit on 127.0.0.1 and
+127.0.0.2. Attempt 0 of partition 0 is a straggler (it waits, after writing a file, until a copy of
+itself has committed), so Spark's speculation launches a second attempt of the task on the other
+host. The event log must show that attempt as ``"Speculative": true``, and the store must hold
+exactly one copy of every row: the straggler's uploads and files are gone, nothing is pending.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_support import (
+    assert_one_copy,
+    cluster_conf,
+    event_log,
+    kill_group,
+    read_marker,
+    spark_submit_command,
+    submit_env,
+    task_starts,
+)
+from support.standalone import StandaloneCluster
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.operators.spark_submit import build_py_files_zip
+
+ROWS = 2000
+PARTITIONS = 4
+SUBMIT_BOUND_SECONDS = 300.0
+
+
+@pytest.mark.parametrize("committer", ["magic", "partitioned"])
+def test_speculative_attempt_leaves_one_copy(
+    committer: str,
+    spark_cluster: StandaloneCluster,
+    embedded_s3: EmbeddedS3,
+    cluster_bucket: str,
+    markers: Path,
+    event_log_dir: Path,
+    tmp_path: Path,
+) -> None:
+    destination = StorePath("s3", cluster_bucket, f"tables/{committer}")
+    job_id = str(uuid.uuid4())
+    conf = {
+        **cluster_conf(event_log_dir),
+        "spark.airflow_commit.destination": str(destination),
+        "spark.airflow_commit.committer": committer,
+        "spark.airflow_commit.job_id": job_id,
+    }
+    if committer == "partitioned":
+        conf["spark.airflow_commit.conflict_mode"] = "replace"
+    app_args = [
+        "--markers",
+        str(markers),
+        "--rows",
+        str(ROWS),
+        "--partitions",
+        str(PARTITIONS),
+        "--straggler",
+    ]
+    if committer == "partitioned":
+        app_args.append("--partitioned")
+    command = spark_submit_command(
+        spark_cluster,
+        conf,
+        build_py_files_zip(tmp_path),
+        app_args,
+    )
+    process = subprocess.Popen(
+        command,
+        env=submit_env(embedded_s3),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=SUBMIT_BOUND_SECONDS)
+    finally:
+        kill_group(process.pid)
+    assert process.returncode == 0, output[-5000:]
+
+    # Spark really speculated: a second attempt of partition 0, marked speculative, on the other host.
+    starts = task_starts(event_log(event_log_dir))
+    speculative = [t for t in starts if t.get("Speculative")]
+    assert speculative, f"no speculative attempt in the event log ({len(starts)} task starts)"
+    copy = speculative[0]
+    originals = [t for t in starts if t["Index"] == copy["Index"] and not t.get("Speculative")]
+    assert originals and all(o["Host"] != copy["Host"] for o in originals), (originals, copy)
+    assert {t["Host"] for t in starts} == {"127.0.0.1", "127.0.0.2"}
+    # ... and the straggler and its copy both wrote files (the race was real).
+    assert (markers / "attempt-p0-0.json").exists() and (markers / "p0-copy-committed").exists()
+
+    result = read_marker(markers / "result-try0.json")
+    assert result["ok"], result
+    summary: dict[str, Any] = result["summary"]
+    assert summary["job_id"] == job_id and summary["rows"] == ROWS and summary["tasks"] == PARTITIONS
+
+    store = embedded_s3.store()
+    try:
+        success = assert_one_copy(store, destination, ROWS, job_id)
+        assert success.committer == committer
+        assert success.rows == ROWS
+    finally:
+        store.close()
