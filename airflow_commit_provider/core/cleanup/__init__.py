@@ -1,4 +1,4 @@
-"""Cleanup of what failed and killed jobs leave behind: pending uploads and temporary trees.
+"""Cleanup of what failed and killed jobs leave behind (pending uploads, temporary trees), and of old job records.
 
 Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow imports here.
 """
@@ -8,9 +8,18 @@ from __future__ import annotations
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress
 from airflow_commit_provider.core.cleanup.durations import (
     DEFAULT_OLDER_THAN,
+    DEFAULT_RECORDS_OLDER_THAN,
     as_timedelta,
     format_duration,
     parse_duration,
+)
+from airflow_commit_provider.core.cleanup.records import (
+    JobRecords,
+    RecordListing,
+    RecordPruneReport,
+    find_job_records,
+    prune_old_records,
+    prune_records,
 )
 from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
 from airflow_commit_provider.core.cleanup.temp_trees import (
@@ -34,10 +43,14 @@ from airflow_commit_provider.core.cleanup.uploads import (
 
 __all__ = [
     "DEFAULT_OLDER_THAN",
+    "DEFAULT_RECORDS_OLDER_THAN",
     "AbortOutcome",
     "AbortReport",
+    "JobRecords",
     "NoProgress",
     "Progress",
+    "RecordListing",
+    "RecordPruneReport",
     "ScopeError",
     "TempCleanReport",
     "TempTree",
@@ -50,9 +63,12 @@ __all__ = [
     "as_timedelta",
     "clean_stale_temp_trees",
     "clean_temp_trees",
+    "find_job_records",
     "find_temp_trees",
     "format_duration",
     "list_pending_uploads",
     "parse_duration",
     "parse_scope",
+    "prune_old_records",
+    "prune_records",
 ]

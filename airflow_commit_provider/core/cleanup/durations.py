@@ -11,6 +11,8 @@ from datetime import timedelta
 
 #: Uploads and temp trees younger than this are presumed live (rclone's default too).
 DEFAULT_OLDER_THAN = timedelta(hours=24)
+#: Job records are read by sensors and Airflow retries long after the job: kept a month by default.
+DEFAULT_RECORDS_OLDER_THAN = timedelta(days=30)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TERM = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
