@@ -46,7 +46,8 @@ def inspect_job(store: Store, destination: str | StorePath, job_id: str) -> JobS
     record = success.read_job_record(ctx) if outcome is not None and outcome.committing else None
     delivered = store.get_status(ctx.layout.delivery_marker) is not None
     if outcome is None:
-        state = job_state.state_of(ctx)
+        active = any(store.get_status(layout.job_marker) is not None for layout in _layouts(ctx.layout))
+        state = JobState.ACTIVE if active else JobState.UNKNOWN
     elif not outcome.committing:
         state = JobState.ABORTED
     else:
@@ -83,3 +84,8 @@ def mark_delivered(store: Store, destination: str | StorePath, job_id: str) -> N
 def _context(store: Store, destination: str | StorePath, job_id: str, committer: str) -> JobContext:
     layout = JobLayout(StorePath.parse(destination), job_id)
     return JobContext(store, layout, committer, CommitOptions())
+
+
+def _layouts(layout: JobLayout) -> tuple[JobLayout, JobLayout]:
+    """Before its outcome names the committer, a job may use either layout."""
+    return (layout, JobLayout(layout.destination, layout.job_id, magic=not layout.magic))

@@ -3,7 +3,9 @@
 Driver: set up the job; run one ``mapInArrow`` task per Spark partition (each writes its files
 through a task attempt and commits it); ``collect()`` the one result row per partition that Spark
 accepted; commit the job with exactly those results. Any failure between job setup and the end of
-job commit aborts the job (``abort_job``: every upload and temp file of the job goes) and re-raises.
+job commit aborts the job (``abort_job``: every upload and temp file of the job goes) and re-raises,
+unless the job had already passed its commit point: then the abort completes the commit and the
+write returns its summary (see ``core.stages.job_state``).
 
 Committer choice (``committer=`` or ``spark.airflow_commit.committer``), when not given:
 
@@ -21,9 +23,8 @@ the staging committers replace output at job commit.
 Job ID: ``spark.airflow_commit.job_id`` (the thread's local property, then the session conf) or a
 new uuid4; it is set as the local property ``spark.sql.sources.writeJobUUID`` for the write's Spark
 jobs (visible to tasks through ``TaskContext.getLocalProperty``) and appears in every file name.
-A fixed job ID (one per Airflow task run, say) makes a rerun write the very same file names, so
-a retried write replaces the files of its earlier attempt instead of adding a second copy; do not
-reuse one job ID for different writes to the same destination.
+A job ID names one job at one destination: once it is committed or aborted it cannot be set up
+again (``JobFencedError``). ``CommittedSparkSubmitOperator`` gives every Airflow try its own.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.committers import COMMITTERS, Committer, TaskCommitResult, create_committer
 from airflow_commit_provider.core.committers.staging import StagingCommitter
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import conflicts
@@ -203,13 +205,17 @@ def write_committed(
             if _hooks and _hooks.before_job_commit:
                 _hooks.before_job_commit(job, results, task_config)
             success = job.commit_job(results)
-        except BaseException:
+        except BaseException as error:
             log.error("job %s: write to %s failed; aborting the job", job_id, destination)
-            try:
-                job.abort_job()
-            except Exception:
-                log.exception("job %s: abort failed; `airflow-commit` cleanup can finish it", job_id)
-            raise
+            committed = _abort(job, f"{type(error).__name__}: {error}")
+            if committed is None or not isinstance(error, Exception):
+                raise
+            log.warning(
+                "job %s had passed its commit point when it failed (%s); abort completed the commit",
+                job_id,
+                error,
+            )
+            success = committed
         finally:
             if isinstance(job, StagingCommitter):
                 shutil.rmtree(os.path.dirname(job.local_attempt_dir("-")), ignore_errors=True)
@@ -426,4 +432,13 @@ def _empty_schema(data_schema: Any, line_column: str | None, timezone: str | Non
         return to_arrow_schema(data_schema, timezone=timezone or "UTC")
     except Exception:  # an exotic type pyspark cannot map: no empty file, as for a partitioned write
         log.debug("no Arrow schema for %s", data_schema, exc_info=True)
+        return None
+
+
+def _abort(job: Committer, reason: str) -> SuccessData | None:
+    """Abort after a failure; a job past its commit point is committed instead (its SuccessData)."""
+    try:
+        return job.abort_job(reason)
+    except Exception:
+        log.exception("job %s: abort failed; `airflow-commit` cleanup can finish it", job.job_id)
         return None

@@ -125,25 +125,33 @@ class Committer(abc.ABC):
 
     def _commit_to_the_end(self, committed: Sequence[TaskCommitResult] | None) -> SuccessData:
         ctx = self.context
-        job_state.require_active_job(ctx, "commit the job")
-        if committed is None:
-            raise CommitError(
-                f"job {self.job_id}: no committed task list was given and no commit is under way"
-            )
+        try:
+            job_state.require_active_job(ctx, "commit the job")
+            if committed is None:
+                raise CommitError(
+                    f"job {self.job_id}: no committed task list was given and no commit is under way"
+                )
+            with ctx.statistics.timed("committer_commit_job"):
+                loaded = self._load(committed)
+                try:
+                    self._before_entries(loaded)
+                except BaseException:
+                    loaded.spool.close()
+                    raise
+        except Exception:
+            if job_state.read_outcome(ctx) is not None:  # decided elsewhere meanwhile: follow that
+                return self.commit_job(committed)
+            raise
+        proposal = JobOutcome(self.job_id, "commit", self.name, tuple(committed))
+        try:
+            outcome = job_state.decide(ctx, proposal)
+        except BaseException:
+            loaded.spool.close()
+            raise
+        if outcome is not proposal:
+            loaded.spool.close()
+            return self.commit_job(committed)
         with ctx.statistics.timed("committer_commit_job"):
-            loaded = self._load(committed)
-            try:
-                self._before_entries(loaded)
-                proposal = JobOutcome(self.job_id, "commit", self.name, tuple(committed))
-                outcome = job_state.decide(ctx, proposal)
-            except BaseException:
-                loaded.spool.close()
-                raise
-            if outcome is not proposal:  # decided elsewhere meanwhile: follow that decision
-                loaded.spool.close()
-                if not outcome.committing:
-                    self._refuse_fenced(outcome)
-                return self._roll_forward(outcome)
             return self._finish(outcome, loaded)
 
     def _roll_forward(self, outcome: JobOutcome) -> SuccessData:

@@ -97,18 +97,6 @@ def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
     return proposal
 
 
-def state_of(ctx: JobContext) -> JobState:
-    """The job's state as the store shows it (one to three requests)."""
-    outcome = read_outcome(ctx)
-    if outcome is None:
-        return JobState.ACTIVE if job_is_active(ctx) else JobState.UNKNOWN
-    if not outcome.committing:
-        return JobState.ABORTED
-    if ctx.store.get_status(ctx.layout.job_record) is None:
-        return JobState.COMMITTING
-    return JobState.COMMITTED
-
-
 def job_is_active(ctx: JobContext) -> bool:
     return ctx.store.get_status(ctx.layout.job_marker) is not None
 
