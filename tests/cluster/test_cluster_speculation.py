@@ -29,7 +29,6 @@ from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
-from airflow_commit_provider.operators.spark_submit import build_py_files_zip
 
 ROWS = 2000
 PARTITIONS = 4
@@ -46,6 +45,8 @@ def test_speculative_attempt_leaves_one_copy(
     event_log_dir: Path,
     tmp_path: Path,
 ) -> None:
+    from airflow_commit_provider.operators.spark_submit import build_py_files_zip
+
     destination = StorePath("s3", cluster_bucket, f"tables/{committer}")
     job_id = str(uuid.uuid4())
     conf = {
