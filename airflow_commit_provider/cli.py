@@ -1,4 +1,4 @@
-"""`airflow-commit`: list and abort pending uploads, clean temporary trees, check `_SUCCESS`.
+"""`airflow-commit`: list and abort pending uploads, clean temporary trees, check `_SUCCESS`, prune job records.
 
 Destructive commands ask first (like `hadoop s3guard uploads -abort` without `-force`) and
 refuse when nobody can answer. Errors are one line on stderr with exit status 2; a failed
@@ -18,15 +18,18 @@ from typing import Any, NoReturn, TypeVar
 
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
+    DEFAULT_RECORDS_OLDER_THAN,
     NoProgress,
     Progress,
     abort_uploads,
     clean_temp_trees,
+    find_job_records,
     find_temp_trees,
     format_duration,
     list_pending_uploads,
     parse_duration,
     parse_scope,
+    prune_records,
 )
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
@@ -65,19 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--endpoint-url", help="S3 endpoint (overrides AWS_ENDPOINT_URL)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     common.add_argument("--threads", type=_positive, default=16, help="parallel requests (default 16)")
-    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
-    scoped.add_argument("url", help="directory: s3://bucket/prefix, s3a://..., file:///path or a path")
-    scoped.add_argument(
-        "--older-than",
-        type=_duration,
-        default=DEFAULT_OLDER_THAN,
-        metavar="DURATION",
-        help="only what is at least this old: 90s, 15m, 6h, 2d (default 24h)",
-    )
-    scoped.add_argument("--job-id", help="only what belongs to this job")
-    scoped.add_argument(
-        "--allow-bucket-root", action="store_true", help="allow a scope that is a whole bucket"
-    )
+    scoped = _scoped_parser(common, DEFAULT_OLDER_THAN)
     destructive = argparse.ArgumentParser(add_help=False)
     destructive.add_argument(
         "--dry-run", action="store_true", help="report what would be done, change nothing"
@@ -85,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     destructive.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     parser = _Parser(prog=PROG, description=__doc__.split("\n", 1)[0])
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{uploads,temp,success}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{uploads,temp,success,records}")
 
     uploads = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
         dest="command", required=True
@@ -134,7 +125,37 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--partition", action="append", metavar="P", help="a partition that must be listed")
     verify.add_argument("--allow-legacy", action="store_true", help="accept a 0-byte classic marker")
     verify.set_defaults(handler=_success_verify)
+
+    records = groups.add_parser(
+        "records", help="per-job commit records under <destination>/_airflow_commit/"
+    ).add_subparsers(dest="command", required=True)
+    aged = _scoped_parser(common, DEFAULT_RECORDS_OLDER_THAN)
+    records.add_parser("list", parents=[aged], help="list jobs with records, and which may go").set_defaults(
+        handler=_records_list
+    )
+    records.add_parser(
+        "prune", parents=[aged, destructive], help="delete the records of jobs older than --older-than"
+    ).set_defaults(handler=_records_prune)
     return parser
+
+
+def _scoped_parser(common: argparse.ArgumentParser, default_age: Any) -> argparse.ArgumentParser:
+    """The arguments of every listing: a directory, an age (with its own default), a job."""
+    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
+    scoped.add_argument("url", help="directory: s3://bucket/prefix, s3a://..., file:///path or a path")
+    default_text = format_duration(default_age.total_seconds())
+    scoped.add_argument(
+        "--older-than",
+        type=_duration,
+        default=default_age,
+        metavar="DURATION",
+        help=f"only what is at least this old: 90s, 15m, 6h, 2d (default {default_text})",
+    )
+    scoped.add_argument("--job-id", help="only what belongs to this job")
+    scoped.add_argument(
+        "--allow-bucket-root", action="store_true", help="allow a scope that is a whole bucket"
+    )
+    return scoped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -562,6 +583,66 @@ def _success_verify(args: argparse.Namespace) -> int:
             f"{data.date}{_found_note(found, path)}"
         )
     return 1 if reasons else 0
+
+
+# records ----------------------------------------------------------------------------------
+def _find_records(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
+    return find_job_records(store, progress=progress, **_selection(args))
+
+
+def _print_jobs(jobs: Sequence[Any], limit: int | None = None) -> None:
+    _print_table(
+        jobs, f"{'STATE':<11} {'AGE':>7} {'FILES':>5} {'SIZE':>10}  {'KINDS':<25} JOB", _job_row, limit
+    )
+
+
+def _job_row(job: Any) -> str:
+    state = "prunable" if job.stale else f"kept:{job.keep}"
+    kinds = ",".join(job.kinds)
+    return (
+        f"{state:<11} {format_duration(job.age_seconds):>7} {len(job.files):>5} {_size(job.bytes):>10}  "
+        f"{kinds:<25} {job.job_id}{'  (' + job.error + ')' if job.error else ''}"
+    )
+
+
+def _records_list(args: argparse.Namespace) -> int:
+    def describe(listing: Any) -> None:
+        _print_jobs(listing.jobs)
+        print(
+            f"{len(listing.jobs)} jobs with records in {listing.records_dir}; {len(listing.stale)} older than "
+            f"{_age_text(args)} ({_size(sum(job.bytes for job in listing.stale))}); kept: "
+            f"{len(listing.kept('recent'))} recent, {len(listing.kept('committing'))} committing, "
+            f"{len(listing.kept('unreadable'))} unreadable"
+        )
+
+    return _show(args, _find_records, describe)
+
+
+def _records_prune(args: argparse.Namespace) -> int:
+    def describe(listing: Any, summary: dict[str, Any]) -> str:
+        verb = "Would prune" if args.dry_run else "Pruned"
+        count = summary["would_prune"] if args.dry_run else summary["pruned"]
+        return (
+            f"{verb} the records of {count} jobs older than {_age_text(args)} in {listing.records_dir}: "
+            f"{summary['files']} files, {_size(summary['bytes'])}; kept {summary['kept_recent']} recent, "
+            f"{summary['kept_committing']} committing, {summary['kept_unreadable']} unreadable, "
+            f"{summary['changed']} written to meanwhile; {summary['failed']} failed"
+        )
+
+    return _list_confirm_act(
+        args,
+        action="prune job records",
+        find=_find_records,
+        targets=lambda listing: listing.stale,
+        preview=_print_jobs,
+        question=lambda listing: (
+            f"Prune the records of {len(listing.stale)} jobs older than {_age_text(args)} "
+            f"in {listing.records_dir}?"
+        ),
+        declined="Nothing pruned.",
+        act=prune_records,
+        describe=describe,
+    )
 
 
 if __name__ == "__main__":

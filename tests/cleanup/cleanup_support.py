@@ -1,10 +1,14 @@
-"""Helpers for the cleanup tests: making uploads and trees, and a store that injects races."""
+"""Helpers for the cleanup tests: making uploads and trees, a store that injects races, running the CLI."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
+import pytest
+
+from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, UploadedPart
 
@@ -130,3 +134,27 @@ class NeverAborts(HookedStore):
         self._hook("abort", path, upload_id)
         if upload_id != self.stuck:
             self.inner.abort_multipart_upload(path, upload_id)
+
+
+# The CLI ------------------------------------------------------------------------------------------
+class Terminal(io.StringIO):
+    """A stdin someone is typing into."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`airflow-commit *argv` in-process: (exit status, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("airflow-commit") and "error:" in lines[0]
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]

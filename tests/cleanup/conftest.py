@@ -52,3 +52,13 @@ def aws_test_conn(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> I
     }
     monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
     yield "aws_default"
+
+
+@pytest.fixture
+def s3_env(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
+    """boto3's standard environment carries the credentials; the endpoint comes from --endpoint-url."""
+    for name, value in embedded_s3.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    return embedded_s3.endpoint_url

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cleanup_support import keys_under, start_upload, write_files
+from cleanup_support import Terminal, assert_one_line_error, keys_under, run, start_upload, write_files
 
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.formats.success import SuccessData
@@ -15,38 +15,6 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
-
-
-class Terminal(io.StringIO):
-    """A stdin someone is typing into."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(err: str, *fragments: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("airflow-commit") and "error:" in lines[0]
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in lines[0]
-
-
-@pytest.fixture
-def s3_env(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
-    """boto3's standard environment carries the credentials; the endpoint comes from --endpoint-url."""
-    for name, value in embedded_s3.env().items():
-        if name != "AWS_ENDPOINT_URL":
-            monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    return embedded_s3.endpoint_url
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cleanup_support import keys_under, write_files
+from support.committed_jobs import abort, commit, interrupt_after_commit_point
 from support.faults import FaultInjectingStore, SimulatedCrash
 
 from airflow_commit_provider.core.cleanup import (
@@ -20,44 +21,12 @@ from airflow_commit_provider.core.cleanup import (
     prune_old_records,
     prune_records,
 )
-from airflow_commit_provider.core.committers import CommitOptions, create_committer
 from airflow_commit_provider.core.job_control import JobState, finish_or_fence, inspect_job, mark_delivered
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 
 MONTH = timedelta(days=30)
-
-
-def committed(store: Store, dest: StorePath, job_id: str, partition: str = "dt=1") -> None:
-    job = create_committer("partitioned", store, dest, job_id, CommitOptions(threads=2))
-    job.setup_job()
-    attempt = job.task_attempt(0, 0)
-    with attempt.create_file(f"{partition}/part-{job_id}.csv") as stream:
-        stream.write(b"a,b\n1,2\n")
-    job.commit_job([attempt.commit_task(rows=1)])
-
-
-def aborted(store: Store, dest: StorePath, job_id: str) -> None:
-    job = create_committer("partitioned", store, dest, job_id, CommitOptions(threads=2))
-    job.setup_job()
-    assert job.abort_job() is None
-
-
-def committing(store: Store, dest: StorePath, job_id: str) -> None:
-    """A job whose driver died after its commit point, before its record: COMMITTING."""
-    faulty = FaultInjectingStore(store)
-    job = create_committer("partitioned", faulty, dest, job_id, CommitOptions(threads=1))
-    job.setup_job()
-    attempt = job.task_attempt(0, 0)
-    with attempt.create_file(f"dt=9/part-{job_id}.csv") as stream:
-        stream.write(b"x")
-    result = attempt.commit_task(rows=1)
-    record = str(JobLayout(dest, job_id).job_record)
-    faulty.inject(when=lambda call: call.mutating and call.path == record, mode="crash")
-    with pytest.raises(SimulatedCrash):
-        job.commit_job([result])
-    assert inspect_job(store, dest, job_id).state == JobState.COMMITTING
 
 
 def records(store: Store, dest: StorePath) -> set[str]:
@@ -77,7 +46,7 @@ def test_a_job_is_pruned_exactly_when_its_newest_record_is_older_than_the_limit(
 ) -> None:
     store, root = store_root
     dest = root.join("table")
-    committed(store, dest, "job-a")
+    commit(store, dest, "job-a")
     mark_delivered(store, dest, "job-a")
     before = records(store, dest)
     assert before == {"job-a.outcome.json", "job-a.success.json", "job-a.delivered.json"}
@@ -104,8 +73,8 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
 
     store, dest = LocalStore(), StorePath.parse(f"{tmp_path}/table")
     for job_id in ("job-old", "job-mixed", "job-new"):
-        committed(store, dest, job_id)
-    aborted(store, dest, "job-old-abort")
+        commit(store, dest, job_id)
+    abort(store, dest, "job-old-abort")
     real_now = datetime.now(timezone.utc)
 
     def set_age(job_id: str, kind: str, age: timedelta) -> None:
@@ -138,8 +107,8 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
 def test_a_commit_in_progress_keeps_its_decision(store_root: tuple[Store, StorePath]) -> None:
     store, root = store_root
     dest = root.join("table")
-    committing(store, dest, "job-c")
-    aborted(store, dest, "job-x")
+    interrupt_after_commit_point(store, dest, "job-c")
+    abort(store, dest, "job-x")
     later = datetime.now(timezone.utc) + 2 * MONTH
 
     listing = find_job_records(store, dest, older_than="30d", now=later)
@@ -160,8 +129,8 @@ def test_scope_is_one_directory_and_only_record_files_are_touched(
 ) -> None:
     store, root = store_root
     dataset1, dataset10 = root.join("out", "dataset1"), root.join("out", "dataset10")
-    committed(store, dataset1, "job-1")
-    committed(store, dataset10, "job-10")
+    commit(store, dataset1, "job-1")
+    commit(store, dataset10, "job-10")
     write_files(store, dataset1, [f"{RECORDS_DIR}/notes.txt", f"{RECORDS_DIR}/sub/job-9.success.json"])
     neighbour = keys_under(store, dataset10)
     later = datetime.now(timezone.utc) + 2 * MONTH
@@ -180,8 +149,8 @@ def test_scope_is_one_directory_and_only_record_files_are_touched(
 def test_job_id_selects_one_job(store_root: tuple[Store, StorePath]) -> None:
     store, root = store_root
     dest = root.join("table")
-    committed(store, dest, "job-a")
-    committed(store, dest, "job-b")
+    commit(store, dest, "job-a")
+    commit(store, dest, "job-b")
     later = datetime.now(timezone.utc) + 2 * MONTH
     report = prune_old_records(store, dest, older_than="30d", now=later, job_id="job-b").to_json()
     assert (report["pruned"], report["job_id"], report["sample"]) == (1, "job-b", ["job-b"])
@@ -191,8 +160,8 @@ def test_job_id_selects_one_job(store_root: tuple[Store, StorePath]) -> None:
 def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, StorePath]) -> None:
     store, root = store_root
     dest = root.join("table")
-    committed(store, dest, "job-a")
-    committed(store, dest, "job-b")
+    commit(store, dest, "job-a")
+    commit(store, dest, "job-b")
     listing = find_job_records(store, dest, older_than="30d", now=datetime.now(timezone.utc) + 2 * MONTH)
     assert len(listing.stale) == 2
     mark_delivered(store, dest, "job-a")  # job-a's try is being marked delivered right now
@@ -219,7 +188,7 @@ def test_an_interrupted_prune_never_leaves_a_job_looking_committing(
 ) -> None:
     store, root = store_root
     dest = root.join("table")
-    committed(store, dest, "job-a")
+    commit(store, dest, "job-a")
     faulty = FaultInjectingStore(store)
     record = str(JobLayout(dest, "job-a").job_record)
     faulty.inject(when=lambda call: call.op == "delete_files" and call.path == record, mode="crash")
@@ -235,7 +204,7 @@ def test_temp_tree_cleanup_never_treats_records_as_a_temp_tree(
 ) -> None:
     store, root = store_root
     dest = root.join("table")
-    committed(store, dest, "job-a")
+    commit(store, dest, "job-a")
     write_files(store, dest, ["_temporary/dead/00/f", "dt=2/_temporary/dead/f"])
     before = records(store, dest)
     report = clean_stale_temp_trees(store, dest, older_than="0s", nested=nested).to_json(details=True)
