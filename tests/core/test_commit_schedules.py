@@ -171,6 +171,15 @@ def resume_job(engine: Engine) -> None:
     engine.log.append("resume job commit")
 
 
+def abort_interrupted_job(engine: Engine) -> None:
+    """Abort after the crash: all or nothing, decided by whether the commit point was reached."""
+    decided = engine.job.store.get_status(engine.job.committer.layout.outcome) is not None
+    result = engine.job.committer.abort_job("the driver failed in job commit")
+    assert (result is not None) == decided, f"abort_job returned {result} with decided={decided}"
+    engine.state = "committed" if decided else "aborted"
+    engine.log.append(f"abort the interrupted job: {engine.state}")
+
+
 def late_commit(engine: Engine, attempt: SimAttempt, data: st.DataObject) -> None:
     """A partitioned attempt comes back after the job ended: its commit must be refused."""
     engine.late_after_end = True
@@ -268,7 +277,10 @@ def run_schedule(name: str, env: CommitEnv, data: st.DataObject) -> Engine:
                 late_commit(engine, attempt, data)
             else:
                 commit_attempt(engine, attempt, data)
-        resume_job(engine)
+        if data.draw(st.booleans(), label="the driver's failure path aborts the job"):
+            abort_interrupted_job(engine)
+        else:
+            resume_job(engine)
     for attempt in engine.live("written", "partitioned"):
         if data.draw(st.booleans(), label="comes back late"):
             late_commit(engine, attempt, data)
