@@ -359,11 +359,7 @@ def test_job_commit_resumes_after_the_process_is_killed(
         call for call in calls if call.op in entry_ops and "/_temporary/" not in call.path.split(" -> ")[-1]
     ]
     exit_at = entry_calls[len(entry_calls) // 2].index if entry_calls else calls[len(calls) // 2].index
-    if env.kind == "local":
-        make_store: Callable[[], Store] = type(env.store)
-    else:
-        embedded = request.getfixturevalue("embedded_s3")
-        make_store = embedded.store
+    make_store = env.store_factory(request)
     job, results, expected = prepared_job(name, env, env.root.join("killed"))
     child = multiprocessing.get_context("fork").Process(
         target=_commit_in_child, args=(name, env, make_store, job.dest, job.job_id, results, exit_at)

@@ -170,12 +170,6 @@ def kill_points(calls: list[StoreCall], local: bool) -> list[int]:
     return sorted(index for index in chosen if 0 <= index < len(calls))[:12]
 
 
-def make_store_for(env: CommitEnv, request: pytest.FixtureRequest) -> Callable[[], Store]:
-    if env.kind == "local":
-        return type(env.store)
-    return request.getfixturevalue("embedded_s3").store
-
-
 @pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
 def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
@@ -183,7 +177,7 @@ def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     """The operator's failure path: the driver dies in job commit, then the try's job is aborted."""
     env = commit_env
     skip_unsupported(name, env.store)
-    make_store = make_store_for(env, request)
+    make_store = env.store_factory(request)
     failures = []
     for conflict_mode in conflict_modes(name):
         calls = job_commit_calls(env, name, conflict_mode)
@@ -314,7 +308,7 @@ def test_commit_racing_a_fence_from_another_process(
     """Exactly one decision wins; the loser follows it; the store ends consistent either way."""
     env = commit_env
     skip_unsupported(name, env.store)
-    make_store = make_store_for(env, request)
+    make_store = env.store_factory(request)
     conflict_mode = conflict_modes(name)[-1]
     scenario = prepare(env, name, conflict_mode, env.fresh_root().join("out"))
     gate = Gate()
@@ -341,7 +335,7 @@ def test_concurrent_abort_at_any_point_of_a_live_commit(
     """An abort runs to its end while the commit is stopped at call k; then the commit goes on."""
     env = commit_env
     skip_unsupported(name, env.store)
-    make_store = make_store_for(env, request)
+    make_store = env.store_factory(request)
     conflict_mode = conflict_modes(name)[-1]
     calls = job_commit_calls(env, name, conflict_mode)
     decision = next(call.index for call in calls if _is_decision(call))

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from support.invariants import assert_nothing_left_behind, is_temp
+from support.invariants import assert_nothing_left_behind, is_commit_record, is_temp
 
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
@@ -56,7 +56,7 @@ def visible_files(store: Store, dest: StorePath) -> dict[str, int]:
     return {
         status.path.relative_to(dest): status.size
         for status in store.list_files(dest)
-        if not is_temp(status.path.relative_to(dest)) and status.path.relative_to(dest) != "_SUCCESS"
+        if not is_temp(status.path.relative_to(dest)) and not is_commit_record(status.path.relative_to(dest))
     }
 
 
@@ -108,7 +108,7 @@ def read_s3_rows(
         if info.type != fs.FileType.File:
             continue
         relative = info.path[len(base) + 1 :]
-        if is_temp(relative) or relative == "_SUCCESS":
+        if is_temp(relative) or is_commit_record(relative):
             continue
         with arrow_s3.open_input_file(info.path) as handle:
             data = handle.read()

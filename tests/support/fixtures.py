@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +51,12 @@ class CommitEnv:
     def fresh_root(self) -> StorePath:
         """A new, empty directory for one example of a property-based test."""
         return self.root.join(f"ex-{uuid.uuid4().hex[:12]}")
+
+    def store_factory(self, request: pytest.FixtureRequest) -> Callable[[], Store]:
+        """Makes a new store of this kind, e.g. in a forked child that must not share a client."""
+        if self.kind == "local":
+            return type(self.store)
+        return request.getfixturevalue("embedded_s3").store
 
     def staging_leftovers(self) -> list[str]:
         if not self.staging.exists():
