@@ -6,6 +6,11 @@ older than `older_than`, then deletes temporary trees with no writes for as long
 safe: their uploads and trees are younger than the threshold, and a tree written to while the
 cleanup runs is left alone.
 
+It also prunes the per-job commit records in each root's `_airflow_commit/` once they are older
+than `records_older_than` (30 days by default): sensors and Airflow retries read them, so they
+must outlive any sensor wait and any job. A job whose commit is still being rolled forward keeps
+its records whatever their age.
+
 Table roots come from the run's `roots` param or else the Airflow Variable `commit_cleanup_roots`
 (a JSON list such as `["s3://lake/warehouse/events", "s3://lake/warehouse/users"]`). Each root is
 a directory: `s3://lake/out/dataset1` never touches `s3://lake/out/dataset10`. S3 access uses the
@@ -21,7 +26,11 @@ from typing import Any
 from airflow.sdk import DAG, Param, Variable, task
 
 from airflow_commit_provider.core.cleanup import as_timedelta, parse_scope
-from airflow_commit_provider.operators import AbortMultipartUploadsOperator, CleanupTemporaryOperator
+from airflow_commit_provider.operators import (
+    AbortMultipartUploadsOperator,
+    CleanupTemporaryOperator,
+    PruneCommitRecordsOperator,
+)
 
 ROOTS_VARIABLE = "commit_cleanup_roots"
 AWS_CONN_ID = "aws_default"
@@ -49,6 +58,9 @@ with DAG(
             [], type="array", description=f"Table roots; empty means the {ROOTS_VARIABLE} Variable"
         ),
         "older_than": Param("24h", type="string", description="Minimum age: 90s, 15m, 6h, 2d"),
+        "records_older_than": Param(
+            "30d", type="string", description="Minimum age of the job records pruned: 30d, 12h"
+        ),
         "dry_run": Param(False, type="boolean", description="Report what would be reclaimed, change nothing"),
     },
     tags=["commit-protocols", "cleanup"],
@@ -63,6 +75,7 @@ with DAG(
         if not isinstance(roots, list):
             raise ValueError(f"{ROOTS_VARIABLE}: expected a JSON list of table roots, got {roots!r}")
         as_timedelta(params.get("older_than", "24h"), "older_than")
+        as_timedelta(params.get("records_older_than", "30d"), "records_older_than")
         return [str(parse_scope(root, argument=f"{ROOTS_VARIABLE}[{i}]")) for i, root in enumerate(roots)]
 
     roots = table_roots()
@@ -76,17 +89,26 @@ with DAG(
         task_id="abort_stale_uploads", measure_sizes=True, **common
     ).expand(scope=roots)
     trees = CleanupTemporaryOperator.partial(task_id="clean_stale_temp_trees", **common).expand(scope=roots)
+    records = PruneCommitRecordsOperator.partial(
+        task_id="prune_commit_records",
+        aws_conn_id=AWS_CONN_ID,
+        older_than="{{ params.records_older_than }}",
+        dry_run="{{ params.dry_run }}",
+    ).expand(scope=roots)
     uploads >> trees
 
     @task(trigger_rule="none_failed")
     def report(
-        upload_reports: Iterable[dict[str, Any]], tree_reports: Iterable[dict[str, Any]]
+        upload_reports: Iterable[dict[str, Any]],
+        tree_reports: Iterable[dict[str, Any]],
+        record_reports: Iterable[dict[str, Any]],
     ) -> dict[str, Any]:
         """Sum what was reclaimed (bytes are what people want to see) and log it per root."""
         uploads_done, trees_done = _materialise(upload_reports), _materialise(tree_reports)
+        records_done = _materialise(record_reports)
         summary = {
-            "roots": len({r["scope"] for r in uploads_done + trees_done}),
-            "dry_run": any(r["dry_run"] for r in uploads_done + trees_done),
+            "roots": len({r["scope"] for r in uploads_done + trees_done + records_done}),
+            "dry_run": any(r["dry_run"] for r in uploads_done + trees_done + records_done),
             "uploads_aborted": sum(r["aborted"] + r["would_abort"] for r in uploads_done),
             "upload_bytes": sum(r["bytes"] for r in uploads_done),
             "uploads_vanished": sum(r["vanished"] for r in uploads_done),
@@ -94,20 +116,26 @@ with DAG(
             "tree_files": sum(r["files"] for r in trees_done),
             "tree_bytes": sum(r["bytes"] for r in trees_done),
             "trees_active": sum(r["skipped_active"] for r in trees_done),
+            "record_jobs_pruned": sum(r["pruned"] + r["would_prune"] for r in records_done),
+            "record_bytes": sum(r["bytes"] for r in records_done),
+            "record_jobs_kept_committing": sum(r["kept_committing"] for r in records_done),
         }
-        summary["bytes_reclaimed"] = summary["upload_bytes"] + summary["tree_bytes"]
+        summary["bytes_reclaimed"] = summary["upload_bytes"] + summary["tree_bytes"] + summary["record_bytes"]
         for r in uploads_done:
             print(f"{r['scope']}: {r['aborted'] + r['would_abort']} uploads, {r['bytes']} bytes")
         for r in trees_done:
             print(f"{r['scope']}: {r['deleted'] + r['would_delete']} temp trees, {r['bytes']} bytes")
+        for r in records_done:
+            print(f"{r['scope']}: records of {r['pruned'] + r['would_prune']} jobs, {r['bytes']} bytes")
         verb = "would reclaim" if summary["dry_run"] else "reclaimed"
         print(
             f"{verb} {summary['bytes_reclaimed']} bytes: {summary['uploads_aborted']} uploads, "
-            f"{summary['trees_deleted']} temporary trees under {summary['roots']} roots"
+            f"{summary['trees_deleted']} temporary trees, records of {summary['record_jobs_pruned']} jobs "
+            f"under {summary['roots']} roots"
         )
         return summary
 
-    report(uploads.output, trees.output)
+    report(uploads.output, trees.output, records.output)
 
 
 if __name__ == "__main__":

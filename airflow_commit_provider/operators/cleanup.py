@@ -1,4 +1,4 @@
-"""Operators that reclaim what failed jobs leave behind: pending uploads and temporary trees.
+"""Operators that reclaim what failed jobs leave behind (pending uploads, temporary trees), and old job records.
 
 They are thin over `core.cleanup`, which the CLI shares. The scope is validated before any
 request (at DAG parse time when it is not templated), because a scope that is too broad is how
@@ -15,11 +15,13 @@ from airflow.sdk import BaseOperator
 
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
+    DEFAULT_RECORDS_OLDER_THAN,
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
     format_duration,
     parse_scope,
+    prune_old_records,
 )
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
@@ -27,11 +29,11 @@ from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_commit_provider.core.cleanup import AbortReport, TempCleanReport
+    from airflow_commit_provider.core.cleanup import AbortReport, RecordPruneReport, TempCleanReport
     from airflow_commit_provider.core.cleanup.reports import CleanupReport
     from airflow_commit_provider.core.store import Store
 
-__all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator"]
+__all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCommitRecordsOperator"]
 
 
 def _is_template(value: object) -> bool:
@@ -212,4 +214,47 @@ class CleanupTemporaryOperator(_CleanupOperator):
         return (
             f"{len(report.failed)} temporary trees under {path} could not be deleted; "
             f"first: {first.tree.path} ({first.error})"
+        )
+
+
+class PruneCommitRecordsOperator(_CleanupOperator):
+    """Delete the per-job records in `<scope>/_airflow_commit/` of jobs older than `older_than`.
+
+    Each committed or aborted job leaves its outcome, its record and perhaps a delivery marker
+    there; sensors (of parallel backfills) and Airflow retries read them, so keep them longer
+    than any sensor waits or any job runs: 30 days by default. A job's records go together and
+    only when the newest of them is older than `older_than`; a job whose commit is still being
+    rolled forward (an outcome saying commit, no record yet) keeps them, and so does one whose
+    outcome cannot be read. Records written while the operator runs are left alone. Returns counts,
+    bytes and sample job IDs.
+
+    :param scope: the destination (table root) whose records to prune (templated).
+    :param older_than: `30d`, `12h`, seconds or a timedelta (templated; default 30 days).
+    :param job_id: only that job's records (templated).
+    """
+
+    ui_color = "#dce9f4"
+
+    def __init__(
+        self, *, older_than: str | float | timedelta = DEFAULT_RECORDS_OLDER_THAN, **kwargs: Any
+    ) -> None:
+        super().__init__(older_than=older_than, **kwargs)
+
+    def _clean(self, store: Store, path: StorePath, **options: Any) -> RecordPruneReport:
+        return prune_old_records(store, path, **options)
+
+    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
+        verb = "would prune" if dry_run else "pruned"
+        return (
+            f"{verb} the records of {result['would_prune'] if dry_run else result['pruned']} jobs older "
+            f"than {age} ({result['files']} files, {result['bytes']} bytes); kept {result['kept_recent']} "
+            f"recent, {result['kept_committing']} committing, {result['kept_unreadable']} unreadable, "
+            f"{result['changed']} written to meanwhile; {result['failed']} failed"
+        )
+
+    def _failure(self, path: StorePath, report: RecordPruneReport) -> str:
+        first = report.failed[0]
+        return (
+            f"the records of {len(report.failed)} jobs under {path} could not be pruned; "
+            f"first: {first.job.job_id} ({first.error})"
         )
