@@ -5,9 +5,10 @@
    :class:`~airflow_commit_provider.operators.CommittedSparkSubmitOperator`: the ``partitioned``
    committer in ``replace`` mode writes ``dt=<day>`` of ``<root>/warehouse/events`` and replaces only
    that partition, atomically, at job commit;
-3. ``wait_for_success`` waits for the table's ``_SUCCESS`` with
+3. ``wait_for_success`` waits for the day's partition marker ``dt=<day>/_SUCCESS`` (the
+   ``partitioned`` committer writes one in each partition it commits) with
    :class:`~airflow_commit_provider.sensors.SuccessManifestSensor` and checks it is this run's job
-   (job ID from the writer's XCom), names ``dt=<day>`` and is newer than the data interval;
+   (job ID from the writer's XCom), lists ``dt=<day>`` and is newer than the data interval;
 4. ``check_partition`` counts the partition's rows and compares them with what was landed.
 
 Re-running a day or backfilling several days leaves exactly one copy of each day and never touches
@@ -64,7 +65,7 @@ with DAG(
     schedule="@daily",
     start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=4,
     params={
         "root": Param(DEFAULT_ROOT, type="string", description="s3:// or file:// root of landing and table"),
         "fail_on_try": Param(0, type="integer", description="make the Spark job fail on this try (demo)"),
@@ -120,7 +121,7 @@ with DAG(
 
     wait_for_success = SuccessManifestSensor(
         task_id="wait_for_success",
-        path=TABLE,
+        path=TABLE + "/dt={{ ds }}",
         job_id="{{ ti.xcom_pull(task_ids='write_partition')['job_id'] }}",
         committers=["partitioned"],
         required_partitions=["dt={{ ds }}"],
