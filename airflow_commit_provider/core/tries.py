@@ -79,6 +79,8 @@ class TriedJob:
     try_number: int
     generation: int
     status: JobStatus
+    found: JobState
+    """The state the walk found it in, before it was settled (UNKNOWN: the job never started)."""
 
     @property
     def job_id(self) -> str:
@@ -116,11 +118,11 @@ def find_tried_jobs(
         generation = 0
         status = inspect_job(store, destination, try_job_id(key, number, generation))
         while status.state is not JobState.UNKNOWN:
-            found.append(TriedJob(number, generation, status))
+            found.append(TriedJob(number, generation, status, status.state))
             generation += 1
             status = inspect_job(store, destination, try_job_id(key, number, generation))
         if number < try_number:  # that try may yet start this job: it is fenced with the others
-            found.append(TriedJob(number, generation, status))
+            found.append(TriedJob(number, generation, status, status.state))
     return found, status.job_id
 
 
@@ -150,6 +152,7 @@ def settle_tried_jobs(
             job.try_number,
             job.generation,
             finish_or_fence(store, destination, job.job_id, committer, options, reason=reason),
+            job.found,
         )
         (committed if settled.status.state is JobState.COMMITTED else fenced).append(settled)
     adopted = (

@@ -1,6 +1,6 @@
 """``CommittedSparkSubmitOperator``: spark-submit a PySpark job whose output goes through a committer.
 
-Every try is one job with a fresh job ID (a UUID), passed to the application as Spark confs:
+Every try is one job, whose ID is passed to the application as Spark confs:
 
 ========================================  ====================================================
 ``spark.airflow_commit.job_id``           this try's job ID (the committers put it in every path)
@@ -18,15 +18,29 @@ boto3 and pyarrow. ``engine="hadoop"``: the Spark conf of Hadoop's own JVM commi
 (:func:`airflow_commit_provider.spark.jvm_committer_conf`) is added, and the application writes with
 ``DataFrameWriter``.
 
-After spark-submit succeeds, the operator reads ``_SUCCESS`` and requires this try's job ID in it:
-a missing, legacy, stale or foreign ``_SUCCESS`` fails the task. (Hadoop's manifest and classic
-committers cannot record a given job ID; for those the ``_SUCCESS`` must have been written after
-the try started.) On failure, timeout or kill the operator stops spark-submit and everything it
-started (its own process group), then aborts this try's job: its pending uploads and its temporary
-directory go, nothing of it becomes visible. A retry is a new job; with ``conflict_mode="replace"``
-(or a fresh destination) exactly one copy of the output remains. Only an application that fails
-*after* its job committed leaves visible output behind (the commit happened): retries of such
-applications need ``replace`` to stay idempotent.
+**Exactly once across tries** (``engine="python"``). A try's job ID is derived from the task
+instance key and the try number (:mod:`airflow_commit_provider.core.tries`), so every try can name
+the jobs of the tries before it without any database. Before it runs anything, a try settles them:
+a job that committed (or passed its commit point: it is finished first) while its try did not
+succeed is *adopted*: the try runs no Spark job and returns that job's summary. A job whose try
+succeeded (marked *delivered*) is left alone: the task was cleared, and runs again. Any other job
+is *fenced*: it can never commit, even if its driver is still alive (a worker that died without
+``on_kill``), and its pending uploads and temporary files are removed. Adoption is per
+destination; ``adopt_committed_tries=False`` turns it off (every try writes again).
+
+After spark-submit succeeds, the operator requires a ``_SUCCESS`` naming this try's job, or the
+job's own record (``_airflow_commit/<job ID>.success.json``, when a later job of another run has
+since written ``_SUCCESS``), then marks the job delivered. A missing, legacy, stale or foreign
+``_SUCCESS`` fails the task. (Hadoop's manifest and classic committers cannot record a given job
+ID; for those the ``_SUCCESS`` must have been written after the try started.) On failure, timeout
+or kill the operator stops spark-submit and everything it started (its own process group), then
+aborts this try's job: its pending uploads and its temporary directory go, nothing of it becomes
+visible. If the job had already passed its commit point, the abort finishes the commit instead: the
+try still fails, its output is committed, and the next try adopts it.
+
+``engine="hadoop"`` has none of this: Hadoop's JVM committers know nothing of the commit point, so
+every try is a new job (a random UUID), a failed try is aborted on a best-effort basis, and only
+``conflict_mode="replace"`` (or a fresh destination) keeps retries to one copy.
 
 S3 access comes from the Airflow AWS connection (``aws_conn_id``) and reaches spark-submit as
 ``AWS_*`` environment variables, never as ``--conf`` or arguments, so it is in no command line,
@@ -55,11 +69,13 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.job_control import JobState, mark_delivered
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR, validate_job_id
-from airflow_commit_provider.core.options import CONFLICT_MODES
+from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, StoreError
-from airflow_commit_provider.core.success_check import load_success
+from airflow_commit_provider.core.success_check import check_success, load_success
+from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 
 if TYPE_CHECKING:
@@ -102,15 +118,24 @@ class CommittedSparkSubmitOperator(BaseOperator):
         (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
     :param jvm_conf_options: more keyword arguments for ``jvm_committer_conf`` (engine="hadoop"), e.g.
         ``{"bind_commit_protocol": False}`` where spark-hadoop-cloud is not on the classpath.
+    :param adopt_committed_tries: (engine="python") when an earlier try's job committed but that try
+        did not succeed (its worker died, or the application failed after writing), return that
+        job's result instead of running again. Jobs that did not commit are fenced either way.
+        Adoption is per destination: it is right for an application whose one output is
+        ``destination``. An application that writes several outputs can have committed some of
+        them and not others; give it ``conflict_mode="replace"`` for every write and set this to
+        ``False``, so that every try rewrites all its outputs.
 
     The other arguments are those of ``SparkSubmitOperator`` / ``SparkSubmitHook`` (``conf``,
     ``files``, ``py_files``, ``application_args``, ``env_vars``, ``executor_memory``, ...), with the
     same templating.
 
     Returns (XCom) ``{"job_id", "try_job_id", "committer", "engine", "destination", "files", "bytes",
-    "rows", "partitions", "partition_count", "duration_seconds", "try_number"}``: ``job_id`` is the one
-    in ``_SUCCESS`` (what a downstream sensor checks), ``try_job_id`` the one the operator generated;
-    they differ only for Hadoop's manifest and file committers, which take Spark's own write UUID.
+    "rows", "partitions", "partition_count", "duration_seconds", "try_number", "adopted_from_try"}``:
+    ``job_id`` is the one in ``_SUCCESS`` (what a downstream sensor checks), ``try_job_id`` the one
+    the operator ran (or adopted); they differ only for Hadoop's manifest and file committers, which
+    take Spark's own write UUID. ``adopted_from_try`` is the try number whose job was adopted, else
+    ``None``.
     """
 
     template_fields: Sequence[str] = (
@@ -154,6 +179,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         ship_package: bool = True,
         spark_python: str | None = None,
         jvm_conf_options: dict[str, Any] | None = None,
+        adopt_committed_tries: bool = True,
         conf: dict[str, Any] | None = None,
         files: str | None = None,
         py_files: str | None = None,
@@ -212,6 +238,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._ship_package = ship_package
         self._spark_python = spark_python
         self._jvm_conf_options = dict(jvm_conf_options or {})
+        self.adopt_committed_tries = adopt_committed_tries
         self._hook_options: dict[str, Any] = {
             "repositories": repositories,
             "total_executor_cores": total_executor_cores,
@@ -241,8 +268,17 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._validate()
         self._killed = self._aborted = False
         self._abort_lock = threading.RLock()
-        job_id = self._job_id = str(uuid.uuid4())
+        self._job_id = None
         try_number = _try_number(context)
+        store_hook = CommitStoreHook(aws_conn_id=self.aws_conn_id)
+        if self.engine == "python":
+            plan = self._settle_earlier_tries(store_hook, context, try_number)
+            if plan.adopted is not None:
+                return self._adopt(store_hook, plan.adopted, try_number, started)
+            job_id = plan.job_id
+        else:
+            job_id = str(uuid.uuid4())
+        self._job_id = job_id
         self.log.info(
             "Try %s: job %s writes %s with the %s committer (engine %s, conflict mode %s)",
             try_number,
@@ -252,7 +288,6 @@ class CommittedSparkSubmitOperator(BaseOperator):
             self.engine,
             self.conflict_mode or "default",
         )
-        store_hook = CommitStoreHook(aws_conn_id=self.aws_conn_id)
         try:
             with tempfile.TemporaryDirectory(prefix="airflow-commit-submit-") as workdir:
                 hook = self._make_hook(store_hook, job_id, try_number, workdir)
@@ -264,6 +299,8 @@ class CommittedSparkSubmitOperator(BaseOperator):
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
             data = self._verify_success(store_hook, job_id, submitted_ms)
+            if self.engine == "python":
+                self._mark_delivered(store_hook, job_id)
         except BaseException as error:  # failures, AirflowTaskTimeout, AirflowTaskTerminated
             self._stop_spark()
             self._abort_job(store_hook, f"{type(error).__name__}: {error}")
@@ -286,6 +323,89 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._stop_spark()
         if self._job_id:
             self._abort_job(CommitStoreHook(aws_conn_id=self.aws_conn_id), "the task was killed")
+
+    # Earlier tries -------------------------------------------------------------------------------
+    def _settle_earlier_tries(
+        self, store_hook: CommitStoreHook, context: Context, try_number: int | None
+    ) -> TryPlan:
+        """Adopt, leave or fence the jobs of earlier tries (core.tries); log what each one became."""
+        key = _task_key(context)
+        if key is None or try_number is None:
+            raise AirflowException(
+                "engine='python' names each try's job after the task instance (dag_id, task_id, run_id, "
+                "map_index, try_number), and the context has none"
+            )
+        options = CommitOptions(conflict_mode=self.conflict_mode) if self.conflict_mode else None
+        store = store_hook.get_store(self.destination)
+        try:
+            plan = plan_try(
+                store,
+                self.destination,
+                key,
+                try_number,
+                self.committer,
+                adopt_committed=self.adopt_committed_tries,
+                options=options,
+            )
+        finally:
+            store.close()
+        for job in plan.delivered:
+            self.log.info(
+                "Job %s of try %d was delivered (that try succeeded): this try is a re-run and writes again",
+                job.job_id,
+                job.try_number,
+            )
+        for job in plan.fenced:
+            if job.found is JobState.UNKNOWN:
+                self.log.info(
+                    "Fenced job ID %s of try %d: it never started, and now never can",
+                    job.job_id,
+                    job.try_number,
+                )
+            else:
+                self.log.warning(
+                    "Fenced job %s of try %d (it was %s, not committed): it can never commit now, and its "
+                    "pending uploads and temporary files are gone",
+                    job.job_id,
+                    job.try_number,
+                    job.found.value,
+                )
+        for job in plan.not_adopted:
+            self.log.warning(
+                "Job %s of try %d committed but its try did not succeed; not adopting it (%s): its output "
+                "stays, and this try writes again",
+                job.job_id,
+                job.try_number,
+                "adopt_committed_tries=False" if not self.adopt_committed_tries else "a later job is adopted",
+            )
+        return plan
+
+    def _adopt(
+        self, store_hook: CommitStoreHook, job: TriedJob, try_number: int | None, started: float
+    ) -> dict[str, Any]:
+        """Return a committed job of an earlier try as this try's result, without running Spark."""
+        if self._killed:
+            raise AirflowException(f"the task was killed before it could adopt job {job.job_id}")
+        self.log.info(
+            "Adopting job %s committed by try %d (its try did not succeed): running no Spark job, "
+            "returning that job's result",
+            job.job_id,
+            job.try_number,
+        )
+        data = self._verify_success(store_hook, job.job_id, submitted_ms=0)
+        self._mark_delivered(store_hook, job.job_id)
+        return self._summary(data, job.job_id, try_number, time.monotonic() - started, job.try_number)
+
+    def _mark_delivered(self, store_hook: CommitStoreHook, job_id: str) -> None:
+        """Record that this try succeeded with `job_id`, so a later try (a clear) writes again.
+
+        A failure here fails the try: its retry then adopts the job and marks it.
+        """
+        store = store_hook.get_store(self.destination)
+        try:
+            mark_delivered(store, self.destination, job_id)
+        finally:
+            store.close()
 
     # Building the submission ---------------------------------------------------------------------
     def _validate(self) -> None:
@@ -412,23 +532,18 @@ class CommittedSparkSubmitOperator(BaseOperator):
 
     # After the job -------------------------------------------------------------------------------
     def _verify_success(self, store_hook: CommitStoreHook, job_id: str, submitted_ms: int) -> SuccessData:
-        """This try's ``_SUCCESS``, or an error naming why the one found is not.
+        """This job's ``_SUCCESS`` (or its record), or an error naming why what was found is not.
 
         Our committers and Hadoop's S3A committers record the job ID the operator passed. Hadoop's
         manifest and FileOutputCommitter cannot be given one (Spark sets a random
         ``spark.sql.sources.writeJobUUID`` per write; the classic committer writes a 0-byte marker),
         so for those the ``_SUCCESS`` must have been written after this try's spark-submit started.
         """
-        by_job_id = self.engine == "python" or self.committer in HADOOP_COMMITTERS_WITH_JOB_ID
-        classic = self.engine == "hadoop" and self.committer in ("file-v1", "file-v2")
         store = store_hook.get_store(self.destination)
         try:
-            data = load_success(store, self.destination, allow_legacy=classic)
-        except FileNotFoundInStoreError as error:
-            raise AirflowException(
-                f"spark-submit succeeded but {self.destination} has no _SUCCESS: job {job_id} did not "
-                "commit (does the application write through the committer?)"
-            ) from error
+            if self.engine == "python":
+                return self._verify_job_committed(store, job_id)
+            return self._verify_hadoop_success(store, job_id, submitted_ms)
         except InvalidCommitDataError as error:
             raise AirflowException(
                 f"job {job_id}: {error}; the {self.committer} committer writes a JSON _SUCCESS, so Spark "
@@ -437,6 +552,41 @@ class CommittedSparkSubmitOperator(BaseOperator):
             ) from error
         finally:
             store.close()
+
+    def _verify_job_committed(self, store: Store, job_id: str) -> SuccessData:
+        """The ``_SUCCESS`` naming `job_id`, else the job's own record (a later job took ``_SUCCESS``)."""
+        check = check_success(store, self.destination, job_id=job_id)
+        if check.state == "accepted" and check.data is not None:
+            if check.from_record:
+                self.log.info(
+                    "The _SUCCESS in %s belongs to a later job; job %s is verified by its record %s",
+                    self.destination,
+                    job_id,
+                    check.path,
+                )
+            return check.data
+        if check.data is None:
+            raise AirflowException(
+                f"spark-submit succeeded but {self.destination} has no _SUCCESS and job {job_id} has no "
+                "record: it did not commit (does the application write through the committer?)"
+            )
+        found = check.data
+        raise AirflowException(
+            f"the _SUCCESS in {self.destination} is not this try's: it names job {found.job_id!r} "
+            f"(committer {found.committer!r}, written {found.date}), this try's job is {job_id!r}; a "
+            f"stale or foreign _SUCCESS means this try's output was not committed ({check.describe()})"
+        )
+
+    def _verify_hadoop_success(self, store: Store, job_id: str, submitted_ms: int) -> SuccessData:
+        by_job_id = self.committer in HADOOP_COMMITTERS_WITH_JOB_ID
+        classic = self.committer in ("file-v1", "file-v2")
+        try:
+            data = load_success(store, self.destination, allow_legacy=classic)
+        except FileNotFoundInStoreError as error:
+            raise AirflowException(
+                f"spark-submit succeeded but {self.destination} has no _SUCCESS: job {job_id} did not "
+                "commit (does the application write through the committer?)"
+            ) from error
         if by_job_id:
             if data.job_id != job_id:
                 raise AirflowException(
@@ -460,7 +610,12 @@ class CommittedSparkSubmitOperator(BaseOperator):
         return data
 
     def _summary(
-        self, data: SuccessData, job_id: str, try_number: int | None, duration: float
+        self,
+        data: SuccessData,
+        job_id: str,
+        try_number: int | None,
+        duration: float,
+        adopted_from_try: int | None = None,
     ) -> dict[str, Any]:
         summary = data.summary()
         partitions = list(summary.get("partitions") or ())
@@ -477,6 +632,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
             "partition_count": len(partitions),
             "duration_seconds": round(duration, 3),
             "try_number": try_number,
+            "adopted_from_try": adopted_from_try,
         }
         self.log.info("Job %s committed: %s", data.job_id, result)
         return result
@@ -525,7 +681,10 @@ class CommittedSparkSubmitOperator(BaseOperator):
             return
         try:
             if self.engine == "python":
-                _abort_python_job(store, self.destination, self.committer, job_id)
+                committed = _abort_python_job(store, self.destination, self.committer, job_id)
+                if committed is not None:
+                    self._log_committed_despite_failure(committed)
+                    return
             else:
                 _abort_hadoop_job(store, self.destination, job_id, self.log)
             self.log.info("Job %s aborted: its pending uploads and temporary files are gone", job_id)
@@ -538,6 +697,25 @@ class CommittedSparkSubmitOperator(BaseOperator):
         finally:
             store.close()
 
+    def _log_committed_despite_failure(self, data: SuccessData) -> None:
+        """The job had passed its commit point: abort finished it, so its output is committed."""
+        if self.adopt_committed_tries:
+            after = f"the next try of this task adopts job {data.job_id} instead of writing again"
+        else:
+            after = (
+                "the next try writes again (adopt_committed_tries=False): only conflict_mode='replace' "
+                "keeps that to one copy"
+            )
+        self.log.warning(
+            "Job %s had already reached its commit point, so it could not be aborted: it is COMMITTED "
+            "(%s files, %s bytes in %s). This try fails all the same; %s.",
+            data.job_id,
+            data.file_count,
+            data.total_bytes,
+            self.destination,
+            after,
+        )
+
 
 # Helpers ------------------------------------------------------------------------------------------
 def _reserved_conf_keys() -> set[str]:
@@ -549,6 +727,16 @@ def _try_number(context: Context | dict[str, Any]) -> int | None:
     ti = context.get("ti") if hasattr(context, "get") else None
     number = getattr(ti, "try_number", None)
     return number if isinstance(number, int) else None
+
+
+def _task_key(context: Context | dict[str, Any]) -> TaskKey | None:
+    """The task instance key of the running try, or None when the context has no task instance."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    names = [getattr(ti, name, None) for name in ("dag_id", "task_id", "run_id")]
+    if not all(isinstance(name, str) and name for name in names):
+        return None
+    map_index = getattr(ti, "map_index", None)
+    return TaskKey(*names, map_index if isinstance(map_index, int) else -1)
 
 
 def build_py_files_zip(directory: str | os.PathLike[str]) -> str:
@@ -574,8 +762,11 @@ def build_py_files_zip(directory: str | os.PathLike[str]) -> str:
     return str(target)
 
 
-def _abort_python_job(store: Store, destination: str, committer: str, job_id: str) -> None:
-    """Abort through the committer: it finds exactly this job's uploads from their records."""
+def _abort_python_job(store: Store, destination: str, committer: str, job_id: str) -> SuccessData | None:
+    """Abort through the committer, which finds exactly this job's uploads from their records.
+
+    Returns the job's SuccessData when it had passed its commit point (abort finished the commit).
+    """
     from airflow_commit_provider.core.committers import create_committer
 
     try:
@@ -583,8 +774,8 @@ def _abort_python_job(store: Store, destination: str, committer: str, job_id: st
     except (ValueError, StoreError):  # e.g. a committer the store cannot host: it never ran
         for layout_dir in _job_dirs(StorePath.parse(destination), job_id):
             store.delete_tree(layout_dir)
-        return
-    job.abort_job()
+        return None
+    return job.abort_job("the Airflow try failed or was killed")
 
 
 def _job_dirs(destination: StorePath, job_id: str) -> list[StorePath]:

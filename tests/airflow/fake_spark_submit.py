@@ -11,15 +11,29 @@ application using the core committers, as FAKE_SPARK_MODE says:
 - ``crash``: commits the tasks (pending uploads, manifests) and exits 3 before job commit,
   like a driver that dies without cleaning up;
 - ``hang``: commits the tasks, says "ready" through the FIFO FAKE_SPARK_READY, then waits for
-  a signal forever.
+  a signal forever;
+- ``commit-then-fail``: commits the job, then exits 4 (an application failing after its write);
+- ``pause-before-commit``, ``pause-at-commit-point``, ``pause-after-commit``: commits the tasks
+  and pauses before job commit, at the commit point (the outcome is written, nothing else of the
+  commit yet) or after job commit: it writes the file FAKE_SPARK_PAUSED and blocks reading the
+  FIFO FAKE_SPARK_GO until the test releases it (or kills it), then carries on.
+
+FAKE_SPARK_MODE_BY_TRY (``"1=commit-then-fail,2=commit"``) picks the mode by the try number the
+operator passed, for DAG runs where every try shares one environment. When job commit is refused
+because the job was fenced, the fake exits 5; it writes how it ended (``committed``, ``fenced:
+<error>``) to FAKE_SPARK_RESULT when that is set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
+from pathlib import Path
+from typing import Any
 
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
@@ -76,8 +90,8 @@ def main(argv: list[str]) -> int:
     with open(os.environ["FAKE_SPARK_RECORD"], "w") as stream:
         json.dump(record, stream)
 
-    mode = os.environ.get("FAKE_SPARK_MODE", "commit")
-    print(f"fake spark-submit: mode {mode}, job {confs.get('spark.airflow_commit.job_id')}", flush=True)
+    mode = mode_for_try(confs.get("spark.airflow_commit.try_number"))
+    say(f"mode {mode}, job {confs.get('spark.airflow_commit.job_id')}")
     if mode == "stale":
         return 0
     if mode == "legacy":  # what Hadoop's classic FileOutputCommitter leaves
@@ -88,6 +102,7 @@ def main(argv: list[str]) -> int:
         open_store(destination).write_bytes(destination.join("_SUCCESS"), b"")
         return 0
     from airflow_commit_provider.core.committers import CommitOptions, create_committer
+    from airflow_commit_provider.core.stages.errors import JobFencedError
     from airflow_commit_provider.core.store import open_store
 
     destination = confs["spark.airflow_commit.destination"]
@@ -98,10 +113,15 @@ def main(argv: list[str]) -> int:
         threads=2, conflict_mode=confs.get("spark.airflow_commit.conflict_mode", "append")
     )
     store = open_store(destination)
+    if mode == "pause-at-commit-point":
+        store = pause_after_the_outcome(store)
     committer = create_committer(
         confs["spark.airflow_commit.committer"], store, destination, job_id, options_
     )
-    committer.setup_job()
+    try:
+        committer.setup_job()
+    except JobFencedError as error:
+        return refused(error)
     results = []
     for task in range(2):
         attempt = committer.task_attempt(task, 0)
@@ -110,16 +130,86 @@ def main(argv: list[str]) -> int:
             stream.write(b"id\n" + f"{task}\n".encode() * 10)
         results.append(attempt.commit_task(rows=10))
     if mode == "crash":
-        print("fake spark-submit: the driver dies before job commit", flush=True)
+        say("the driver dies before job commit")
         os._exit(3)
     if mode == "hang":
         with open(os.environ["FAKE_SPARK_READY"], "w") as fifo:
             fifo.write("ready\n")
         while True:
             signal.pause()
-    committer.commit_job(results)
-    print("fake spark-submit: job committed", flush=True)
+    if mode == "pause-before-commit":
+        pause()
+    try:
+        committer.commit_job(results)
+    except JobFencedError as error:
+        return refused(error)
+    say("job committed")
+    report("committed")
+    if mode == "pause-after-commit":
+        pause()
+    if mode == "commit-then-fail":
+        say("the application fails after its write")
+        return 4
     return 0
+
+
+def mode_for_try(try_number: str | None) -> str:
+    by_try = dict(
+        item.split("=", 1) for item in os.environ.get("FAKE_SPARK_MODE_BY_TRY", "").split(",") if item
+    )
+    return by_try.get(try_number or "", os.environ.get("FAKE_SPARK_MODE", "commit"))
+
+
+def pause() -> None:
+    """Say so through FAKE_SPARK_PAUSED, then block until the test writes to FAKE_SPARK_GO."""
+    paused = os.environ["FAKE_SPARK_PAUSED"]
+    with open(paused + ".tmp", "w") as stream:
+        stream.write(str(os.getpid()))
+    os.replace(paused + ".tmp", paused)
+    with open(os.environ["FAKE_SPARK_GO"]) as fifo:
+        fifo.read()
+
+
+def pause_after_the_outcome(store: Any) -> Any:
+    """The store, pausing at the first write after the job's outcome: the commit point is passed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from support.faults import FaultInjectingStore, StoreCall
+
+    faulty = FaultInjectingStore(store)
+    lock = threading.Lock()
+    seen = {"outcome": False, "paused": False}
+
+    def on_call(call: StoreCall) -> None:  # runs before each call; job commit calls from threads
+        with lock:
+            if not seen["outcome"]:
+                seen["outcome"] = call.mutating and call.path.endswith(".outcome.json")
+                return
+            if not call.mutating or seen["paused"]:
+                return
+            seen["paused"] = True
+        pause()
+
+    faulty.on_call = on_call
+    return faulty
+
+
+def refused(error: Exception) -> int:
+    report(f"fenced: {error}")
+    say(f"refused: {error}")
+    return 5
+
+
+def say(message: str) -> None:
+    """Print to spark-submit's output; an orphan whose task process died has no reader left."""
+    with contextlib.suppress(OSError):
+        print(f"fake spark-submit: {message}", flush=True)
+
+
+def report(result: str) -> None:
+    path = os.environ.get("FAKE_SPARK_RESULT")
+    if path:
+        with open(path, "w") as stream:
+            stream.write(result)
 
 
 if __name__ == "__main__":

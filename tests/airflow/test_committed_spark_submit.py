@@ -13,8 +13,10 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +26,16 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from success_files import success
+from support.invariants import assert_committed
 
+from airflow_commit_provider.core.job_control import JobState, inspect_job
+from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.tries import TaskKey, try_job_id
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.operators.spark_submit import (
     CommittedSparkSubmitOperator,
     _group_alive,
@@ -80,12 +87,19 @@ def operator(destination: str, committer: str = "magic", **kwargs: Any) -> Commi
     )
 
 
-def context(try_number: int = 1) -> dict[str, Any]:
-    return {"ti": SimpleNamespace(try_number=try_number)}
+RUN_ID = "manual__2024-01-01T00:00:00+00:00"
+
+
+def context(try_number: int = 1, run_id: str = RUN_ID) -> dict[str, Any]:
+    """What the operator reads of Airflow's context: the task instance's key and try number."""
+    ti = SimpleNamespace(dag_id="ingest", task_id="write", run_id=run_id, map_index=-1, try_number=try_number)
+    return {"ti": ti}
 
 
 def visible(store: Store, destination: StorePath) -> list[str]:
-    return sorted(s.path.relative_to(destination) for s in store.list_files(destination))
+    """Every object under the destination but the per-job records (`_airflow_commit/`)."""
+    names = (s.path.relative_to(destination) for s in store.list_files(destination))
+    return sorted(name for name in names if not name.startswith(f"{RECORDS_DIR}/"))
 
 
 def pending(store: Store, destination: StorePath) -> list[Any]:
@@ -444,10 +458,305 @@ def test_no_credentials_on_a_yarn_command_line(
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
     op = operator("s3://lake/events", env_vars={"MY_VAR": "1"})
-    from airflow_commit_provider.hooks import CommitStoreHook
-
     hook = op._make_hook(CommitStoreHook(), "job-1", 1, str(tmp_path))
     command = " ".join(hook._build_spark_submit_command("/jobs/app.py"))
     assert f"spark.yarn.appMasterEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in command
     assert "spark.yarn.appMasterEnv.MY_VAR=1" in command
     assert aws_default.secret_key not in command and aws_default.access_key not in command
+
+
+# Exactly once across tries (engine="python") --------------------------------------------------------
+WORKER = Path(__file__).resolve().parent / "worker_try.py"
+DEADLINE_SECONDS = 120.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_SECONDS) -> None:
+    """Poll an observable condition until it holds; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+
+
+def fake_output(job_id: str) -> dict[str, bytes]:
+    """What the fake application writes for a job: two task files."""
+    return {f"part-{task:05d}-{job_id}.csv": b"id\n" + f"{task}\n".encode() * 10 for task in range(2)}
+
+
+def try_job(try_number: int, run_id: str = RUN_ID) -> str:
+    """The job ID the operator derives for a try of the test task (see core.tries)."""
+    return try_job_id(TaskKey("ingest", "write", run_id, -1), try_number)
+
+
+@dataclass
+class WorkerTry:
+    """A try running in a worker process of its own, whose fake Spark job pauses where it is told."""
+
+    process: subprocess.Popen[bytes]
+    directory: Path
+
+    def record(self) -> dict[str, Any]:
+        return json.loads((self.directory / "record.json").read_text())
+
+    def wait_paused(self) -> None:
+        paused = self.directory / "paused"
+        wait_until(
+            lambda: paused.exists() or self.process.poll() is not None, f"the job of {self.directory} paused"
+        )
+        assert paused.exists(), f"the worker exited ({self.process.returncode}): {self.output()}"
+
+    def kill_worker(self) -> None:
+        """SIGKILL the task process, as an OOM kill or a lost node does: on_kill never runs."""
+        self.process.kill()
+        self.process.wait()
+
+    def release_orphan(self) -> None:
+        """Let the orphaned Spark job carry on from its pause."""
+        fifo = self.directory / "go"
+        descriptor: list[int] = []
+
+        def opened() -> bool:
+            with contextlib.suppress(OSError):  # ENXIO until the job opens it for reading
+                descriptor.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return bool(descriptor)
+
+        wait_until(opened, "the orphaned job waits for its release")
+        os.write(descriptor[0], b"go\n")
+        os.close(descriptor[0])
+
+    def kill_orphan(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.record()["pgid"], signal.SIGKILL)
+
+    def wait_orphan_gone(self) -> None:
+        pgid = self.record()["pgid"]
+        wait_until(lambda: not _group_alive(pgid), "the orphaned Spark job exited")
+
+    def result(self) -> str:
+        return (self.directory / "result").read_text()
+
+    def output(self) -> str:
+        return (self.directory / "worker.log").read_text(errors="replace")[-3000:]
+
+
+def start_worker_try(
+    tmp_path: Path, try_number: int, mode: str, destination: StorePath, **kwargs: Any
+) -> WorkerTry:
+    """Run a try of the test task in a worker process; its fake Spark job pauses as `mode` says."""
+    directory = tmp_path / f"worker-try-{try_number}"
+    directory.mkdir()
+    os.mkfifo(directory / "go")
+    env = {
+        **os.environ,
+        "FAKE_SPARK_MODE": mode,
+        "FAKE_SPARK_RECORD": str(directory / "record.json"),
+        "FAKE_SPARK_PAUSED": str(directory / "paused"),
+        "FAKE_SPARK_GO": str(directory / "go"),
+        "FAKE_SPARK_RESULT": str(directory / "result"),
+    }
+    spec = {
+        "operator": {
+            "application": "/jobs/app.py",
+            "destination": str(destination),
+            "committer": "magic",
+            **kwargs,
+        },
+        "ti": {
+            "dag_id": "ingest",
+            "task_id": "write",
+            "run_id": RUN_ID,
+            "map_index": -1,
+            "try_number": try_number,
+        },
+    }
+    with open(directory / "worker.log", "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps(spec)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    return WorkerTry(process, directory)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerTry]]:
+    """Worker tries started by a test; whatever is left of them is killed afterwards."""
+    started: list[WorkerTry] = []
+    yield started
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.kill_worker()
+        if (worker.directory / "record.json").exists():
+            worker.kill_orphan()
+
+
+def operator_log(capsys: pytest.CaptureFixture[str]) -> str:
+    """What the operator logged so far (Airflow's task logger writes to stdout outside a task runner)."""
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
+def assert_one_copy(store: Store, destination: StorePath, job_id: str) -> None:
+    """Exactly the job's output, its `_SUCCESS` and records; nothing pending, no temporary tree."""
+    assert_committed(store, destination, fake_output(job_id), job_id=job_id)
+
+
+def test_a_retry_adopts_the_job_of_a_try_killed_after_its_commit(
+    fake_spark: FakeSpark,
+    s3_destination: tuple[Store, StorePath],
+    tmp_path: Path,
+    workers: list[WorkerTry],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, destination = s3_destination
+    first = start_worker_try(tmp_path, 1, "pause-after-commit", destination)
+    workers.append(first)
+    first.wait_paused()  # the job committed
+    first.kill_worker()  # ... and the task process died before it could report success
+    first.release_orphan()
+    first.wait_orphan_gone()
+    job = first.record()["confs"]["spark.airflow_commit.job_id"]
+    assert job == try_job(1)
+    assert inspect_job(store, destination, job).state is JobState.COMMITTED
+
+    summary = operator(str(destination)).execute(context(try_number=2))
+    assert not (fake_spark.directory / "record.json").exists(), "the retry ran no Spark job"
+    assert summary["job_id"] == summary["try_job_id"] == job
+    assert summary["adopted_from_try"] == 1 and summary["try_number"] == 2
+    assert summary["files"] == 2 and summary["rows"] == 20
+    assert f"Adopting job {job} committed by try 1" in operator_log(capsys)
+    assert_one_copy(store, destination, job)
+    assert inspect_job(store, destination, job).delivered, "the adopting try delivered the job"
+
+
+def test_a_retry_rolls_forward_and_adopts_a_job_stopped_at_its_commit_point(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], tmp_path: Path, workers: list[WorkerTry]
+) -> None:
+    """The worker and the driver die once the commit is decided, before `_SUCCESS`."""
+    store, destination = s3_destination
+    first = start_worker_try(tmp_path, 1, "pause-at-commit-point", destination)
+    workers.append(first)
+    first.wait_paused()
+    first.kill_worker()
+    first.kill_orphan()
+    first.wait_orphan_gone()
+    job = try_job(1)
+    assert inspect_job(store, destination, job).state is JobState.COMMITTING
+    assert "_SUCCESS" not in visible(store, destination)
+
+    summary = operator(str(destination)).execute(context(try_number=2))
+    assert not (fake_spark.directory / "record.json").exists(), "the retry ran no Spark job"
+    assert summary["job_id"] == job and summary["adopted_from_try"] == 1
+    assert_one_copy(store, destination, job)
+
+
+def test_a_retry_fences_an_orphan_whose_late_commit_is_refused(
+    fake_spark: FakeSpark,
+    s3_destination: tuple[Store, StorePath],
+    tmp_path: Path,
+    workers: list[WorkerTry],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The worker dies while its Spark job runs; the job outlives it and tries to commit later."""
+    store, destination = s3_destination
+    first = start_worker_try(tmp_path, 1, "pause-before-commit", destination)
+    workers.append(first)
+    first.wait_paused()  # tasks committed: uploads pending
+    first.kill_worker()
+    orphan = first.record()["confs"]["spark.airflow_commit.job_id"]
+    assert pending(store, destination) != [], "the orphan's uploads are pending"
+
+    summary = operator(str(destination)).execute(context(try_number=2))
+    assert summary["job_id"] == try_job(2) and summary["adopted_from_try"] is None
+    assert f"Fenced job {orphan} of try 1 (it was active" in operator_log(capsys)
+
+    first.release_orphan()  # the orphan now tries to commit
+    first.wait_orphan_gone()
+    assert first.result().startswith("fenced: "), first.result()
+    assert inspect_job(store, destination, orphan).state is JobState.ABORTED
+    assert_one_copy(store, destination, summary["job_id"])
+
+
+def test_a_retry_fences_the_job_of_a_try_that_never_started_it(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], tmp_path: Path
+) -> None:
+    """Try 1 died before its spark-submit started; the late spark-submit is refused at job setup."""
+    store, destination = s3_destination
+    summary = operator(str(destination)).execute(context(try_number=2))
+    assert summary["job_id"] == try_job(2)
+
+    late = operator(str(destination)).job_conf(try_job(1), 1)
+    argv = [part for key, value in late.items() for part in ("--conf", f"{key}={value}")]
+    env = {
+        **os.environ,
+        **CommitStoreHook().spark_environment(str(destination)),
+        "FAKE_SPARK_RESULT": str(tmp_path / "late-result"),
+    }
+    finished = subprocess.run(
+        [sys.executable, str(FAKE), *argv, "/jobs/app.py"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert finished.returncode == 5, finished.stdout + finished.stderr
+    assert (tmp_path / "late-result").read_text().startswith("fenced: ")
+    assert_one_copy(store, destination, summary["job_id"])
+
+
+def test_a_cleared_task_runs_again(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Try 1 succeeded (its job is delivered); try 2 after a clear is a deliberate re-run."""
+    store, destination = s3_destination
+    first = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(1))
+    assert inspect_job(store, destination, first["job_id"]).delivered
+    second = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(2))
+    assert fake_spark.record()["confs"]["spark.airflow_commit.job_id"] == second["job_id"] == try_job(2)
+    assert second["adopted_from_try"] is None
+    assert f"Job {first['job_id']} of try 1 was delivered" in operator_log(capsys)
+    assert_one_copy(store, destination, second["job_id"])
+
+
+def test_a_failure_after_the_commit_point_says_the_next_try_adopts(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The application fails after its write: abort cannot undo a commit, the retry adopts it."""
+    store, destination = s3_destination
+    fake_spark.mode("commit-then-fail")
+    with pytest.raises(AirflowException, match="Error code is: 4"):
+        operator(str(destination)).execute(context(1))
+    job = try_job(1)
+    log = operator_log(capsys)
+    assert f"Job {job} had already reached its commit point" in log
+    assert f"the next try of this task adopts job {job}" in log
+    assert not inspect_job(store, destination, job).delivered
+
+    fake_spark.mode("commit")
+    summary = operator(str(destination)).execute(context(2))
+    assert summary["job_id"] == job and summary["adopted_from_try"] == 1
+    assert_one_copy(store, destination, job)
+
+
+def test_adoption_off_runs_again(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, destination = s3_destination
+    fake_spark.mode("commit-then-fail")
+    write = {"committer": "directory", "conflict_mode": "replace", "adopt_committed_tries": False}
+    with pytest.raises(AirflowException):
+        operator(str(destination), **write).execute(context(1))
+    assert "the next try writes again (adopt_committed_tries=False)" in operator_log(capsys)
+
+    fake_spark.mode("commit")
+    summary = operator(str(destination), **write).execute(context(2))
+    assert summary["job_id"] == try_job(2) and summary["adopted_from_try"] is None
+    assert (
+        f"Job {try_job(1)} of try 1 committed but its try did not succeed; not adopting it"
+        in operator_log(capsys)
+    )
+    assert_one_copy(store, destination, summary["job_id"])
+
+
+def test_a_try_needs_its_task_instance_key(fake_spark: FakeSpark, tmp_path: Path) -> None:
+    with pytest.raises(AirflowException, match="names each try's job after the task instance"):
+        operator(str(tmp_path / "out"), committer="manifest").execute({"ti": SimpleNamespace(try_number=1)})
