@@ -18,7 +18,8 @@ parquet. Everything the tests synchronise on is a file this application writes i
 
 ``--straggler``: attempt 0 of partition 0 is a straggler. After writing its first file it waits
 until another attempt of partition 0 (a speculative copy, on the other host) has committed, or the
-bound expires; every attempt of partition 0 records itself as ``attempt-p0-<n>.json``.
+bound expires; every attempt of partition 0 records itself as ``attempt-try<N>-p0-<n>.json``,
+and the copy that commits writes ``try<N>-p0-copy-committed``.
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ class Straggler:
     """Task hook (pickled by value into the tasks): partition 0's first attempt waits for a copy."""
 
     markers: str
+    try_number: int
 
     def after_file(self, info: Any, _relative: str) -> None:
         if info.partition != 0:
             return
-        marker = Path(self.markers, f"attempt-p0-{info.attempt_number}.json")
+        marker = Path(self.markers, f"attempt-try{self.try_number}-p0-{info.attempt_number}.json")
         if not marker.exists():
             write_marker(
                 marker,
@@ -76,11 +78,13 @@ class Straggler:
                 },
             )
         if info.attempt_number == 0:
-            wait_for(Path(self.markers, "p0-copy-committed"), STRAGGLER_BOUND_SECONDS)
+            wait_for(Path(self.markers, f"try{self.try_number}-p0-copy-committed"), STRAGGLER_BOUND_SECONDS)
 
     def after_commit(self, info: Any, _result: Any) -> None:
         if info.partition == 0 and info.attempt_number > 0:
-            write_marker(Path(self.markers, "p0-copy-committed"), {"attempt_id": info.attempt_id})
+            write_marker(
+                Path(self.markers, f"try{self.try_number}-p0-copy-committed"), {"attempt_id": info.attempt_id}
+            )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     task_hooks = None
     if args.straggler:
-        straggler = Straggler(str(markers))
+        straggler = Straggler(str(markers), try_number)
         task_hooks = TaskHooks(after_file=straggler.after_file, after_commit=straggler.after_commit)
     hooks = WriteHooks(task=task_hooks, before_job_commit=lambda *_: gate("before-commit"))
 

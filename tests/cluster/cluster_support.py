@@ -140,8 +140,8 @@ def spark_submit_command(
 
 
 # Event logs ---------------------------------------------------------------------------------------
-def event_log(directory: Path) -> list[dict[str, Any]]:
-    """Every event of every application logged under ``directory`` (uncompressed JSON lines).
+def event_log(directory: Path, app_id: str | None = None) -> list[dict[str, Any]]:
+    """Every event of every application (or of ``app_id``) logged under ``directory`` (JSON lines).
 
     Rolling logs are ``eventlog_v2_<app>/events_<n>_<app>``; checksums (``.*.crc``) and the
     ``appstatus_*`` marker are skipped.
@@ -149,6 +149,8 @@ def event_log(directory: Path) -> list[dict[str, Any]]:
     events = []
     for path in sorted(directory.rglob("*")):
         if not path.is_file() or path.name.startswith((".", "appstatus_")) or path.name.endswith(".crc"):
+            continue
+        if app_id is not None and app_id not in str(path.relative_to(directory)):
             continue
         for line in path.read_text(errors="replace").splitlines():
             if line.strip():
@@ -159,6 +161,20 @@ def event_log(directory: Path) -> list[dict[str, Any]]:
 def task_starts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``TaskInfo`` of every SparkListenerTaskStart."""
     return [e["Task Info"] for e in events if e.get("Event") == "SparkListenerTaskStart"]
+
+
+def assert_speculated(directory: Path, app_id: str | None = None) -> dict[str, Any]:
+    """A task attempt the event log marks ``"Speculative": true``, on another host than the original."""
+    starts = task_starts(event_log(directory, app_id))
+    speculative = [t for t in starts if t.get("Speculative")]
+    assert speculative, (
+        f"no speculative attempt in the event log of {app_id or 'any app'} ({len(starts)} starts)"
+    )
+    copy = speculative[0]
+    originals = [t for t in starts if t["Index"] == copy["Index"] and not t.get("Speculative")]
+    assert originals and all(o["Host"] != copy["Host"] for o in originals), (originals, copy)
+    assert {t["Host"] for t in starts} == {"127.0.0.1", "127.0.0.2"}
+    return copy
 
 
 # Store checks -------------------------------------------------------------------------------------

@@ -14,16 +14,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cluster_support import (
     assert_one_copy,
+    assert_speculated,
     cluster_conf,
-    event_log,
     kill_group,
     read_marker,
     spark_submit_command,
     submit_env,
-    task_starts,
 )
 from support.standalone import StandaloneCluster
 
@@ -35,9 +33,7 @@ PARTITIONS = 4
 SUBMIT_BOUND_SECONDS = 300.0
 
 
-@pytest.mark.parametrize("committer", ["magic", "partitioned"])
 def test_speculative_attempt_leaves_one_copy(
-    committer: str,
     spark_cluster: StandaloneCluster,
     embedded_s3: EmbeddedS3,
     cluster_bucket: str,
@@ -47,6 +43,8 @@ def test_speculative_attempt_leaves_one_copy(
 ) -> None:
     from airflow_commit_provider.operators.spark_submit import build_py_files_zip
 
+    committer = "magic"  # partitioned + replace speculates in test_cluster_operator_tries.py
+
     destination = StorePath("s3", cluster_bucket, f"tables/{committer}")
     job_id = str(uuid.uuid4())
     conf = {
@@ -55,8 +53,6 @@ def test_speculative_attempt_leaves_one_copy(
         "spark.airflow_commit.committer": committer,
         "spark.airflow_commit.job_id": job_id,
     }
-    if committer == "partitioned":
-        conf["spark.airflow_commit.conflict_mode"] = "replace"
     app_args = [
         "--markers",
         str(markers),
@@ -66,8 +62,6 @@ def test_speculative_attempt_leaves_one_copy(
         str(PARTITIONS),
         "--straggler",
     ]
-    if committer == "partitioned":
-        app_args.append("--partitioned")
     command = spark_submit_command(
         spark_cluster,
         conf,
@@ -89,15 +83,9 @@ def test_speculative_attempt_leaves_one_copy(
     assert process.returncode == 0, output[-5000:]
 
     # Spark really speculated: a second attempt of partition 0, marked speculative, on the other host.
-    starts = task_starts(event_log(event_log_dir))
-    speculative = [t for t in starts if t.get("Speculative")]
-    assert speculative, f"no speculative attempt in the event log ({len(starts)} task starts)"
-    copy = speculative[0]
-    originals = [t for t in starts if t["Index"] == copy["Index"] and not t.get("Speculative")]
-    assert originals and all(o["Host"] != copy["Host"] for o in originals), (originals, copy)
-    assert {t["Host"] for t in starts} == {"127.0.0.1", "127.0.0.2"}
+    assert_speculated(event_log_dir)
     # ... and the straggler and its copy both wrote files (the race was real).
-    assert (markers / "attempt-p0-0.json").exists() and (markers / "p0-copy-committed").exists()
+    assert (markers / "attempt-try0-p0-0.json").exists() and (markers / "try0-p0-copy-committed").exists()
 
     result = read_marker(markers / "result-try0.json")
     assert result["ok"], result
