@@ -356,19 +356,22 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 job.try_number,
             )
         for job in plan.fenced:
-            if job.found is JobState.UNKNOWN:
+            if job.found is JobState.ACTIVE:
+                self.log.warning(
+                    "Fenced job %s of try %d, which was still active (its driver may be alive): it can never "
+                    "commit now, and its pending uploads and temporary files are gone",
+                    job.job_id,
+                    job.try_number,
+                )
+            elif job.found is JobState.UNKNOWN:
                 self.log.info(
                     "Fenced job ID %s of try %d: it never started, and now never can",
                     job.job_id,
                     job.try_number,
                 )
             else:
-                self.log.warning(
-                    "Fenced job %s of try %d (it was %s, not committed): it can never commit now, and its "
-                    "pending uploads and temporary files are gone",
-                    job.job_id,
-                    job.try_number,
-                    job.found.value,
+                self.log.info(
+                    "Job %s of try %d was aborted already; its leftovers are gone", job.job_id, job.try_number
                 )
         for job in plan.not_adopted:
             self.log.warning(

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -667,7 +668,7 @@ def test_a_retry_fences_an_orphan_whose_late_commit_is_refused(
 
     summary = operator(str(destination)).execute(context(try_number=2))
     assert summary["job_id"] == try_job(2) and summary["adopted_from_try"] is None
-    assert f"Fenced job {orphan} of try 1 (it was active" in operator_log(capsys)
+    assert f"Fenced job {orphan} of try 1, which was still active" in operator_log(capsys)
 
     first.release_orphan()  # the orphan now tries to commit
     first.wait_orphan_gone()
@@ -760,3 +761,37 @@ def test_adoption_off_runs_again(
 def test_a_try_needs_its_task_instance_key(fake_spark: FakeSpark, tmp_path: Path) -> None:
     with pytest.raises(AirflowException, match="names each try's job after the task instance"):
         operator(str(tmp_path / "out"), committer="manifest").execute({"ti": SimpleNamespace(try_number=1)})
+
+
+def test_in_airflow_a_retry_adopts_and_a_clear_runs_again(
+    airflow_db: Any, fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
+) -> None:
+    """dag.test(): try 1's application fails after its write, try 2 adopts; a clear (try 3) rewrites."""
+    from dag_runs import load_dag, run_dag, task_instances, xcom
+
+    store, destination = s3_destination
+    day = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    fake_spark.monkeypatch.setenv("FAKE_SPARK_MODE_BY_TRY", "1=commit-then-fail")
+    conf = {"destination": str(destination)}
+
+    run = run_dag(load_dag("test_committed_spark_retries"), day, conf)
+    ti = task_instances(run)["write"]
+    assert (ti.state, ti.try_number) == ("success", 2)
+    key = TaskKey("test_committed_spark_retries", "write", run.run_id, -1)
+    first = try_job_id(key, 1)
+    adopted = xcom(run, "write")
+    assert adopted["job_id"] == first and adopted["adopted_from_try"] == 1 and adopted["try_number"] == 2
+    assert fake_spark.record()["confs"]["spark.airflow_commit.try_number"] == "1", "try 2 ran no Spark job"
+    assert_one_copy(store, destination, first)
+
+    # The same run again: dag.test() clears its task instance (and restarts its try numbers, as a
+    # re-created run does): the delivered job is not adopted, the task writes anew.
+    fake_spark.monkeypatch.delenv("FAKE_SPARK_MODE_BY_TRY")
+    rerun = load_dag("test_committed_spark_retries").test(
+        logical_date=day, run_after=run.run_after, run_conf=conf
+    )
+    assert rerun.run_id == run.run_id and task_instances(rerun)["write"].state == "success"
+    rewritten = xcom(rerun, "write")
+    assert rewritten["job_id"] not in (first, try_job_id(key, 2)) and rewritten["adopted_from_try"] is None
+    assert fake_spark.record()["confs"]["spark.airflow_commit.job_id"] == rewritten["job_id"]
+    assert_one_copy(store, destination, rewritten["job_id"])
