@@ -135,9 +135,13 @@ class Tries:
         (self.markers / f"release-try{try_number}").write_text("go")
 
     def close(self) -> None:
+        """Kill every try process and every Spark application a try started, even after a failure."""
         for process in self.processes:
             kill_group(process.pid)
-        for pgid in self.orphan_groups:
+        groups = set(self.orphan_groups)
+        for started in self.markers.glob("started-try*.json"):
+            groups.add(read_marker(started)["pgid"])
+        for pgid in groups:
             kill_group(pgid)
 
 
