@@ -41,7 +41,7 @@ def test_daily_partitioned_ingest_shape(dagbag) -> None:  # type: ignore[no-unty
     assert Path(writer.application).is_file()
     assert isinstance(dag.get_task("wait_for_success"), SuccessManifestSensor)
     assert dag.get_task("check_partition").upstream_task_ids == {"land_source_data", "wait_for_success"}
-    assert dag.max_active_runs == 1
+    assert dag.max_active_runs >= 4, "days of a backfill commit in parallel (per-partition _SUCCESS)"
 
 
 def test_provider_info_entry_point() -> None:
