@@ -86,6 +86,11 @@ class Committer(abc.ABC):
                 f"job {self.job_id}: a commit with a different task list is already under way "
                 f"({self.layout.outcome})"
             )
+        log.info(
+            "job %s had already reached its commit point (%s): rolling it forward",
+            self.job_id,
+            self.layout.outcome,
+        )
         return self._roll_forward(outcome)
 
     def abort_job(self, reason: str = "aborted") -> SuccessData | None:
