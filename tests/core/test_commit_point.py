@@ -188,8 +188,9 @@ def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
             visible_before_abort = {
                 k for k in store_files(env.store, scenario.dest) if k in scenario.new_files
             }
+            # the aborting process knows only the job: the conflict mode comes from the outcome
             rolled_forward = create_committer(
-                name, env.store, scenario.dest, scenario.job.job_id, scenario.job.committer.options
+                name, env.store, scenario.dest, scenario.job.job_id, env.options(threads=1)
             ).abort_job("the try failed")
             committed = rolled_forward is not None
             try:
@@ -272,9 +273,7 @@ def committer_in_child(
 
 def aborter(make_store: Callable[[], Store], scenario: Scenario) -> Callable[[], object]:
     def abort() -> object:
-        job = create_committer(
-            scenario.name, make_store(), scenario.dest, scenario.job.job_id, scenario.job.committer.options
-        )
+        job = create_committer(scenario.name, make_store(), scenario.dest, scenario.job.job_id)
         return job.abort_job("fenced by another process")
 
     return abort

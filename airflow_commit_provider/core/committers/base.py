@@ -101,7 +101,7 @@ class Committer(abc.ABC):
         instead, because part of the output may already be visible.
         """
         outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
-        if outcome.committing:
+        if outcome.committing and success.read_job_record(self.context) is None:
             log.warning(
                 "job %s had already reached its commit point (%s): completing the commit instead of aborting",
                 self.job_id,
@@ -147,7 +147,9 @@ class Committer(abc.ABC):
             if job_state.read_outcome(ctx) is not None:  # decided elsewhere meanwhile: follow that
                 return self.commit_job(committed)
             raise
-        proposal = JobOutcome(self.job_id, "commit", self.name, tuple(committed))
+        proposal = JobOutcome(
+            self.job_id, "commit", self.name, tuple(committed), conflict_mode=self.options.conflict_mode
+        )
         try:
             outcome = job_state.decide(ctx, proposal)
         except BaseException:
@@ -175,7 +177,7 @@ class Committer(abc.ABC):
             if self.partition_markers:
                 success.delete_partition_markers(ctx, loaded.spool)
             commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
-            self._after_entries(loaded)
+            self._after_entries(loaded, outcome)
             result = success.save_success(
                 ctx, loaded.spool, loaded.rows, per_partition=self.partition_markers
             )
@@ -192,8 +194,12 @@ class Committer(abc.ABC):
     def _before_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
         """Committer-specific checks that can still refuse the job (e.g. conflict_mode='fail')."""
 
-    def _after_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
-        """Committer-specific steps after the entries are visible (e.g. conflict_mode='replace')."""
+    def _after_entries(self, loaded: LoadedJob, outcome: JobOutcome) -> None:  # noqa: B027 - optional stage hook
+        """Committer-specific steps after the entries are visible (e.g. conflict_mode='replace').
+
+        They follow the decision (`outcome`), not this committer's options: whoever rolls a
+        commit forward applies the conflict mode the job committed with.
+        """
 
 
 def _attempt_ids(committed: Sequence[TaskCommitResult]) -> set[str]:

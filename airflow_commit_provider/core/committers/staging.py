@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
+from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -51,8 +52,8 @@ class StagingCommitter(Committer):
         if self.options.conflict_mode == "fail":
             conflicts.fail_on_existing_output(self.context, loaded.spool, self.per_partition)
 
-    def _after_entries(self, loaded: LoadedJob) -> None:
-        if self.options.conflict_mode == "replace":
+    def _after_entries(self, loaded: LoadedJob, outcome: JobOutcome) -> None:
+        if outcome.conflict_mode == "replace":
             conflicts.delete_replaced_output(self.context, loaded.spool, self.per_partition)
 
     def local_attempt_dir(self, task_attempt_id: str) -> str:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
-from airflow_commit_provider.core.options import TaskCommitResult
+from airflow_commit_provider.core.options import CONFLICT_MODES, TaskCommitResult
 
 OUTCOME_NAME = "airflow_commit.JobOutcome/1"
 Decision = Literal["commit", "abort"]
@@ -27,6 +27,8 @@ class JobOutcome:
     decision: Decision
     committer: str
     committed: tuple[TaskCommitResult, ...] = ()
+    conflict_mode: str = "append"
+    """How a commit treats existing output; whoever rolls the commit forward must apply the same."""
     reason: str = ""
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     hostname: str = field(default_factory=socket.gethostname)
@@ -41,6 +43,7 @@ class JobOutcome:
             "jobId": self.job_id,
             "decision": self.decision,
             "committer": self.committer,
+            "conflictMode": self.conflict_mode,
             "reason": self.reason,
             "timestamp": self.timestamp,
             "hostname": self.hostname,
@@ -62,6 +65,11 @@ class JobOutcome:
             raise InvalidCommitDataError(
                 f"{source}: decision {decision!r} is not one of {', '.join(DECISIONS)}"
             )
+        conflict_mode = optional_field(obj, "conflictMode", str, source, "append")
+        if conflict_mode not in CONFLICT_MODES:
+            raise InvalidCommitDataError(
+                f"{source}: conflictMode {conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}"
+            )
         try:
             committed = tuple(
                 TaskCommitResult.from_json(item)
@@ -76,6 +84,7 @@ class JobOutcome:
             decision=decision,  # type: ignore[arg-type]
             committer=optional_field(obj, "committer", str, source, ""),
             committed=committed,
+            conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
             timestamp=optional_field(obj, "timestamp", int, source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),

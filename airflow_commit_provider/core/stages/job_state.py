@@ -86,7 +86,7 @@ def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
                 f"job {ctx.job_id}: {ctx.layout.outcome} vanished while deciding"
             ) from None
         if standing.decision != proposal.decision:
-            log.warning(
+            log.info(
                 "job %s: wanted to %s, but it was already decided to %s (%s)",
                 ctx.job_id,
                 proposal.decision,
