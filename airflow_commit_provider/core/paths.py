@@ -1,12 +1,15 @@
 """Store paths: one value type for `file://`, `s3://` and `s3a://` locations.
 
-Paths travel through manifests and `_SUCCESS` files as URIs, so spaces, `%`, unicode and `=`
-are percent-encoded on the way out and decoded on the way in (HADOOP-17112).
+Two ways in, never confused: a location a user gives (`parse`) is taken literally, as Spark,
+Hadoop and the AWS CLI take it; a URI read from a manifest or `_SUCCESS` (`from_uri`) is
+percent-decoded, because those files store `uri()`, where spaces, `%`, `#`, `?`, unicode and
+`=` are encoded (HADOOP-17112).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
@@ -14,6 +17,7 @@ from urllib.parse import quote, unquote, urlsplit
 _URI_SAFE = "/=:@!$&'()*+,;~-._"
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 class InvalidPathError(ValueError):
@@ -34,29 +38,48 @@ class StorePath:
 
     @classmethod
     def parse(cls, location: str | os.PathLike[str] | StorePath) -> StorePath:
-        """Parse a URL (`s3://b/k`, `file:///p`) or a plain local path.
+        """A location as a user writes it: `s3://b/k`, `s3a://b/k`, `file:///p` or a plain path.
 
-        URLs are taken as URIs (percent-decoded); plain paths are taken literally.
+        Everything after the scheme and bucket is taken literally, as Spark and Hadoop's
+        `Path(String)`, the AWS CLI and boto3 take it: `%41`, `%`, `#`, `?`, spaces and unicode
+        are part of the key. `str(path)` gives a location this parses back to the same path.
         """
         if isinstance(location, StorePath):
             return location
         text = os.fspath(location)
         if not text:
             raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
-        if "://" not in text:
+        match = _URL_SCHEME.match(text)
+        if match is None:  # a plain path, even one with ':' or '%' in it
             return cls("file", "", _normalise_local(os.path.abspath(text)))
-        parts = urlsplit(text)
-        scheme = parts.scheme.lower()
+        scheme, rest = match.group(1).lower(), text[match.end() :]
+        authority, _, path = rest.partition("/")
+        return cls._checked(scheme, authority, path, text)
+
+    @classmethod
+    def from_uri(cls, uri: str) -> StorePath:
+        """A URI as manifests, pendingsets, upload records and `_SUCCESS` store it: percent-decoded.
+
+        Those files hold `uri()` strings (HADOOP-17112), so special characters arrive encoded
+        and a `#` or `?` in a key never reads as a fragment or query.
+        """
+        if not uri or _URL_SCHEME.match(uri) is None:
+            raise InvalidPathError(f"not a URI: {uri!r}")
+        parts = urlsplit(uri)
+        if parts.query or parts.fragment:
+            raise InvalidPathError(f"a stored URI must not have a query or fragment: {uri!r}")
+        return cls._checked(parts.scheme.lower(), parts.netloc, unquote(parts.path), uri)
+
+    @classmethod
+    def _checked(cls, scheme: str, authority: str, path: str, text: str) -> StorePath:
         if scheme == "file":
-            if parts.netloc not in ("", "localhost"):
+            if authority not in ("", "localhost"):
                 raise InvalidPathError(f"file URL with a host is not supported: {text!r}")
-            return cls("file", "", _normalise_local(unquote(parts.path) or "/"))
+            return cls("file", "", _normalise_local("/" + path.lstrip("/")))
         if scheme in S3_SCHEMES:
-            if not parts.netloc:
+            if not authority:
                 raise InvalidPathError(f"S3 URL has no bucket: {text!r}")
-            if parts.query or parts.fragment:
-                raise InvalidPathError(f"S3 URL must not have a query or fragment: {text!r}")
-            return cls(scheme, parts.netloc, unquote(parts.path).strip("/"))
+            return cls(scheme, authority, path.strip("/"))
         raise InvalidPathError(f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a:// or file://")
 
     @property

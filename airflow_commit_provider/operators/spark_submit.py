@@ -818,7 +818,7 @@ def _abort_hadoop_job(store: Store, destination: str, job_id: str, log: Any) -> 
                 continue
             for commit in commits:
                 with contextlib.suppress(StoreError):
-                    store.abort_multipart_upload(StorePath.parse(commit.uri), commit.upload_id)
+                    store.abort_multipart_upload(StorePath.from_uri(commit.uri), commit.upload_id)
                     aborted += 1
     report = clean_stale_temp_trees(store, root, older_than=0, job_id=job_id, allow_bucket_root=True)
     log.info("job %s: aborted %d uploads; temporary trees: %s", job_id, aborted, report.to_json())

@@ -353,7 +353,7 @@ class TaskConfig:
 
     committer: str
     destination: str
-    """The destination as a URI (percent-encoded; StorePath.parse decodes it)."""
+    """The destination as `str(StorePath)`, which `StorePath.parse` takes back literally."""
     job_id: str
     commit_options: CommitOptions
     s3: S3Settings

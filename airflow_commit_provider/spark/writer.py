@@ -150,7 +150,7 @@ def write_committed(
     prepared, task_config = _plan(df, fmt.name, columns, parsed.writer, spark, conf)
     task_config = cfg.TaskConfig(
         committer=name,
-        destination=destination.uri(),
+        destination=str(destination),
         job_id=job_id,
         commit_options=commit_options,
         s3=s3,

@@ -82,7 +82,7 @@ def test_success_file_format_and_odd_names(commit_env: CommitEnv, name: str) -> 
         assert " " not in uri and "ü" not in uri, f"URI not percent-encoded: {uri}"
         assert uri.startswith(("file://", "s3://"))
     assert sorted(obj["filenames"]) == sorted(entry["path"] for entry in obj["files"])
-    decoded = {StorePath.parse(entry["path"]).relative_to(env.dest) for entry in obj["files"]}
+    decoded = {StorePath.from_uri(entry["path"]).relative_to(env.dest) for entry in obj["files"]}
     assert decoded == set(ODD_NAMES)
     assert returned.job_id == parsed.job_id == job.job_id
     assert returned.file_count == parsed.file_count == len(ODD_NAMES)

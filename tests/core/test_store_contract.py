@@ -218,7 +218,7 @@ def test_special_characters_in_paths(store_root: StoreRoot, name: str) -> None:
     store.write_bytes(path, name.encode())
     assert store.read_bytes(path) == name.encode()
     assert listed(store, root) == {path}
-    reparsed = StorePath.parse(path.uri())
+    reparsed = StorePath.from_uri(path.uri())
     assert reparsed == path
     assert store.get_status(reparsed) is not None
     moved = root.join("moved", name)

@@ -168,7 +168,7 @@ def test_destination_with_spaces_percent_and_unicode_s3(
     df = spark.createDataFrame([(1, "a b"), (2, "ü%"), (3, "x")], "id long, p string")
     # A StorePath keeps the key literal; as a URL the same key is percent-encoded.
     dest = StorePath("s3", spark_bucket, "paths/out dir %41 100% ü 日本")
-    assert StorePath.parse(dest.uri()) == dest
+    assert StorePath.from_uri(dest.uri()) == dest
     summary = write_committed(
         df, dest.uri(), format="csv", partition_by="p", committer="magic", options=s3_options
     )

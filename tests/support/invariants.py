@@ -125,7 +125,7 @@ def assert_committed(
     assert success.files is not None, "_SUCCESS has no 'files' list"
     listed: dict[str, int] = {}
     for entry in success.files:
-        relative = StorePath.parse(entry.uri).relative_to(dest)
+        relative = StorePath.from_uri(entry.uri).relative_to(dest)
         assert relative not in listed, f"_SUCCESS lists {entry.uri} twice"
         listed[relative] = entry.size
     assert listed == {name: len(data) for name, data in committed.items()}, (
@@ -204,7 +204,7 @@ def assert_job_records(
         marker = SuccessData.from_bytes(data, marker_name)
         if marker.job_id == success.job_id:
             markers[marker_name.rsplit("/", 1)[0]] = {
-                StorePath.parse(entry.uri).relative_to(dest): entry.size for entry in marker.iter_files()
+                StorePath.from_uri(entry.uri).relative_to(dest): entry.size for entry in marker.iter_files()
             }
     if markers:
         assert markers == by_partition, f"partition _SUCCESS files list {markers}, committed {by_partition}"

@@ -44,7 +44,7 @@ class _V1TaskAttempt(StoreDirTaskAttempt):
 
 
 def _verify_in_place(ctx: JobContext, entry: CommitEntry) -> None:
-    status = ctx.store.get_status(StorePath.parse(entry.dest))
+    status = ctx.store.get_status(StorePath.from_uri(entry.dest))
     if status is None or status.size != entry.size:
         raise CommitError(f"job {ctx.job_id}: file-v2 task output {entry.dest} is missing or changed")
 

@@ -19,7 +19,7 @@ EntryAction = Callable[[JobContext, CommitEntry], None]
 
 
 def complete_upload(ctx: JobContext, entry: CommitEntry) -> None:
-    dest = StorePath.parse(entry.dest)
+    dest = StorePath.from_uri(entry.dest)
     assert entry.upload_id is not None
     try:
         with ctx.statistics.timed("op_complete_upload"):
@@ -29,11 +29,11 @@ def complete_upload(ctx: JobContext, entry: CommitEntry) -> None:
 
 
 def rename_entry(ctx: JobContext, entry: CommitEntry) -> None:
-    dest = StorePath.parse(entry.dest)
+    dest = StorePath.from_uri(entry.dest)
     assert entry.source is not None
     try:
         with ctx.statistics.timed("op_rename"):
-            ctx.store.rename_file(StorePath.parse(entry.source), dest)
+            ctx.store.rename_file(StorePath.from_uri(entry.source), dest)
     except FileNotFoundInStoreError:
         _recover(ctx, entry, dest, f"source {entry.source}")
 

@@ -91,7 +91,7 @@ def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:
     """A destination must lie inside the job's output root and outside every hidden directory."""
     root = ctx.layout.destination
     try:
-        path = StorePath.parse(dest)
+        path = StorePath.from_uri(dest)
     except InvalidPathError as error:
         raise InvalidCommitDataError(f"{source}: unparseable destination {dest!r}: {error}") from error
     if not path.is_under(root):

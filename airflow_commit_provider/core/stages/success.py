@@ -39,7 +39,7 @@ def save_partition_markers(ctx: JobContext, spool: EntrySpool) -> int:
     root = ctx.layout.destination
     by_partition: dict[str, list[CommittedFile]] = defaultdict(list)
     for entry in spool:
-        relative = StorePath.parse(entry.dest).relative_to(root)
+        relative = StorePath.from_uri(entry.dest).relative_to(root)
         if "/" in relative:
             by_partition[relative.rsplit("/", 1)[0]].append(CommittedFile(entry.dest, entry.size))
 

@@ -69,7 +69,7 @@ def recorded_uploads(
 def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]]:
     """The (destination, upload ID) pairs of one record file; InvalidCommitDataError names a damaged one."""
     try:
-        return [(StorePath.parse(record["uri"]), str(record["uploadId"])) for record in json.loads(data)]
+        return [(StorePath.from_uri(record["uri"]), str(record["uploadId"])) for record in json.loads(data)]
     except (ValueError, KeyError, TypeError) as error:  # InvalidPathError is a ValueError
         raise InvalidCommitDataError(f"{source}: damaged upload record: {error}") from error
 
