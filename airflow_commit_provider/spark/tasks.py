@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from airflow_commit_provider.core.committers import TaskAttempt, TaskCommitResult, create_committer
 from airflow_commit_provider.core.store import open_store
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 from airflow_commit_provider.spark.config import TaskConfig
 from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
@@ -174,7 +175,9 @@ def _abort_quietly(attempt: TaskAttempt, info: TaskInfo) -> None:
 
 
 class _OpenFile:
-    def __init__(self, relative_path: str, stream: object, sink: CountingSink, writer: FormatWriter):
+    def __init__(
+        self, relative_path: str, stream: PublishOnCloseStream, sink: CountingSink, writer: FormatWriter
+    ):
         self.relative_path = relative_path
         self.stream = stream
         self.sink = sink
@@ -301,7 +304,7 @@ class PartitionWriter:
                 stripe_bytes=min(config.writer.stripe_bytes, config.writer.max_bytes_per_file or sys.maxsize),
             )
         except BaseException:
-            stream.__exit__(*sys.exc_info())
+            stream.discard()
             raise
         self._current = _OpenFile(relative, stream, sink, writer)
         return self._current
@@ -314,9 +317,9 @@ class PartitionWriter:
             current.writer.close()
             current.sink.close()
         except BaseException:
-            current.stream.__exit__(*sys.exc_info())  # type: ignore[attr-defined]
+            current.stream.discard()
             raise
-        current.stream.close()  # type: ignore[attr-defined]
+        current.stream.close()
         self.files += 1
         self.rows += current.writer.rows
         self.bytes += current.sink.count
@@ -327,7 +330,7 @@ class PartitionWriter:
         current, self._current = self._current, None
         if current is not None:
             try:
-                current.stream.__exit__(RuntimeError, RuntimeError("task failed"), None)  # type: ignore[attr-defined]
+                current.stream.discard()
             except Exception:
                 log.debug("discarding %s failed", current.relative_path, exc_info=True)
 

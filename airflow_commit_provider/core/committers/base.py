@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import BinaryIO, ClassVar, NoReturn
+from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
@@ -23,6 +23,7 @@ from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
 from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
 class Committer(abc.ABC):
@@ -226,8 +227,9 @@ class TaskAttempt(abc.ABC):
         job_state.require_active_job(self.context, f"set up task attempt {self.task_attempt_id}")
 
     @abc.abstractmethod
-    def create_file(self, relative_path: str) -> BinaryIO:
-        """A stream for one output file at `destination/relative_path`; close it to keep it."""
+    def create_file(self, relative_path: str) -> PublishOnCloseStream:
+        """A stream for one output file at `destination/relative_path`: close it to keep the file,
+        discard it (or leave a `with` block by an exception) to drop it, whatever the committer."""
 
     @abc.abstractmethod
     def needs_task_commit(self) -> bool: ...

@@ -99,7 +99,7 @@ class MagicTaskAttempt(TaskAttempt):
         self.pending: list[PendingCommit] = []
         self._streams: list[MagicOutputStream] = []
 
-    def create_file(self, relative_path: str) -> MagicOutputStream:  # type: ignore[override]
+    def create_file(self, relative_path: str) -> MagicOutputStream:
         stream = MagicOutputStream(self, self.destination_of(relative_path))
         self._streams.append(stream)
         return stream

@@ -10,7 +10,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.formats.outcome import JobOutcome
@@ -27,6 +26,7 @@ from airflow_commit_provider.core.stages.uploads import (
     record_uploads,
     upload_pending,
 )
+from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
 
 
 class StagingCommitter(Committer):
@@ -70,6 +70,10 @@ class PartitionedCommitter(StagingCommitter):
 class StagingTaskAttempt(TaskAttempt):
     committer: StagingCommitter
 
+    def __init__(self, committer: Committer, task: int, attempt: int):
+        super().__init__(committer, task, attempt)
+        self._streams: list[PublishOnCloseStream] = []
+
     @property
     def local_dir(self) -> str:
         return self.committer.local_attempt_dir(self.task_attempt_id)
@@ -78,13 +82,16 @@ class StagingTaskAttempt(TaskAttempt):
         super().setup_task()
         os.makedirs(self.local_dir, exist_ok=True)
 
-    def create_file(self, relative_path: str) -> BinaryIO:
+    def create_file(self, relative_path: str) -> PublishOnCloseStream:
+        """A local file: closing keeps it for task commit to upload, discarding deletes it."""
         local_path = os.path.join(
             self.local_dir,
             *self.destination_of(relative_path).relative_to(self.committer.destination).split("/"),
         )
         os.makedirs(os.path.dirname(local_path), exist_ok=True)
-        return open(local_path, "wb")
+        stream = LocalFileStream(local_path, local_path, open(local_path, "wb"))  # noqa: SIM115 - the stream owns it
+        self._streams.append(stream)
+        return stream
 
     def _local_files(self) -> list[tuple[str, str]]:
         found = []
@@ -99,6 +106,8 @@ class StagingTaskAttempt(TaskAttempt):
 
     def commit_task(self, rows: int | None = None) -> TaskCommitResult:
         store, ctx = self.store, self.context
+        for stream in self._streams:
+            stream.discard()  # a stream never closed was never published: it is not task output
         files = self._local_files()
         started: list[tuple[StorePath, str]] = []
         try:

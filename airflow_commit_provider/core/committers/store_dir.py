@@ -5,13 +5,12 @@ Shared by the rename-based committers: file-v1, file-v2 and manifest.
 
 from __future__ import annotations
 
-from typing import BinaryIO
-
 from airflow_commit_provider.core.committers.base import TaskAttempt
 from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 from airflow_commit_provider.core.store.base import FileStatus
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
 class StoreDirTaskAttempt(TaskAttempt):
@@ -19,7 +18,7 @@ class StoreDirTaskAttempt(TaskAttempt):
     def work_dir(self) -> StorePath:
         return self.committer.layout.task_attempt_dir(self.task_attempt_id)
 
-    def create_file(self, relative_path: str) -> BinaryIO:
+    def create_file(self, relative_path: str) -> PublishOnCloseStream:
         return self.store.open_write(self.work_dir.join(relative_path))
 
     def written_files(self, directory: StorePath | None = None) -> list[tuple[FileStatus, str]]:

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Store(abc.ABC):
         """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""
 
     @abc.abstractmethod
-    def open_write(self, path: StorePath) -> BinaryIO:
+    def open_write(self, path: StorePath) -> PublishOnCloseStream:
         """A stream whose contents become visible at `path` when it is closed."""
 
     @abc.abstractmethod

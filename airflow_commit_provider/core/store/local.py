@@ -16,7 +16,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import (
@@ -29,42 +28,30 @@ from airflow_commit_provider.core.store.base import (
     StoreCapabilities,
     UploadedPart,
 )
-from airflow_commit_provider.core.store.streams import PublishOnCloseStream
+from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
 
 UPLOADS_DIR = ".__uploads__"
 _UPLOAD_META = "upload.json"
 
 
-class _AtomicLocalWriter(PublishOnCloseStream):
+class _AtomicLocalWriter(LocalFileStream):
     """Writes to a hidden temp file and renames it into place on close."""
 
     def __init__(self, store: LocalStore, path: StorePath):
-        super().__init__(str(path))
+        fd, tmp = _hidden_temp_file(path)
+        super().__init__(str(path), tmp, os.fdopen(fd, "wb"))
         self._store = store
-        self._path = path
-        fd, self._tmp = _hidden_temp_file(path)
-        self._file = os.fdopen(fd, "wb")
-
-    def _write(self, data: bytes) -> int:
-        return self._file.write(data)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def _flush(self) -> None:
-        self._file.flush()
+        self._destination = path
 
     def _publish(self) -> None:
-        self._file.close()
-        os.replace(self._tmp, self._path.key)
-        _remove_if_empty(os.path.dirname(self._tmp))
+        super()._publish()
+        os.replace(self._path, self._destination.key)
+        _remove_if_empty(os.path.dirname(self._path))
         self._store.statistics.increment("op_put")
 
     def _discard(self) -> None:
-        self._file.close()
-        if os.path.exists(self._tmp):
-            os.unlink(self._tmp)
-        _remove_if_empty(os.path.dirname(self._tmp))
+        super()._discard()
+        _remove_if_empty(os.path.dirname(self._path))
 
 
 class LocalStore(Store):
@@ -98,8 +85,8 @@ class LocalStore(Store):
             os.unlink(tmp)
             _remove_if_empty(os.path.dirname(tmp))
 
-    def open_write(self, path: StorePath) -> BinaryIO:
-        return _AtomicLocalWriter(self, path)  # type: ignore[return-value]
+    def open_write(self, path: StorePath) -> PublishOnCloseStream:
+        return _AtomicLocalWriter(self, path)
 
     def get_status(self, path: StorePath) -> FileStatus | None:
         self.statistics.increment("op_head")

@@ -201,9 +201,9 @@ class S3Store(Store):
             self.statistics.increment("bytes_uploaded", size)
             return
 
-    def open_write(self, path: StorePath) -> BinaryIO:
+    def open_write(self, path: StorePath) -> PublishOnCloseStream:
         _object(path)
-        return cast(BinaryIO, S3WriteStream(self, path))
+        return S3WriteStream(self, path)
 
     def _upload_stream(self, path: StorePath, body: BinaryIO, size: int) -> None:
         """Publish a finished write stream: one PutObject, or a multipart upload when large."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import abc
 import io
-from typing import Any
+import os
+from typing import Any, BinaryIO
 
 
 class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
@@ -85,3 +86,33 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
         # recorded or hidden, and task abort, job cleanup or the cleanup tools remove it.
         if not getattr(self, "closed", True):
             self.abandon()
+
+
+class LocalFileStream(PublishOnCloseStream):
+    """A stream onto a file on local disk: closing keeps the file, discarding deletes it.
+
+    Subclasses that must also hide the file until it is complete (a store) write to a temporary
+    name and extend `_publish` to move it into place.
+    """
+
+    def __init__(self, name: str, path: str, file: BinaryIO) -> None:
+        super().__init__(name)
+        self._path = path
+        self._file = file
+
+    def _write(self, data: Any) -> int:
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def _flush(self) -> None:
+        self._file.flush()
+
+    def _publish(self) -> None:
+        self._file.close()
+
+    def _discard(self) -> None:
+        self._file.close()
+        if os.path.exists(self._path):
+            os.unlink(self._path)
