@@ -381,7 +381,8 @@ def _uploads_list(args: argparse.Namespace) -> int:
         print(
             f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
             f"{_size(listing.total_bytes)} in {listing.total_parts} parts "
-            f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs)"
+            f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs, "
+            f"{listing.committing} of jobs past their commit point)"
         )
 
     return _show(args, _list_uploads, describe)
@@ -397,7 +398,7 @@ def _uploads_abort(args: argparse.Namespace) -> int:
             f"{verb} {count} uploads under {listing.scope} older than {_age_text(args)}: "
             f"{reclaimed}{' (dry run)' if args.dry_run else ''}; "
             f"{summary['vanished']} vanished meanwhile, {summary['failed']} failed "
-            f"in {summary['seconds']:.1f}s"
+            f"in {summary['seconds']:.1f}s; {summary['committing']} kept for jobs past their commit point"
         )
 
     return _list_confirm_act(
@@ -430,7 +431,7 @@ def _print_trees(trees: Sequence[Any], limit: int | None = None) -> None:
 
 def _tree_row(tree: Any) -> str:
     age = "-" if tree.age_seconds is None else format_duration(tree.age_seconds)
-    state = "stale" if tree.stale else "active"
+    state = "stale" if tree.stale else "commit" if tree.committing else "active"
     return f"{state:<7} {age:>7} {tree.files:>6} {_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}"
 
 
@@ -438,10 +439,11 @@ def _temp_list(args: argparse.Namespace) -> int:
     def describe(listing: Any) -> None:
         _print_trees(listing.trees)
         stale = listing.stale
+        committing = sum(1 for tree in listing.trees if tree.committing)
         print(
             f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
             f"(no writes for {_age_text(args)}): {_size(sum(t.bytes for t in stale))} "
-            f"in {sum(t.files for t in stale)} files"
+            f"in {sum(t.files for t in stale)} files; {committing} kept for jobs past their commit point"
         )
 
     return _show(args, _find_trees, describe)
@@ -454,7 +456,8 @@ def _temp_clean(args: argparse.Namespace) -> int:
         return (
             f"{verb} {count} stale temporary trees under {listing.scope}: {summary['files']} files, "
             f"{_size(summary['bytes'])}, {summary['uploads_aborted']} uploads aborted; "
-            f"{summary['skipped_active']} active left alone, {summary['failed']} failed"
+            f"{summary['skipped_active']} active left alone ({summary['kept_committing']} of jobs past "
+            f"their commit point), {summary['failed']} failed"
         )
 
     return _list_confirm_act(

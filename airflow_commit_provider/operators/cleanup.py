@@ -135,7 +135,8 @@ class _CleanupOperator(BaseOperator):
 class AbortMultipartUploadsOperator(_CleanupOperator):
     """Abort pending multipart uploads under `scope` (a directory) older than `older_than`.
 
-    Uploads are billed but invisible; those of failed or killed jobs stay forever. Each upload
+    Uploads are billed but invisible; those of failed or killed jobs stay forever. Uploads of a job
+    past its commit point (to be rolled forward) are never aborted, however old. Each upload
     gets one abort; the scope is then listed again and uploads still pending are aborted again.
     An upload that vanished meanwhile (NoSuchUpload) is counted, not an error; any other failure
     fails the task after all others were tried. Returns a small report (counts, bytes, sample keys).
@@ -169,7 +170,7 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
             f"{verb} {result['would_abort'] if dry_run else result['aborted']} uploads older than {age} "
             f"({sizes}); {result['vanished']} vanished "
             f"meanwhile, {result['too_recent']} too recent, {result['other_jobs']} of other jobs, "
-            f"{result['failed']} failed"
+            f"{result['committing']} kept for jobs past their commit point, {result['failed']} failed"
         )
 
     def _failure(self, path: StorePath, report: AbortReport) -> str:
@@ -184,7 +185,8 @@ class CleanupTemporaryOperator(_CleanupOperator):
     """Delete stale temporary trees (`_temporary`, `__magic*`, `.spark-staging-*`) in a table root.
 
     A tree is stale when its newest write is older than `older_than`; trees with recent writes,
-    or written to while the cleanup runs, belong to live jobs and are left alone. Nothing outside
+    or written to while the cleanup runs, belong to live jobs and are left alone, and so are the
+    trees of jobs past their commit point (rolling them forward needs them), however old. Nothing outside
     those trees is touched. Works on `s3://` and `file://`. Returns counts, bytes, sample trees.
 
     :param scope: the table root (templated); the bucket root needs `allow_bucket_root`.
@@ -206,7 +208,7 @@ class CleanupTemporaryOperator(_CleanupOperator):
             f"{verb} {result['would_delete'] if dry_run else result['deleted']} stale temporary trees "
             f"older than {age} ({result['files']} files, {result['bytes']} bytes, "
             f"{result['uploads_aborted']} uploads aborted); {result['skipped_active']} active left "
-            f"alone, {result['failed']} failed"
+            f"alone ({result['kept_committing']} of jobs past their commit point), {result['failed']} failed"
         )
 
     def _failure(self, path: StorePath, report: TempCleanReport) -> str:

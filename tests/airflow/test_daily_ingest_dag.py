@@ -7,6 +7,9 @@ One scenario, in order, because each step checks what the previous ones left:
 2. day 2 (a backfilled day): written, and day 1 is untouched;
 3. day 1 again (a re-run): replaced by exactly one new copy, and day 2 is untouched.
 
+Each day's sensor waits on the day's partition ``_SUCCESS``, which lists exactly the day's files;
+a day whose job no longer owns the table's ``_SUCCESS`` is still proven by its job record.
+
 Spark runs four times here (fail, retry, day 2, re-run): the slowest test of the suite.
 """
 
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
 
+from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
@@ -38,11 +42,36 @@ def day_files(files: dict[str, Any], day: str) -> dict[str, Any]:
     return {path: etag for path, etag in files.items() if path.startswith(f"dt={day}/")}
 
 
+def data_paths(files: dict[str, Any]) -> list[str]:
+    """The data files among a day's files (its partition _SUCCESS names no job in its path)."""
+    return [path for path in files if not path.endswith("/_SUCCESS")]
+
+
 def assert_clean(store: Store, root: StorePath, table: StorePath) -> None:
     """No pending upload anywhere in the bucket, no temporary directory in the table."""
     assert list(store.list_multipart_uploads(root)) == []
-    leftovers = [p for p in table_files(store, table) if p != "_SUCCESS" and not p.startswith("dt=")]
+    leftovers = [
+        p
+        for p in table_files(store, table)
+        if p != "_SUCCESS" and not p.startswith(("dt=", f"{RECORDS_DIR}/"))
+    ]
     assert leftovers == [], f"temporary files left in the table: {leftovers}"
+
+
+def assert_day_marker(store: Store, table: StorePath, day: str, job_id: str, waited: dict[str, Any]) -> None:
+    """The sensor accepted the day's partition _SUCCESS, which lists exactly the day's files."""
+    from airflow_commit_provider.core.success_check import load_success
+
+    partition = table.join(f"dt={day}")
+    assert (waited["job_id"], waited["source"], waited["path"]) == (
+        job_id,
+        "_SUCCESS",
+        str(partition.join("_SUCCESS")),
+    )
+    marker = load_success(store, partition)
+    assert (marker.job_id, marker.partitions) == (job_id, [f"dt={day}"])
+    files = {s.path.uri(): s.size for s in store.list_files(partition) if s.path.name != "_SUCCESS"}
+    assert {f.uri: f.size for f in marker.iter_files()} == files and marker.file_count == len(files)
 
 
 def run_day(day: datetime, **conf: Any) -> Any:
@@ -59,7 +88,7 @@ def run_day(day: datetime, **conf: Any) -> Any:
 def test_failed_try_retry_backfill_and_rerun(
     airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
 ) -> None:
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.core.success_check import check_success, load_success
 
     store = aws_default.store()
     root = StorePath("s3", s3_bucket, "")
@@ -77,13 +106,13 @@ def test_failed_try_retry_backfill_and_rerun(
     assert written["try_number"] == 2 and written["committer"] == "partitioned"
     assert written["partitions"] == ["dt=2024-01-01"] and written["rows"] == landed["rows"]
     assert checked["rows"] == landed["rows"] and checked["job_id"] == written["job_id"]
-    assert xcom(run1, "wait_for_success")["job_id"] == written["job_id"]
+    assert_day_marker(store, table, "2024-01-01", written["job_id"], xcom(run1, "wait_for_success"))
     assert aws_default.secret_key not in repr([written, landed, checked])
     assert load_success(store, table).job_id == written["job_id"]
     assert_clean(store, root, table)
     after_day1 = table_files(store, table)
     day1_first = day_files(after_day1, "2024-01-01")
-    assert day1_first and all(written["job_id"] in path for path in day1_first), (
+    assert day1_first and all(written["job_id"] in path for path in data_paths(day1_first)), (
         "every file of the day is the retry's: nothing of the failed try became visible"
     )
 
@@ -95,8 +124,14 @@ def test_failed_try_retry_backfill_and_rerun(
     after_day2 = table_files(store, table)
     assert day_files(after_day2, "2024-01-01") == day1_first, "day 2 did not touch day 1"
     day2_files = day_files(after_day2, "2024-01-02")
-    assert day2_files and all(written2["job_id"] in path for path in day2_files)
+    assert day2_files and all(written2["job_id"] in path for path in data_paths(day2_files))
     assert xcom(run2, "check_partition")["rows"] == xcom(run2, "land_source_data")["rows"]
+    assert_day_marker(store, table, "2024-01-02", written2["job_id"], xcom(run2, "wait_for_success"))
+    assert load_success(store, table).job_id == written2["job_id"]
+    day1_proof = check_success(store, table, job_id=written["job_id"], required_partitions=["dt=2024-01-01"])
+    assert (
+        day1_proof.state == "accepted" and day1_proof.path == JobLayout(table, written["job_id"]).job_record
+    )
     assert_clean(store, root, table)
 
     # 3. Day 1 again: exactly one new copy of day 1; day 2 stays as it was.
@@ -106,9 +141,14 @@ def test_failed_try_retry_backfill_and_rerun(
     assert rewritten["job_id"] != written["job_id"]
     after_rerun = table_files(store, table)
     day1_again = day_files(after_rerun, "2024-01-01")
-    assert day1_again and all(rewritten["job_id"] in path for path in day1_again), "day 1 replaced"
-    assert not set(day1_again) & set(day1_first), "no file of the earlier copy remains"
+    assert day1_again and all(rewritten["job_id"] in path for path in data_paths(day1_again)), (
+        "day 1 replaced"
+    )
+    assert not set(data_paths(day1_again)) & set(data_paths(day1_first)), (
+        "no file of the earlier copy remains"
+    )
     assert xcom(rerun, "check_partition")["rows"] == landed["rows"], "exactly one copy of day 1"
     assert day_files(after_rerun, "2024-01-02") == day2_files, "the re-run did not touch day 2"
+    assert_day_marker(store, table, "2024-01-01", rewritten["job_id"], xcom(rerun, "wait_for_success"))
     assert_clean(store, root, table)
     store.close()

@@ -9,16 +9,23 @@ from typing import Any
 
 import pytest
 from cleanup_support import keys_under, start_upload, write_files
+from support.committed_jobs import commit, interrupt_after_commit_point
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.operators import AbortMultipartUploadsOperator, CleanupTemporaryOperator
+from airflow_commit_provider.operators import (
+    AbortMultipartUploadsOperator,
+    CleanupTemporaryOperator,
+    PruneCommitRecordsOperator,
+)
 
 DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "upload_cleanup.py"
 
 
-@pytest.mark.parametrize("operator", [AbortMultipartUploadsOperator, CleanupTemporaryOperator])
+@pytest.mark.parametrize(
+    "operator", [AbortMultipartUploadsOperator, CleanupTemporaryOperator, PruneCommitRecordsOperator]
+)
 @pytest.mark.parametrize(
     ("scope", "message"),
     [
@@ -131,13 +138,41 @@ def test_cleanup_operator_on_local_files_needs_no_connection(tmp_path: Path) -> 
     assert report["deleted"] == 1 and keys_under(store, root) == {"data/part-0"}
 
 
+def test_prune_records_operator_keeps_young_and_committing_jobs(tmp_path: Path) -> None:
+    store, root = LocalStore(), StorePath.parse(str(tmp_path / "table"))
+    commit(store, root, "job-a")
+    interrupt_after_commit_point(store, root, "job-c")
+    records = root.join("_airflow_commit")
+    before = keys_under(store, records)
+    op = PruneCommitRecordsOperator(task_id="prune", scope=root.key, aws_conn_id=None)
+    assert op.older_than == timedelta(days=30), "records are kept a month unless told otherwise"
+    report = op.execute(context={})
+    assert (report["pruned"], report["kept_recent"], report["kept_committing"]) == (0, 2, 0)
+    assert keys_under(store, records) == before
+    report = PruneCommitRecordsOperator(task_id="prune", scope=f"file://{root.key}", older_than="0s").execute(
+        {}
+    )
+    assert (report["pruned"], report["kept_committing"], report["sample"]) == (1, 1, ["job-a"])
+    assert keys_under(store, records) == {"job-c.outcome.json"}
+    assert "job-a" in "".join(keys_under(store, root)), "the output stays"
+    json.dumps(report)  # XCom-safe
+    logged = op._summary(report, "0s", False)
+    assert "pruned the records of 1 jobs older than 0s" in logged and "1 committing" in logged
+
+
 def test_example_dag_imports() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(DAG_FILE))
     assert bag.import_errors == {}
     dag = bag.dags["upload_cleanup"]
-    assert set(dag.task_ids) == {"table_roots", "abort_stale_uploads", "clean_stale_temp_trees", "report"}
+    assert set(dag.task_ids) == {
+        "table_roots",
+        "abort_stale_uploads",
+        "clean_stale_temp_trees",
+        "prune_commit_records",
+        "report",
+    }
     assert dag.catchup is False and "0 * * * *" in repr(dag.timetable)
 
 
@@ -158,18 +193,32 @@ def test_example_dag_reclaims_and_reports(
     start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t1/day=1/part-0"), parts=2, size=1000)
     start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t10/part-0"))  # outside every root
     write_files(s3_store, StorePath("s3", s3_bucket, "lake/t2"), ["_temporary/j/00/f", "data/f"])
+    commit(s3_store, StorePath("s3", s3_bucket, "lake/t1"), "job-done")
+    interrupt_after_commit_point(s3_store, StorePath("s3", s3_bucket, "lake/t1"), "job-committing")
+    commit(s3_store, StorePath("s3", s3_bucket, "lake/t10"), "job-neighbour")  # outside every root
+    outside = keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10"))
 
     dag = DagBag(dag_folder=str(DAG_FILE)).dags["upload_cleanup"]
-    run = dag.test(run_conf={"older_than": "0s"})
+    run = dag.test(run_conf={"older_than": "0s", "records_older_than": "0s"})
     assert run.state == "success"
     states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
-    assert set(states.values()) == {"success"} and len(states) == 6
-    assert [u.path.key for u in s3_store.list_multipart_uploads(StorePath("s3", s3_bucket, "lake"))] == [
-        "lake/t10/part-0"
-    ]
+    assert set(states.values()) == {"success"} and len(states) == 8
+    assert sorted(
+        u.path.key for u in s3_store.list_multipart_uploads(StorePath("s3", s3_bucket, "lake"))
+    ) == [
+        "lake/t1/dt=9/part-job-committing.csv",
+        "lake/t10/part-0",
+    ], "the upload of the job past its commit point stays, however old"
     assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t2")) == {"data/f"}
+    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t1/_airflow_commit")) == {
+        "job-committing.outcome.json"
+    }, "the done job's records went; the commit in progress kept its decision"
+    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10")) == outside
     summary = next(ti for ti in run.get_task_instances() if ti.task_id == "report").xcom_pull(
         task_ids="report"
     )
     assert summary["uploads_aborted"] == 1 and summary["upload_bytes"] == 2000
-    assert summary["trees_deleted"] == 1 and summary["bytes_reclaimed"] == 2010
+    assert summary["trees_deleted"] == 1 and summary["tree_bytes"] == 10
+    assert (summary["uploads_kept_committing"], summary["trees_kept_committing"]) == (1, 1)
+    assert summary["record_jobs_pruned"] == 1 and summary["record_jobs_kept_committing"] == 1
+    assert summary["bytes_reclaimed"] == 2010 + summary["record_bytes"] and summary["record_bytes"] > 0

@@ -14,7 +14,7 @@ from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
-from support.faults import FaultInjectingStore, SimulatedCrash
+from support.faults import FaultInjectingStore, SimulatedCrash, StoreCall
 
 COMMITTER = "partitioned"
 
@@ -47,7 +47,11 @@ def abort(store: Store, dest: StorePath, job_id: str) -> None:
 
 
 def interrupt_after_commit_point(store: Store, dest: StorePath, job_id: str) -> None:
-    """A job whose driver died after its commit point, before writing its record: COMMITTING."""
+    """A job whose driver died just after its commit point: COMMITTING, its upload still pending.
+
+    The driver dies at its first step past the decision (completing the task's upload), so the
+    job has an outcome saying commit, no record, a pending upload and its temporary tree.
+    """
     faulty = FaultInjectingStore(store)
     job = create_committer(COMMITTER, faulty, dest, job_id, CommitOptions(threads=1))
     job.setup_job()
@@ -55,12 +59,22 @@ def interrupt_after_commit_point(store: Store, dest: StorePath, job_id: str) -> 
     with attempt.create_file(f"dt=9/part-{job_id}.csv") as stream:
         stream.write(b"x")
     result = attempt.commit_task(rows=1)
-    record = str(JobLayout(dest, job_id).job_record)
-    faulty.inject(when=lambda call: call.mutating and call.path == record, mode="crash")
+    outcome = str(JobLayout(dest, job_id).outcome)
+    decided = False
+
+    def past_the_decision(call: StoreCall) -> bool:
+        nonlocal decided
+        if call.mutating and call.path == outcome:
+            decided = True
+            return False
+        return decided and call.mutating
+
+    faulty.inject(when=past_the_decision, mode="crash")
     try:
         job.commit_job([result])
     except SimulatedCrash:
         pass
     else:
-        raise AssertionError("the commit was meant to die before writing its record")
+        raise AssertionError("the commit was meant to die just after its commit point")
     assert inspect_job(store, dest, job_id).state == JobState.COMMITTING
+    assert any(job_id in u.path.key for u in store.list_multipart_uploads(dest)), "its upload is pending"

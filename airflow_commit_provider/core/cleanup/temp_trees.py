@@ -5,16 +5,21 @@ shield or endanger another), `__magic_job-*` and `.spark-staging-*`. A tree is s
 newest write (file or pending upload) is older than the threshold. Just before deleting, the
 tree is listed again: if anything changed since the first listing, a job is still writing to
 it and it is left alone. Nothing outside these trees is ever deleted.
+
+The tree of a job past its commit point but not yet committed (COMMITTING) is never deleted,
+however old: it holds the manifests that rolling the job forward needs (see `committing`).
+Nor is `_airflow_commit/`, the records directory, ever a temporary tree.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line, parallel_map
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
@@ -57,6 +62,8 @@ class TempTree:
     stale: bool
     loose: bool = False
     """Files directly inside a container (`_temporary/x`): only those files are deleted."""
+    committing: bool = False
+    """The tree's job is past its commit point: kept for rolling it forward, however old."""
     fingerprint: frozenset[tuple[str, int, float]] = field(default=frozenset(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +78,7 @@ class TempTree:
             "age_seconds": None if self.age_seconds is None else round(self.age_seconds, 3),
             "stale": self.stale,
             "loose": self.loose,
+            "committing": self.committing,
         }
 
 
@@ -131,6 +139,7 @@ class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
             "deleted": self.count(DELETED),
             "would_delete": self.count(WOULD_DELETE),
             "skipped_active": self.count(ACTIVE) + len(self.listing.trees) - len(self.listing.stale),
+            "kept_committing": sum(1 for tree in self.listing.trees if tree.committing),
             "vanished": self.count(GONE),
             "failed": len(self.failed),
             "files": sum(o.files for o in acted),
@@ -188,7 +197,27 @@ def find_temp_trees(
     for key in sorted(found):
         path = directory.join(key) if key else directory
         listing.trees.append(_summarise(path, found[key], clock, listing.older_than))
+    listing.trees = _keep_committing(store, listing.trees, threads)
     return listing
+
+
+def _destination(tree: TempTree) -> StorePath:
+    """The directory the tree's job writes to: the one holding the tree (or its container)."""
+    return tree.path.parent.parent if tree.path.parent.name in CONTAINERS else tree.path.parent
+
+
+def _keep_committing(store: Store, trees: list[TempTree], threads: int) -> list[TempTree]:
+    """Stale trees of COMMITTING jobs become kept (one records listing per destination)."""
+    stale = [tree for tree in trees if tree.stale and tree.job_id and not tree.loose]
+    if not stale:
+        return trees
+    committing = committing_jobs(store, {_destination(tree) for tree in stale}, threads)
+    return [
+        replace(tree, stale=False, committing=True)
+        if tree in stale and (_destination(tree), tree.job_id) in committing
+        else tree
+        for tree in trees
+    ]
 
 
 def _scan(store: Store, scope: StorePath, nested: bool, progress: Progress) -> dict[str, _Found]:

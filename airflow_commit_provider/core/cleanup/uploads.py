@@ -12,6 +12,10 @@ Stores that answer a gone upload's abort with 204 instead (SeaweedFS) report it 
 
 Sizes (parts and bytes, from one ListParts per upload) double the requests: listings and dry
 runs measure them, real aborts only when asked. Unmeasured bytes are null, never 0.
+
+Uploads of a job past its commit point but not yet committed (COMMITTING) are never aborted,
+however old: rolling that job forward completes them (see `committing`). They are counted in
+`committing`; finishing the job (a retry, `job_control.finish_or_fence`) lets them go.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import (
     NoProgress,
     Progress,
@@ -76,6 +81,8 @@ class UploadListing(ScopedListing):
 
     uploads: list[UploadInfo] = field(default_factory=list)
     too_recent: int = 0
+    committing: int = 0
+    """Old uploads kept because their job is past its commit point and must be rolled forward."""
     vanished: int = 0
     """Uploads that disappeared between listing and ListParts."""
     sizes_measured: bool = False
@@ -99,6 +106,7 @@ class UploadListing(ScopedListing):
             "bytes": self.total_bytes,
             "parts": self.total_parts,
             "too_recent": self.too_recent,
+            "committing": self.committing,
             "other_jobs": self.other_jobs,
             "vanished": self.vanished,
             "uploads": [upload.to_json() for upload in shown],
@@ -161,6 +169,7 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
             "bytes": self.bytes_reclaimed,
             "parts": _total([o.upload.parts for o in acted], self.listing.sizes_measured),
             "too_recent": self.listing.too_recent,
+            "committing": self.listing.committing,
             "other_jobs": self.listing.other_jobs,
         }
 
@@ -210,6 +219,10 @@ def list_pending_uploads(
         mine = [u for u in candidates if job_id in u.path.key or u.upload_id in recorded]
         listing.other_jobs = len(candidates) - len(mine)
         candidates = mine
+    if candidates:
+        kept = _of_committing_jobs(store, directory, candidates, threads)
+        listing.committing = len(kept)
+        candidates = [u for u in candidates if u.identity not in kept]
     if not sizes:
         listing.uploads = candidates
         return listing
@@ -233,14 +246,9 @@ def _measure(store: Store, info: UploadInfo) -> UploadInfo | None:
     )
 
 
-def _recorded_upload_ids(
-    store: Store, scope: StorePath, job_id: str, uploads: list[UploadInfo], threads: int
-) -> set[str]:
-    """Upload IDs in the job's own records (`<jobdir>/00/uploads/`) wherever its job dir can be.
-
-    A job dir sits in the destination, which is the scope, one of its parents, or a directory
-    between the scope and an upload; records are only read, so looking above the scope is safe.
-    """
+def _possible_destinations(scope: StorePath, uploads: list[UploadInfo]) -> set[StorePath]:
+    """Where the job of an upload can have written from: the scope, one of its parents, or a
+    directory between the scope and an upload. Only read there, so looking above the scope is safe."""
     destinations = {scope}
     parent = scope
     while parent.key.strip("/") and parent.parent != parent:
@@ -248,9 +256,25 @@ def _recorded_upload_ids(
         destinations.add(parent)
     for upload in uploads:
         directory = upload.path.parent
-        while directory.is_under(scope):
+        while directory.is_under(scope) and directory not in destinations:
             destinations.add(directory)
+            if directory == scope or directory.parent == directory:
+                break
             directory = directory.parent
+    return destinations
+
+
+def _recorded_upload_ids(
+    store: Store,
+    scope: StorePath,
+    job_id: str,
+    uploads: list[UploadInfo],
+    threads: int,
+    destinations: set[StorePath] | None = None,
+) -> set[str]:
+    """Upload IDs in the job's own records (`<jobdir>/00/uploads/`) wherever its job dir can be."""
+    if destinations is None:
+        destinations = _possible_destinations(scope, uploads)
     record_dirs = [
         JobLayout(destination, job_id, magic).upload_records_dir()
         for destination in sorted(destinations)
@@ -260,6 +284,18 @@ def _recorded_upload_ids(
     for ids in parallel_map(record_dirs, lambda d: _read_records(store, d), threads):
         found |= ids
     return found
+
+
+def _of_committing_jobs(
+    store: Store, scope: StorePath, uploads: list[UploadInfo], threads: int
+) -> set[tuple[str, str]]:
+    """Identities of the uploads that belong to a job past its commit point (never aborted)."""
+    committing = committing_jobs(store, _possible_destinations(scope, uploads), threads)
+    kept: set[tuple[str, str]] = set()
+    for destination, job_id in sorted(committing):
+        recorded = _recorded_upload_ids(store, scope, job_id, uploads, threads, {destination})
+        kept |= {u.identity for u in uploads if job_id in u.path.key or u.upload_id in recorded}
+    return kept
 
 
 def _read_records(store: Store, records_dir: StorePath) -> set[str]:
