@@ -1,4 +1,4 @@
-"""Loading and verifying a job's `_SUCCESS` or job record, shared by the CLI, sensor and trigger.
+"""Loading and verifying a job's `_SUCCESS` or job record, shared by the CLI, sensor, trigger and operator.
 
 A `_SUCCESS` file only proves that *some* job finished; downstream work usually needs to know
 it was *this* job, from an expected committer, recently, with enough output. Verification
@@ -35,11 +35,13 @@ LEGACY_STATE = "legacy-marker"
 __all__ = [
     "LEGACY_STATE",
     "SuccessCheck",
+    "SuccessExpectations",
     "check_success",
     "is_legacy",
     "job_record_path",
     "load_job_record",
     "load_success",
+    "parse_newer_than",
     "success_path",
     "verify_success",
 ]
@@ -277,3 +279,81 @@ def _judge(path: StorePath, data: SuccessData, *, from_record: bool, **expectati
     reasons = verify_success(data, label=label, **expectations)  # type: ignore[arg-type]
     state: CheckState = "rejected" if reasons else "accepted"
     return SuccessCheck(state, path, data, tuple(reasons), from_record)
+
+
+# Expectations, as callers state them ------------------------------------------------------------
+def parse_newer_than(value: datetime | str | None) -> datetime | None:
+    """A timezone-aware datetime from a datetime or an ISO-8601 string (rendered templates); naive = UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        except ValueError:
+            import pendulum
+
+            try:
+                parsed = pendulum.parse(text)  # type: ignore[assignment]
+            except Exception as error:
+                raise ValueError(f"newer_than {value!r} is not an ISO-8601 date-time") from error
+            if not isinstance(parsed, datetime):
+                raise ValueError(f"newer_than {value!r} is not a date-time") from None
+        value = parsed
+    if not isinstance(value, datetime):
+        raise TypeError(f"newer_than must be a datetime or an ISO-8601 string, got {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SuccessExpectations:
+    """What a `_SUCCESS` (or a job's record) must say to prove a commit; every field is optional.
+
+    The sensor, its trigger and the operator state their expectations as one of these, so they
+    all judge the same way: through `check_success`.
+    """
+
+    job_id: str | None = None
+    committers: tuple[str, ...] | None = None
+    min_files: int | None = None
+    newer_than: datetime | None = None
+    required_partitions: tuple[str, ...] = ()
+    allow_legacy: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        job_id: str | None = None,
+        committers: str | Iterable[str] | None = None,
+        min_files: int | str | None = None,
+        newer_than: datetime | str | None = None,
+        required_partitions: str | Iterable[str] | None = None,
+        allow_legacy: bool = False,
+    ) -> SuccessExpectations:
+        """Normalise operator/trigger arguments (rendered templates arrive as strings)."""
+        if isinstance(committers, str):
+            committers = (committers,)
+        if isinstance(required_partitions, str):
+            required_partitions = (required_partitions,)
+        return cls(
+            job_id=job_id or None,
+            committers=tuple(committers) if committers is not None else None,
+            min_files=int(min_files) if min_files not in (None, "") else None,
+            newer_than=parse_newer_than(newer_than),
+            required_partitions=tuple(p for p in (required_partitions or ()) if p),
+            allow_legacy=bool(allow_legacy),
+        )
+
+    def check(self, store: Store, location: str | os.PathLike[str] | StorePath) -> SuccessCheck:
+        """Look once (the `_SUCCESS`, or the job's record) and judge it; raises as `check_success`."""
+        return check_success(
+            store,
+            location,
+            job_id=self.job_id,
+            committers=self.committers,
+            min_files=self.min_files,
+            newer_than=self.newer_than,
+            required_partitions=self.required_partitions or None,
+            allow_legacy=self.allow_legacy,
+        )

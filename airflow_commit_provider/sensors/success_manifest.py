@@ -11,11 +11,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
-from airflow_commit_provider.triggers.success_manifest import (
-    SuccessCheckResult,
-    SuccessExpectations,
-    SuccessManifestTrigger,
-)
+from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.triggers.success_manifest import SuccessCheckResult, SuccessManifestTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -123,7 +120,7 @@ class SuccessManifestSensor(BaseSensorOperator):
     def check(self) -> SuccessCheckResult:
         """Look once (``_SUCCESS``, or the job's record); fails the task if it can never qualify."""
         try:
-            result = self._expectations().check(self.store, self.path)
+            result = SuccessCheckResult.from_check(self._expectations().check(self.store, self.path))
         except LegacySuccessMarkerError as error:
             raise AirflowFailException(
                 f"{error}. Set allow_legacy=True to accept such markers, or write the output with a "

@@ -9,10 +9,8 @@ absent or names another job: the GET of that job's record. A 0-byte legacy marke
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -20,39 +18,16 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
-from airflow_commit_provider.core.success_check import check_success, is_legacy
+from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations, is_legacy
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
     from airflow_commit_provider.core.store import Store
 
-__all__ = ["SuccessCheckResult", "SuccessExpectations", "SuccessManifestTrigger", "parse_newer_than"]
+__all__ = ["SuccessCheckResult", "SuccessManifestTrigger"]
 
 #: Partitions listed in the XCom summary; the count is always exact.
 SUMMARY_PARTITIONS = 100
-
-
-def parse_newer_than(value: datetime | str | None) -> datetime | None:
-    """A timezone-aware datetime from a datetime or an ISO-8601 string (rendered templates); naive = UTC."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-        except ValueError:
-            import pendulum
-
-            try:
-                parsed = pendulum.parse(text)  # type: ignore[assignment]
-            except Exception as error:
-                raise ValueError(f"newer_than {value!r} is not an ISO-8601 date-time") from error
-            if not isinstance(parsed, datetime):
-                raise ValueError(f"newer_than {value!r} is not a date-time") from None
-        value = parsed
-    if not isinstance(value, datetime):
-        raise TypeError(f"newer_than must be a datetime or an ISO-8601 string, got {type(value).__name__}")
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -76,64 +51,13 @@ class SuccessCheckResult:
             return f"{self.path} does not qualify: {'; '.join(self.reasons)}"
         return f"{self.path} qualifies"
 
-
-@dataclass(frozen=True)
-class SuccessExpectations:
-    """What a ``_SUCCESS`` must say to satisfy the sensor; every field is optional."""
-
-    job_id: str | None = None
-    committers: tuple[str, ...] | None = None
-    min_files: int | None = None
-    newer_than: datetime | None = None
-    required_partitions: tuple[str, ...] = ()
-    allow_legacy: bool = False
-
     @classmethod
-    def build(
-        cls,
-        *,
-        job_id: str | None = None,
-        committers: str | Iterable[str] | None = None,
-        min_files: int | str | None = None,
-        newer_than: datetime | str | None = None,
-        required_partitions: str | Iterable[str] | None = None,
-        allow_legacy: bool = False,
-    ) -> SuccessExpectations:
-        """Normalise operator/trigger arguments (rendered templates arrive as strings)."""
-        if isinstance(committers, str):
-            committers = (committers,)
-        if isinstance(required_partitions, str):
-            required_partitions = (required_partitions,)
-        return cls(
-            job_id=job_id or None,
-            committers=tuple(committers) if committers is not None else None,
-            min_files=int(min_files) if min_files not in (None, "") else None,
-            newer_than=parse_newer_than(newer_than),
-            required_partitions=tuple(p for p in (required_partitions or ()) if p),
-            allow_legacy=bool(allow_legacy),
-        )
-
-    def check(self, store: Store, location: str | os.PathLike[str] | StorePath) -> SuccessCheckResult:
-        """Look once (core's ``check_success``: the ``_SUCCESS``, or the job's record) and judge it.
-
-        Raises :class:`InvalidCommitDataError` (its subclass ``LegacySuccessMarkerError`` for a 0-byte
-        marker unless ``allow_legacy``) when a file cannot be a valid ``_SUCCESS`` or job record at
-        all, and ``StoreError`` when the store cannot be read.
-        """
-        found = check_success(
-            store,
-            location,
-            job_id=self.job_id,
-            committers=self.committers,
-            min_files=self.min_files,
-            newer_than=self.newer_than,
-            required_partitions=self.required_partitions or None,
-            allow_legacy=self.allow_legacy,
-        )
+    def from_check(cls, found: SuccessCheck) -> SuccessCheckResult:
+        """Core's verdict, with the XCom summary of what was accepted."""
         summary = None
         if found.state == "accepted" and found.data is not None:
             summary = xcom_summary(found.data, found.path, source=found.source)
-        return SuccessCheckResult(found.state, str(found.path), found.reasons, summary)
+        return cls(found.state, str(found.path), found.reasons, summary)
 
 
 def xcom_summary(data: SuccessData, path: StorePath, source: str = "_SUCCESS") -> dict[str, Any]:
@@ -225,13 +149,14 @@ class SuccessManifestTrigger(BaseTrigger):
             last_description = None
             while True:
                 try:
-                    result = await asyncio.to_thread(self.expectations.check, store, self.path)
+                    found = await asyncio.to_thread(self.expectations.check, store, self.path)
                 except InvalidCommitDataError as error:
                     yield TriggerEvent(_error("invalid", str(error)))
                     return
                 except StoreError as error:
                     yield TriggerEvent(_error("store", str(error)))
                     return
+                result = SuccessCheckResult.from_check(found)
                 if result.state == "accepted":
                     self.log.info("%s", result.describe())
                     yield TriggerEvent({"status": "success", "summary": result.summary})

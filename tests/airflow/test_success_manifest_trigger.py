@@ -12,9 +12,9 @@ from success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.triggers import SuccessManifestTrigger
-from airflow_commit_provider.triggers.success_manifest import SuccessExpectations
 
 
 async def first_event(trigger: SuccessManifestTrigger) -> Any:
