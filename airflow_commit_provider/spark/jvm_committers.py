@@ -45,6 +45,8 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
+
 S3A_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
 ABFS_MANIFEST_FACTORY = "org.apache.hadoop.fs.azurebfs.commit.AzureManifestCommitterFactory"
@@ -52,9 +54,6 @@ FILE_OUTPUT_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitte
 PATH_OUTPUT_COMMIT_PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
 BINDING_PARQUET_COMMITTER = "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter"
 
-S3A_COMMITTERS = ("magic", "directory", "partitioned")
-JVM_COMMITTERS = (*S3A_COMMITTERS, "manifest", "file-v1", "file-v2")
-_ALIASES = {"file": "file-v1", "staging": "directory"}
 _S3_SCHEMES = ("s3", "s3a", "s3n")
 _MANIFEST_SCHEMES = {
     "file": MANIFEST_FACTORY,
@@ -87,22 +86,34 @@ def jvm_committer_conf(
 ) -> dict[str, str]:
     """Spark conf (``spark.*`` keys) that makes Spark's writers commit ``destination`` with a
     Hadoop committer; raises ValueError for combinations that are unsafe or cannot work."""
-    name = _ALIASES.get(committer.lower(), committer.lower())
-    if name not in JVM_COMMITTERS:
-        raise ValueError(f"unknown JVM committer {committer!r}: choose one of {', '.join(JVM_COMMITTERS)}")
-    scheme = _scheme(destination)
-    if conflict_mode is not None and conflict_mode not in ("fail", "append", "replace"):
-        raise ValueError(f"conflict_mode {conflict_mode!r} is not one of fail, append, replace")
-    if conflict_mode not in (None, "append") and name not in ("directory", "partitioned"):
-        raise ValueError(
-            f"conflict_mode={conflict_mode!r} only applies to the S3A staging committers (directory, "
-            f"partitioned); with {name!r} use Spark's save mode instead"
-        )
+    plan = resolve(
+        committer.lower(),
+        destination,
+        conflict_mode=conflict_mode,
+        allow_unsafe_v2=allow_unsafe_v2,
+        engine="hadoop",
+    )
+    return plan_conf(
+        plan,
+        job_id=job_id,
+        dynamic_partition_overwrite=dynamic_partition_overwrite,
+        bind_commit_protocol=bind_commit_protocol,
+    )
+
+
+def plan_conf(
+    plan: WritePlan,
+    *,
+    job_id: str | None = None,
+    dynamic_partition_overwrite: bool = False,
+    bind_commit_protocol: bool = True,
+) -> dict[str, str]:
+    """`jvm_committer_conf` for a plan `resolve` made with ``engine="hadoop"``."""
     if job_id is not None and not _UUID_SAFE.match(job_id):
         raise ValueError(f"job_id {job_id!r} must be letters, digits, '.', '_' or '-' (a UUID is ideal)")
-
+    name, jvm, scheme = plan.committer, plan.traits.jvm, _scheme(plan.destination)
     conf: dict[str, str] = {}
-    if name in S3A_COMMITTERS:
+    if jvm.kind == "s3a":
         if scheme != "s3a":
             raise ValueError(
                 f"the S3A {name} committer works only through S3AFileSystem: use an s3a:// destination, "
@@ -117,17 +128,17 @@ def jvm_committer_conf(
         conf[f"{_HADOOP}fs.s3a.committer.name"] = name
         if name == "magic":
             conf[f"{_HADOOP}fs.s3a.committer.magic.enabled"] = "true"
-        else:
-            conf[f"{_HADOOP}fs.s3a.committer.staging.conflict-mode"] = conflict_mode or "append"
+        if plan.traits.conflicts is not None:
+            conf[f"{_HADOOP}fs.s3a.committer.staging.conflict-mode"] = plan.committer_conflict_mode
         conf[f"{_HADOOP}fs.s3a.committer.require.uuid"] = "true"
         if job_id is not None:
             conf[f"{_HADOOP}fs.s3a.committer.uuid"] = job_id
         conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
-    elif name == "manifest":
+    elif jvm.kind == "manifest":
         if scheme in _S3_SCHEMES:
             raise ValueError(
                 "the manifest committer renames files at job commit, which S3 cannot do atomically or in "
-                "O(1): use the magic, directory or partitioned committer on s3a://"
+                f"O(1): use the {_s3a_committers()} committer on s3a://"
             )
         if scheme not in _MANIFEST_SCHEMES:
             raise ValueError(
@@ -146,20 +157,21 @@ def jvm_committer_conf(
         if scheme in _S3_SCHEMES:
             raise ValueError(
                 f"{name} renames task output, which on S3 is a slow, non-atomic copy: use the S3A "
-                "magic, directory or partitioned committer"
-            )
-        if name == "file-v2" and not allow_unsafe_v2:
-            raise ValueError(
-                "FileOutputCommitter algorithm 2 makes task output visible at task commit, so a failed "
-                "job leaves partial output; pass allow_unsafe_v2=True to accept that"
+                f"{_s3a_committers()} committer"
             )
         conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = FILE_OUTPUT_FACTORY
-        conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "2" if name == "file-v2" else "1"
+        conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = str(jvm.algorithm_version)
     if bind_commit_protocol:
         conf["spark.sql.sources.commitProtocolClass"] = PATH_OUTPUT_COMMIT_PROTOCOL
         conf["spark.sql.parquet.output.committer.class"] = BINDING_PARQUET_COMMITTER
     conf["spark.sql.sources.partitionOverwriteMode"] = "dynamic" if dynamic_partition_overwrite else "static"
     return conf
+
+
+def _s3a_committers() -> str:
+    """The S3A committers' names, for messages that point to them."""
+    names = [name for name, cls in COMMITTERS.items() if cls.traits.jvm.kind == "s3a"]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def runtime_key(key: str) -> str:

@@ -1,38 +1,40 @@
-"""Committers by name, as `fs.s3a.committer.name` and Spark users know them."""
+"""Committers by name, as `fs.s3a.committer.name` and Spark users know them (see `registry`)."""
 
 from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
-from airflow_commit_provider.core.committers.file_output import FileOutputV1Committer, FileOutputV2Committer
-from airflow_commit_provider.core.committers.magic import MagicCommitter
-from airflow_commit_provider.core.committers.manifest import ManifestCommitter
-from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
+from airflow_commit_provider.core.committers.registry import (
+    COMMITTERS,
+    ENGINES,
+    WritePlan,
+    committer_class,
+    committer_names,
+    default_committer,
+    resolve,
+)
+from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import ProgressCallback
 from airflow_commit_provider.core.store.base import Store
 
-COMMITTERS: dict[str, type[Committer]] = {
-    cls.name: cls
-    for cls in (
-        FileOutputV1Committer,
-        FileOutputV2Committer,
-        ManifestCommitter,
-        StagingCommitter,
-        PartitionedCommitter,
-        MagicCommitter,
-    )
-}
-
 __all__ = [
     "COMMITTERS",
+    "ENGINES",
     "CommitOptions",
     "Committer",
+    "CommitterTraits",
     "JobLayout",
+    "JvmCommitter",
     "TaskAttempt",
     "TaskCommitResult",
+    "WritePlan",
+    "committer_class",
+    "committer_names",
     "create_committer",
+    "default_committer",
+    "resolve",
 ]
 
 
@@ -44,10 +46,4 @@ def create_committer(
     options: CommitOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> Committer:
-    try:
-        cls = COMMITTERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}"
-        ) from None
-    return cls(store, destination, job_id, options, progress)
+    return committer_class(name)(store, destination, job_id, options, progress)

@@ -11,6 +11,8 @@ import abc
 from collections.abc import Sequence
 from typing import ClassVar, NoReturn
 
+from airflow_commit_provider.core.committers.traits import CommitterTraits
+from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
@@ -30,10 +32,7 @@ class Committer(abc.ABC):
     name: ClassVar[str]
     required_capabilities: ClassVar[tuple[str, ...]] = ()
     uses_magic_layout: ClassVar[bool] = False
-    partition_markers: ClassVar[bool] = False
-    """Whether job commit writes a `_SUCCESS` into each partition it wrote."""
-    exclusive_task_commit: ClassVar[bool] = True
-    """Whether a task's first committed attempt wins (needs create-if-absent) or the last does."""
+    traits: ClassVar[CommitterTraits]
     decoder: ClassVar[ManifestDecoder]
     entry_action: ClassVar[commit_files.EntryAction]
 
@@ -61,6 +60,7 @@ class Committer(abc.ABC):
         return self.context.layout
 
     def _check_store(self) -> None:
+        self.traits.require_allowed(self.name, self.options.allow_unsafe_v2)
         for capability in self.required_capabilities:
             self.store.require(capability, f"the {self.name} committer")
 
@@ -175,12 +175,12 @@ class Committer(abc.ABC):
     def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
         ctx = self.context
         with loaded.spool:
-            if self.partition_markers:
+            if self.traits.partition_markers:
                 success.delete_partition_markers(ctx, loaded.spool)
             commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
             self._after_entries(loaded, outcome)
             result = success.save_success(
-                ctx, loaded.spool, loaded.rows, per_partition=self.partition_markers
+                ctx, loaded.spool, loaded.rows, per_partition=self.traits.partition_markers
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:
@@ -189,7 +189,7 @@ class Committer(abc.ABC):
 
     def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:
         return load_manifests.load_committed_manifests(
-            self.context, committed, self.decoder, exclusive=self.exclusive_task_commit
+            self.context, committed, self.decoder, exclusive=self.traits.exclusive_task_commit
         )
 
     def _before_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
@@ -213,10 +213,16 @@ class TaskAttempt(abc.ABC):
         self.context = committer.context
         self.task_id = committer.layout.task_id(task)
         self.task_attempt_id = committer.layout.task_attempt_id(task, attempt)
+        self._store_mark = self.store.statistics.snapshot()
 
     @property
     def store(self) -> Store:
         return self.committer.store
+
+    def store_requests(self) -> IOStatistics:
+        """The store requests made since this attempt began, for its manifest's `iostatistics`
+        (job commit adds them up into `_SUCCESS`, as Hadoop's committers do)."""
+        return self.store.statistics.counters_since(self._store_mark)
 
     def setup_task(self) -> None:
         """Refuse to start an attempt of a job that is over, as Hadoop's task setup does.
@@ -250,7 +256,7 @@ class TaskAttempt(abc.ABC):
                 manifest,
                 data,
                 self.committer.decoder,
-                exclusive=self.committer.exclusive_task_commit,
+                exclusive=self.committer.traits.exclusive_task_commit,
             )
         except JobNotActiveError:
             self.abort_task()  # the job is over: a late attempt discards its own output

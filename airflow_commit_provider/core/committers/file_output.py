@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.manifest import FileEntry
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -22,7 +23,14 @@ class FileOutputV1Committer(Committer):
     renames every committed file into place. The last attempt of a task wins."""
 
     name = "file-v1"
-    exclusive_task_commit = False
+    traits = CommitterTraits(
+        family="rename",
+        conflicts=None,
+        exclusive_task_commit=False,
+        unsafe=False,
+        partition_markers=False,
+        jvm=JvmCommitter("file-output", records_job_id=False, json_success=False, aliases=("file",)),
+    )
     decoder = staticmethod(decode_task_manifest)
     entry_action = staticmethod(commit_files.rename_entry)
 
@@ -54,17 +62,16 @@ class FileOutputV2Committer(Committer):
     visible before job commit and a task commit that fails part way leaves mixed output."""
 
     name = "file-v2"
-    exclusive_task_commit = False
+    traits = CommitterTraits(
+        family="rename",
+        conflicts=None,
+        exclusive_task_commit=False,
+        unsafe=True,
+        partition_markers=False,
+        jvm=JvmCommitter("file-output", records_job_id=False, json_success=False, algorithm_version=2),
+    )
     decoder = staticmethod(decode_task_manifest)
     entry_action = staticmethod(_verify_in_place)
-
-    def _check_store(self) -> None:
-        super()._check_store()
-        if not self.options.allow_unsafe_v2:
-            raise CommitError(
-                "file-v2 is unsafe: a failed task commit leaves partial output visible and a job abort cannot "
-                "undo committed tasks; pass CommitOptions(allow_unsafe_v2=True) to accept that"
-            )
 
     def task_attempt(self, task: int, attempt: int) -> _V2TaskAttempt:
         return _V2TaskAttempt(self, task, attempt)

@@ -4,6 +4,7 @@ uploads, in parts as they are written, and job commit completes the uploads of c
 from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
+from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -24,6 +25,14 @@ class MagicCommitter(Committer):
     name = "magic"
     required_capabilities = ("multipart_upload", "consistent_listing")
     uses_magic_layout = True
+    traits = CommitterTraits(
+        family="upload",
+        conflicts=None,
+        exclusive_task_commit=True,
+        unsafe=False,
+        partition_markers=False,
+        jvm=JvmCommitter("s3a", records_job_id=True),
+    )
     decoder = staticmethod(decode_pendingset)
     entry_action = staticmethod(commit_files.complete_upload)
 
@@ -111,7 +120,13 @@ class MagicTaskAttempt(TaskAttempt):
         unclosed = [stream for stream in self._streams if not stream.closed]
         for stream in unclosed:
             stream.discard()
-        pendingset = PendingSet(self.committer.job_id, self.task_id, self.task_attempt_id, list(self.pending))
+        pendingset = PendingSet(
+            self.committer.job_id,
+            self.task_id,
+            self.task_attempt_id,
+            list(self.pending),
+            iostatistics=self.store_requests(),
+        )
         if rows is not None:
             pendingset.iostatistics.increment("rows_written", rows)
         data = pendingset.to_bytes()

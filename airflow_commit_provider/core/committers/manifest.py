@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.manifest import FileEntry
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.stages import commit_files
@@ -14,6 +15,14 @@ from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 class ManifestCommitter(Committer):
     name = "manifest"
     required_capabilities = ("atomic_rename", "consistent_listing")
+    traits = CommitterTraits(
+        family="rename",
+        conflicts=None,
+        exclusive_task_commit=True,
+        unsafe=False,
+        partition_markers=False,
+        jvm=JvmCommitter("manifest", records_job_id=False),
+    )
     decoder = staticmethod(decode_task_manifest)
     entry_action = staticmethod(commit_files.rename_entry)
 

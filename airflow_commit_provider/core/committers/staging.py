@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
+from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
@@ -32,7 +33,14 @@ from airflow_commit_provider.core.store.streams import LocalFileStream, PublishO
 class StagingCommitter(Committer):
     name = "directory"
     required_capabilities = ("multipart_upload",)
-    per_partition = False
+    traits = CommitterTraits(
+        family="upload",
+        conflicts="destination",
+        exclusive_task_commit=True,
+        unsafe=False,
+        partition_markers=False,
+        jvm=JvmCommitter("s3a", records_job_id=True, aliases=("staging",)),
+    )
     decoder = staticmethod(decode_pendingset)
     entry_action = staticmethod(commit_files.complete_upload)
 
@@ -44,6 +52,11 @@ class StagingCommitter(Committer):
                 raise conflicts.OutputConflictError(
                     f"job {self.job_id}: conflict_mode='fail' but the destination already holds {status.path}"
                 )
+
+    @property
+    def per_partition(self) -> bool:
+        """Whether conflicts are resolved per partition written rather than over the destination."""
+        return self.traits.conflicts == "partition"
 
     def task_attempt(self, task: int, attempt: int) -> StagingTaskAttempt:
         return StagingTaskAttempt(self, task, attempt)
@@ -63,8 +76,14 @@ class StagingCommitter(Committer):
 
 class PartitionedCommitter(StagingCommitter):
     name = "partitioned"
-    per_partition = True
-    partition_markers = True
+    traits = CommitterTraits(
+        family="upload",
+        conflicts="partition",
+        exclusive_task_commit=True,
+        unsafe=False,
+        partition_markers=True,
+        jvm=JvmCommitter("s3a", records_job_id=True),
+    )
 
 
 class StagingTaskAttempt(TaskAttempt):
@@ -124,7 +143,13 @@ class StagingTaskAttempt(TaskAttempt):
                 )
 
             run_parallel(range(len(files)), upload, ctx.options.threads)
-            pendingset = PendingSet(self.committer.job_id, self.task_id, self.task_attempt_id, commits)
+            pendingset = PendingSet(
+                self.committer.job_id,
+                self.task_id,
+                self.task_attempt_id,
+                commits,
+                iostatistics=self.store_requests(),
+            )
             if rows is not None:
                 pendingset.iostatistics.increment("rows_written", rows)
             data = pendingset.to_bytes()

@@ -30,7 +30,7 @@ class StoreDirTaskAttempt(TaskAttempt):
         return any(True for _ in self.store.list_files(self.work_dir))
 
     def abort_task(self) -> None:
-        if self.committer.exclusive_task_commit and self._holds_task_commit():
+        if self.committer.traits.exclusive_task_commit and self._holds_task_commit():
             return  # the files in the work directory are the task's committed output
         self.store.delete_tree(self.work_dir)
 
@@ -41,6 +41,7 @@ class StoreDirTaskAttempt(TaskAttempt):
             task_attempt_id=self.task_attempt_id,
             task_attempt_dir=self.work_dir.uri(),
             files=files,
+            iostatistics=self.store_requests(),
         )
         if rows is not None:
             manifest.extra_data["rows"] = str(rows)

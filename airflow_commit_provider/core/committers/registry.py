@@ -1,0 +1,170 @@
+"""The committers by name, and `resolve`: one user's choice in, one frozen `WritePlan` out.
+
+Every caller that chooses or checks a committer goes through here - the operator, ``write_committed``,
+``jvm_committer_conf``, the ``_SUCCESS`` check and the tests' parametrisation - so a committer's
+name and traits (``CommitterTraits``, declared on its class) are interpreted in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from airflow_commit_provider.core.committers.base import Committer
+from airflow_commit_provider.core.committers.file_output import FileOutputV1Committer, FileOutputV2Committer
+from airflow_commit_provider.core.committers.magic import MagicCommitter
+from airflow_commit_provider.core.committers.manifest import ManifestCommitter
+from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
+from airflow_commit_provider.core.committers.traits import CommitterTraits
+from airflow_commit_provider.core.options import CONFLICT_MODES, ConflictMode
+from airflow_commit_provider.core.paths import StorePath
+
+Engine = Literal["python", "hadoop"]
+#: ``python``: this package's committers (``write_committed``); ``hadoop``: Hadoop's JVM committers.
+ENGINES: tuple[Engine, ...] = ("python", "hadoop")
+
+COMMITTERS: dict[str, type[Committer]] = {
+    cls.name: cls
+    for cls in (
+        FileOutputV1Committer,
+        FileOutputV2Committer,
+        ManifestCommitter,
+        StagingCommitter,
+        PartitionedCommitter,
+        MagicCommitter,
+    )
+}
+
+
+def committer_class(name: str) -> type[Committer]:
+    """The committer called `name`, or a ValueError listing the names there are."""
+    try:
+        return COMMITTERS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}"
+        ) from None
+
+
+def committer_names(**wanted: object) -> tuple[str, ...]:
+    """Names of the committers whose traits have the given values, e.g. ``family="upload"``."""
+    return tuple(
+        name
+        for name, cls in COMMITTERS.items()
+        if all(getattr(cls.traits, trait) == value for trait, value in wanted.items())
+    )
+
+
+def canonical_jvm_name(name: str) -> str:
+    """Our name for the committer Hadoop users call `name` (``file`` and ``staging`` included)."""
+    for canonical, cls in COMMITTERS.items():
+        if name == canonical or name in cls.traits.jvm.aliases:
+            return canonical
+    known = sorted({*COMMITTERS, *(alias for cls in COMMITTERS.values() for alias in cls.traits.jvm.aliases)})
+    raise ValueError(f"unknown JVM committer {name!r}: choose one of {', '.join(known)}")
+
+
+def default_committer(destination: StorePath, partitioned: bool, conflict_mode: str) -> str:
+    """The committer a write gets when it names none.
+
+    ``fail`` and ``replace`` need a committer that resolves conflicts at job commit: per partition
+    for a partitioned write, else over the destination. ``append`` needs no rename on S3
+    (``magic``) and is atomic by rename on a local filesystem (``manifest``).
+    """
+    if conflict_mode in ("fail", "replace"):
+        (name,) = committer_names(conflicts="partition" if partitioned else "destination")
+        return name
+    return "manifest" if destination.is_local else "magic"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How one write is committed, decided once by `resolve`; everything downstream reads it."""
+
+    committer: str
+    traits: CommitterTraits
+    destination: str
+    """As given for ``engine="hadoop"`` (any Hadoop filesystem), else ``str(StorePath)``."""
+    partition_columns: tuple[str, ...]
+    conflict_mode: ConflictMode
+    """The mode the user asked for."""
+    committer_conflict_mode: ConflictMode
+    """The mode the committer applies at job commit: ``append`` for committers that resolve no
+    conflicts (``fail`` is then checked before the job starts, see `check_conflicts_before_setup`)."""
+    check_conflicts_before_setup: bool
+    """``fail`` with a committer that resolves no conflicts: the driver refuses a destination that
+    already holds files before the job starts, as Spark's ``SaveMode.ErrorIfExists`` does."""
+    engine: Engine
+    allow_unsafe_v2: bool
+    records_job_id: bool
+    """Whether the ``_SUCCESS`` names the job ID given to the write; when it does not (Hadoop's
+    manifest and classic committers), only its time can tie it to this write."""
+
+    @property
+    def location(self) -> StorePath:
+        """The destination as a store path (``engine="python"``)."""
+        return StorePath.parse(self.destination)
+
+
+def resolve(
+    committer: str | None,
+    destination: str | os.PathLike[str] | StorePath,
+    *,
+    partition_columns: Sequence[str] = (),
+    conflict_mode: str | None = None,
+    allow_unsafe_v2: bool = False,
+    engine: str = "python",
+) -> WritePlan:
+    """Check the user's choice and decide how it is committed; raise ValueError naming what is wrong.
+
+    ``committer=None`` picks `default_committer` (``engine="python"``). A conflict mode the
+    committer cannot honour is refused: only ``fail`` with ``engine="python"`` is honoured for
+    committers that resolve no conflicts, by checking the destination before the job starts.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    mode = conflict_mode or "append"
+    if mode not in CONFLICT_MODES:
+        raise ValueError(f"conflict_mode {mode!r} is not one of {', '.join(CONFLICT_MODES)}")
+    columns = tuple(partition_columns)
+    if engine == "hadoop":
+        if committer is None:
+            raise ValueError("engine='hadoop' needs a committer: one of Hadoop's JVM committers")
+        name = canonical_jvm_name(committer)
+        location = str(destination) if isinstance(destination, StorePath) else os.fspath(destination)
+    else:
+        path = StorePath.parse(destination)
+        name = committer or default_committer(path, bool(columns), mode)
+        location = str(path)
+    traits = committer_class(name).traits
+    traits.require_allowed(name, allow_unsafe_v2)
+    check_before_setup = False
+    if mode != "append" and traits.conflicts is None:
+        if not (mode == "fail" and engine == "python"):
+            raise ValueError(_conflict_refusal(name, mode, engine))
+        check_before_setup = True
+    return WritePlan(
+        committer=name,
+        traits=traits,
+        destination=location,
+        partition_columns=columns,
+        conflict_mode=cast(ConflictMode, mode),
+        committer_conflict_mode="append" if traits.conflicts is None else cast(ConflictMode, mode),
+        check_conflicts_before_setup=check_before_setup,
+        engine=cast(Engine, engine),
+        allow_unsafe_v2=allow_unsafe_v2,
+        records_job_id=engine == "python" or traits.jvm.records_job_id,
+    )
+
+
+def _conflict_refusal(name: str, mode: str, engine: str) -> str:
+    resolving = ", ".join(n for n, cls in COMMITTERS.items() if cls.traits.conflicts is not None)
+    message = (
+        f"conflict_mode={mode!r} needs one of the staging committers ({resolving}), which resolve "
+        f"conflicts at job commit; the {name} committer cannot honour it"
+    )
+    if engine == "hadoop":
+        message += ": with Hadoop's committers use Spark's save mode instead"
+    return message
