@@ -4,8 +4,8 @@
 (zero-copy: pending multipart uploads completed at job commit) and `file-v1` (rename = copy +
 delete on S3, twice per file). The limit: the same Spark job writing each partition straight to
 its final key with pyarrow's own S3 filesystem, uncommitted (`bench.spark_tasks.raw_parquet_task`).
-Measured per write: total time, job-commit time, bytes copied (the store's own counters, in the
-driver and inside every task). Target: magic, directory and partitioned within 1.2× of the raw write.
+Measured per write: total time, job-commit time, bytes copied (the stores' own counters, in the
+driver and inside every task, as the job's `_SUCCESS` reports them in its `iostatistics`). Target: magic, directory and partitioned within 1.2× of the raw write.
 
 The write is unpartitioned and in `append` mode for every committer: in append mode `partitioned`
 and `directory` do the same work (they differ only in how `fail`/`replace` resolve conflicts), and
@@ -15,13 +15,12 @@ the raw baseline writes one file per task with no partition columns either.
 from __future__ import annotations
 
 import functools
-import tempfile
 from typing import Any
 
-from airflow_commit_provider.spark.tasks import TaskHooks
-from airflow_commit_provider.spark.writer import WriteHooks, write_committed
+from airflow_commit_provider.core.success_check import load_success
+from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
-from bench.common import BenchEnv, ScenarioResult, counter_delta, log, new_id, timer
+from bench.common import BenchEnv, ScenarioResult, log, new_id, timer
 
 TARGET_RATIO = 1.2
 OURS = ("magic", "directory", "partitioned")
@@ -58,7 +57,6 @@ def run(env: BenchEnv) -> ScenarioResult:
         "secret_key": env.s3.secret_key,
         "region": env.s3.region,
     }
-    driver_tally = spark_tasks.install_copy_counter()
     variants = [*OURS, BASELINE_COMMITTER, "raw"]
 
     def write(name: str, frame: Any, bucket: str) -> tuple[float, Any, dict[str, int]]:
@@ -78,27 +76,17 @@ def run(env: BenchEnv) -> ScenarioResult:
                     spark_tasks.RAW_RESULT_SCHEMA,
                 ).collect()
             return elapsed(), sum(row["bytes"] for row in rows), {}
-        with tempfile.TemporaryDirectory(prefix="bench-copies-", dir=env.work_dir) as copies_dir:
-            hooks = WriteHooks(
-                task=TaskHooks(
-                    before_commit=functools.partial(spark_tasks.before_commit, copies_dir),
-                    after_commit=functools.partial(spark_tasks.after_commit, copies_dir),
-                )
+        with timer() as elapsed:
+            summary = write_committed(
+                frame,
+                f"s3://{bucket}/{prefix}",
+                format="parquet",
+                committer=name,
+                options={**s3_options, "threads": env.threads, "compression": "snappy"},
             )
-            driver_before = dict(driver_tally)
-            with timer() as elapsed:
-                summary = write_committed(
-                    frame,
-                    f"s3://{bucket}/{prefix}",
-                    format="parquet",
-                    committer=name,
-                    options={**s3_options, "threads": env.threads, "compression": "snappy"},
-                    _hooks=hooks,
-                )
-            copies = counter_delta(driver_tally, driver_before)
-            for key, value in spark_tasks.task_copies(copies_dir).items():
-                copies[key] = copies.get(key, 0) + value
-        return elapsed(), summary, copies
+        with env.s3.store().session() as store:
+            counters = load_success(store, summary.success_file).iostatistics.counters
+        return elapsed(), summary, counters
 
     if env.size != "tiny":  # the smoke test only checks that the scenario runs
         # Warm-up (not measured): Python workers, imports, JIT, the first connections of each path.
@@ -165,7 +153,7 @@ def _record_write(
         f"bytes copied, {name}",
         unit="bytes",
         target=None if name == BASELINE_COMMITTER else 0,
-        note="S3 CopyObject bytes counted by the store in the driver and in every task",
+        note="S3 CopyObject bytes in the _SUCCESS iostatistics: the driver's and every committed task's",
     ).values.append(copied)
     log(
         f"committers_s3: {name}: {summary.bytes / 1e6:.0f} MB, {summary.files} files in {seconds:.1f} s "

@@ -251,13 +251,6 @@ def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[
     end.append(clock())
 
 
-def counter_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    keys = set(after) | set(before)
-    return {
-        k: after.get(k, 0) - before.get(k, 0) for k in sorted(keys) if after.get(k, 0) != before.get(k, 0)
-    }
-
-
 #: S3Store counters that are one HTTP request each.
 REQUEST_COUNTERS = (
     "op_put",

@@ -33,7 +33,6 @@ from bench.common import (
     REPO_ROOT,
     BenchEnv,
     ScenarioResult,
-    counter_delta,
     log,
     new_id,
     requests_in,
@@ -195,7 +194,7 @@ def _ours_commit(
         before = store.statistics.snapshot()
         with stage_timer() as phases, timer() as elapsed:
             success = committer.commit_job(results)
-        counters = counter_delta(store.statistics.snapshot(), before)
+        counters = store.statistics.counters_since(before).counters
     finally:
         store.close()
     if success.file_count != files:

@@ -1,17 +1,15 @@
-"""Spark-side pieces of the write scenarios: the test DataFrame, the raw (uncommitted) pyarrow
-writer used as the S3 limit, and hooks that count bytes copied inside the tasks.
+"""Spark-side pieces of the write scenarios: the test DataFrame and the raw (uncommitted) pyarrow
+writer used as the S3 limit.
 
 Executors import `airflow_commit_provider` (installed) but not `bench`; this module is shipped to
 them by value (`cloudpickle.register_pickle_by_value`), so it must only import installed packages
 at module level and keep no state in its own globals that a task relies on (each unpickled
-function may get its own copy of them): process-wide state lives on a class of the installed package.
+function may get its own copy of them).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,61 +118,3 @@ def _raw_result_schema() -> Any:
     import pyarrow as pa
 
     return pa.schema([("task", pa.int64()), ("files", pa.int64()), ("bytes", pa.int64())])
-
-
-# Counting copies ------------------------------------------------------------------------------------
-COUNTED = ("op_copy", "bytes_copied")
-
-
-def install_copy_counter() -> dict[str, int]:
-    """Make every StoreStatistics in this process also add copies into one process-wide tally.
-
-    Idempotent; returns the live tally (kept on the StoreStatistics class itself).
-    """
-    from airflow_commit_provider.core.store.base import StoreStatistics
-
-    tally = getattr(StoreStatistics, "_bench_copies", None)
-    if tally is not None:
-        return tally
-    tally = dict.fromkeys(COUNTED, 0)
-    lock = threading.Lock()
-    original = StoreStatistics.increment
-
-    def increment(self: Any, name: str, amount: int = 1) -> None:
-        if name in tally:
-            with lock:
-                tally[name] += amount
-        original(self, name, amount)
-
-    StoreStatistics.increment = increment  # type: ignore[method-assign]
-    StoreStatistics._bench_copies = tally  # type: ignore[attr-defined]
-    StoreStatistics._bench_started = {}  # type: ignore[attr-defined]
-    return tally
-
-
-def before_commit(directory: str, info: Any) -> None:
-    from airflow_commit_provider.core.store.base import StoreStatistics
-
-    tally = install_copy_counter()
-    StoreStatistics._bench_started[info.attempt_id] = dict(tally)  # type: ignore[attr-defined]
-
-
-def after_commit(directory: str, info: Any, result: Any) -> None:
-    """Write the copies made during this attempt's commit_task to `directory` (one file per attempt)."""
-    from airflow_commit_provider.core.store.base import StoreStatistics
-
-    tally = install_copy_counter()
-    started = StoreStatistics._bench_started.pop(info.attempt_id, dict.fromkeys(COUNTED, 0))  # type: ignore[attr-defined]
-    delta = {name: tally[name] - started.get(name, 0) for name in COUNTED}
-    with open(os.path.join(directory, f"task-{info.partition}-{info.attempt_id}.json"), "w") as handle:
-        json.dump(delta, handle)
-
-
-def task_copies(directory: str) -> dict[str, int]:
-    totals = dict.fromkeys(COUNTED, 0)
-    for name in os.listdir(directory):
-        if name.endswith(".json"):
-            with open(os.path.join(directory, name)) as handle:
-                for key, value in json.load(handle).items():
-                    totals[key] = totals.get(key, 0) + value
-    return totals

@@ -1,4 +1,8 @@
-"""Hadoop's IOStatisticsSnapshot JSON: counters, gauges, minimums, maximums, meanstatistics."""
+"""Hadoop's IOStatistics: counters, gauges, minimums, maximums, meanstatistics.
+
+One type serves every source, as in Hadoop: a store counts its requests in it, a committer its
+stages, and task manifests and `_SUCCESS` carry it as IOStatisticsSnapshot JSON.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,20 @@ class IOStatistics:
     def add_counters(self, counters: Mapping[str, int]) -> None:
         for name, value in counters.items():
             self.increment(name, value)
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters as they stand now: a mark to measure a stretch of work from."""
+        with self._lock:
+            return dict(self.counters)
+
+    def counters_since(self, mark: Mapping[str, int]) -> IOStatistics:
+        """What the counters gained since `mark` (a `snapshot()`), as statistics of their own.
+
+        Lets one long-lived store's counts be attributed to the task attempt or job commit that
+        made the requests, the way Hadoop attaches a stream's or stage's statistics to its manifest.
+        """
+        gained = {name: value - mark.get(name, 0) for name, value in self.snapshot().items()}
+        return IOStatistics(counters={name: value for name, value in gained.items() if value})
 
     def record_duration(self, name: str, millis: int, *, failed: bool = False) -> None:
         """Record one timed operation the way Hadoop names durations (`op`, `op.min`, `op.mean`...)."""

@@ -22,7 +22,7 @@ def complete_upload(ctx: JobContext, entry: CommitEntry) -> None:
     dest = StorePath.from_uri(entry.dest)
     assert entry.upload_id is not None
     try:
-        with ctx.statistics.timed("op_complete_upload"):
+        with ctx.statistics.timed("committer_materialize_file"):
             ctx.store.complete_multipart_upload(dest, entry.upload_id, list(entry.etags))
     except NoSuchUploadError:
         _recover(ctx, entry, dest, f"upload {entry.upload_id}")
@@ -32,7 +32,7 @@ def rename_entry(ctx: JobContext, entry: CommitEntry) -> None:
     dest = StorePath.from_uri(entry.dest)
     assert entry.source is not None
     try:
-        with ctx.statistics.timed("op_rename"):
+        with ctx.statistics.timed("commit_file_rename"):
             ctx.store.rename_file(StorePath.from_uri(entry.source), dest)
     except FileNotFoundInStoreError:
         _recover(ctx, entry, dest, f"source {entry.source}")

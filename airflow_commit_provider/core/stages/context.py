@@ -27,11 +27,24 @@ class JobContext:
     committer: str
     options: CommitOptions
     statistics: IOStatistics = field(default_factory=IOStatistics)
+    """The committer's own: stage durations and counts, and the committed tasks' statistics."""
     progress: ProgressCallback | None = None
+    _store_mark: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._store_mark = self.store.statistics.snapshot()
 
     @property
     def job_id(self) -> str:
         return self.layout.job_id
+
+    def job_statistics(self) -> IOStatistics:
+        """What `_SUCCESS` reports: the committer's statistics plus the store requests made through
+        this context since it was created (job setup and commit on the driver), as Hadoop's do."""
+        combined = IOStatistics()
+        combined.merge(self.statistics)
+        combined.merge(self.store.statistics.counters_since(self._store_mark))
+        return combined
 
 
 def run_parallel(

@@ -74,7 +74,7 @@ def _success_data(ctx: JobContext, filenames: list[str]) -> SuccessData:
             "stage": "committer_commit_job",
         },
         filenames=filenames,
-        iostatistics=ctx.statistics,
+        iostatistics=ctx.job_statistics(),
     )
 
 

@@ -14,7 +14,6 @@ from airflow_commit_provider.core.store.base import (
     Store,
     StoreCapabilities,
     StoreError,
-    StoreStatistics,
     UnsupportedStoreError,
     UploadedPart,
 )
@@ -28,7 +27,6 @@ __all__ = [
     "Store",
     "StoreCapabilities",
     "StoreError",
-    "StoreStatistics",
     "UnsupportedStoreError",
     "UploadedPart",
     "open_store",

@@ -7,11 +7,11 @@ correct on before any data is written (the zero-rename paper's first requirement
 from __future__ import annotations
 
 import abc
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
@@ -70,22 +70,6 @@ class UnsupportedStoreError(StoreError):
     """The store lacks a capability the caller needs."""
 
 
-@dataclass
-class StoreStatistics:
-    """Thread-safe request counters, named after Hadoop's IOStatistics keys."""
-
-    counters: dict[str, int] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def increment(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            self.counters[name] = self.counters.get(name, 0) + amount
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.counters)
-
-
 class Store(abc.ABC):
     """Operations on one store (a local filesystem or one S3 endpoint).
 
@@ -96,7 +80,8 @@ class Store(abc.ABC):
     capabilities: StoreCapabilities
 
     def __init__(self) -> None:
-        self.statistics = StoreStatistics()
+        self.statistics = IOStatistics()
+        """Requests made and bytes moved, counted under Hadoop's names (`op_get`, `op_put`...)."""
 
     # Objects -------------------------------------------------------------------------------
     @abc.abstractmethod
