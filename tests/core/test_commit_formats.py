@@ -13,7 +13,7 @@ import json
 
 import pytest
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
-from support.invariants import assert_aborted, assert_committed, is_temp, store_files
+from support.invariants import assert_aborted, assert_committed, is_temp, read_success, store_files
 from support.workload import COMMITTER_PARAMS, JobRun, make_options, skip_unsupported
 
 from airflow_commit_provider.core.committers import create_committer
@@ -87,6 +87,27 @@ def test_success_file_format_and_odd_names(commit_env: CommitEnv, name: str) -> 
     assert returned.job_id == parsed.job_id == job.job_id
     assert returned.file_count == parsed.file_count == len(ODD_NAMES)
     assert "%20" in raw.decode() and "%25" in raw.decode()
+
+
+@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+def test_store_requests_reach_task_manifests_and_success(commit_env: CommitEnv, name: str) -> None:
+    """As in Hadoop: a task manifest carries its attempt's store requests, and `_SUCCESS` adds the
+    committed tasks' up with the job commit's own (here one store serves tasks and driver)."""
+    env = commit_env
+    skip_unsupported(name, env.store)
+    job = JobRun.create(name, env.store, env.dest, env.options())
+    job.committer.setup_job()
+    attempt = job.run_task(0, 0)
+    assert attempt.result is not None
+    manifest_path = StorePath.from_uri(attempt.result.manifest)
+    task = job.committer.decoder(env.store.read_bytes(manifest_path), str(manifest_path)).statistics.counters
+    written = task.get("op_put", 0) + task.get("op_multipart_part", 0)
+    assert written >= len(attempt.files), f"the attempt's writes are in its manifest: {task}"
+    job.committer.commit_job([attempt.result])
+    job_counters = read_success(env.store, env.dest).iostatistics.counters
+    for request, count in task.items():
+        assert job_counters.get(request, 0) >= count, f"{request}: the task's count is in _SUCCESS"
+    assert job_counters.get("op_get", 0) > task.get("op_get", 0), "job commit read the manifest"
 
 
 def test_filenames_capped_at_100_but_files_lists_all(commit_env: CommitEnv) -> None:

@@ -77,6 +77,7 @@ class Committer(abc.ABC):
         A job past its commit point is rolled forward whoever asks; a fenced job is refused with
         JobFencedError once what it left is removed. See `stages.job_state` for the states.
         """
+        self.context.count_store_requests_from_here()
         outcome = job_state.read_outcome(self.context)
         if outcome is None:
             return self._commit_to_the_end(committed)
@@ -101,6 +102,7 @@ class Committer(abc.ABC):
         job's SuccessData when it had reached its commit point: abort then completes the commit
         instead, because part of the output may already be visible.
         """
+        self.context.count_store_requests_from_here()
         outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
         if outcome.committing and success.read_job_record(self.context) is None:
             log.warning(

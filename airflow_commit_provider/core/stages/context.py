@@ -38,9 +38,17 @@ class JobContext:
     def job_id(self) -> str:
         return self.layout.job_id
 
+    def count_store_requests_from_here(self) -> None:
+        """Start the store request count that `_SUCCESS` reports at the start of job commit.
+
+        Only the commit's own requests: the tasks' are in their manifests already, and a store
+        shared with the tasks (one process) would count them twice.
+        """
+        self._store_mark = self.store.statistics.snapshot()
+
     def job_statistics(self) -> IOStatistics:
-        """What `_SUCCESS` reports: the committer's statistics plus the store requests made through
-        this context since it was created (job setup and commit on the driver), as Hadoop's do."""
+        """What `_SUCCESS` reports, as Hadoop's does: the committer's statistics (which hold the
+        committed tasks') plus the store requests of the job commit."""
         combined = IOStatistics()
         combined.merge(self.statistics)
         combined.merge(self.store.statistics.counters_since(self._store_mark))
