@@ -31,7 +31,10 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_commit_provider.hooks.commit_store"],
+                "python-modules": [
+                    "airflow_commit_provider.hooks.commit_store",
+                    "airflow_commit_provider.hooks.spark_submit",
+                ],
             }
         ],
         "operators": [

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import job_state, success
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.job_state import JobState
-from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.base import Store, StoreError
 
-__all__ = ["JobState", "JobStatus", "finish_or_fence", "inspect_job", "mark_delivered"]
+__all__ = ["JobState", "JobStatus", "abort_job", "finish_or_fence", "inspect_job", "mark_delivered"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,25 @@ def finish_or_fence(
     if job.abort_job(reason) is not None:
         log.info("job %s had reached its commit point: it is now committed", job_id)
     return inspect_job(store, destination, job_id)
+
+
+def abort_job(
+    store: Store, destination: str | StorePath, job_id: str, committer: str, reason: str
+) -> SuccessData | None:
+    """Abort a job from outside its driver (a failed or killed try): its uploads and temp trees go.
+
+    The committer finds exactly this job's uploads from their records. Returns the job's
+    SuccessData when it had passed its commit point, so the abort finished the commit instead.
+    A committer the store cannot host never ran: only the job's directories are deleted.
+    """
+    try:
+        job = create_committer(committer, store, destination, job_id)
+    except (ValueError, StoreError):
+        layout = JobLayout(StorePath.parse(destination), validate_job_id(job_id))
+        for either in _layouts(layout):
+            store.delete_tree(either.job_dir)
+        return None
+    return job.abort_job(reason)
 
 
 def mark_delivered(store: Store, destination: str | StorePath, job_id: str) -> None:

@@ -1,5 +1,6 @@
 """Airflow hooks of the commit provider."""
 
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook, S3Settings
+from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 
-__all__ = ["CommitStoreHook", "S3Settings"]
+__all__ = ["CommitStoreHook", "CommittedSparkSubmitHook", "S3Settings"]

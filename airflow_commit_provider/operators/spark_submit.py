@@ -51,17 +51,14 @@ arguments, only the endpoint and region are passed and the cluster must supply c
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
-import sys
 import tempfile
 import threading
 import time
 import uuid
 import zipfile
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,21 +66,19 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.job_control import JobState, mark_delivered
-from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR, validate_job_id
+from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
+from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
 from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, StoreError
-from airflow_commit_provider.core.success_check import check_success, load_success
+from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 
 if TYPE_CHECKING:
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk import Context
 
     from airflow_commit_provider.core.formats.success import SuccessData
-    from airflow_commit_provider.core.store import Store
 
 __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 
@@ -254,7 +249,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
             "use_krb5ccache": use_krb5ccache,
         }
         # State of the running try (on_kill may run in the SIGTERM handler, during execute).
-        self._hook: SparkSubmitHook | None = None
+        self._hook: CommittedSparkSubmitHook | None = None
         self._job_id: str | None = None
         self._killed = False
         self._aborted = False
@@ -295,7 +290,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
                     raise AirflowException(f"the task was killed before job {job_id} started")
-                hook.submit(self.application, start_new_session=True)
+                hook.submit(self.application)
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
             data = self._verify_success(store_hook, job_id, submitted_ms)
@@ -468,85 +463,40 @@ class CommittedSparkSubmitOperator(BaseOperator):
 
     def _make_hook(
         self, store_hook: CommitStoreHook, job_id: str, try_number: int | None, workdir: str
-    ) -> SparkSubmitHook:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        conf = {**(self.conf or {}), **self.job_conf(job_id, try_number)}
+    ) -> CommittedSparkSubmitHook:
         py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
         if self._ship_package:
             py_files.append(build_py_files_zip(workdir))
-
-        def hook(env: dict[str, Any]) -> SparkSubmitHook:
-            return SparkSubmitHook(
-                conf=conf,
-                conn_id=self._conn_id,
-                files=self.files,
-                py_files=",".join(py_files) or None,
-                archives=self.archives,
-                driver_class_path=self.driver_class_path,
-                jars=self.jars,
-                packages=self.packages,
-                exclude_packages=self.exclude_packages,
-                keytab=self.keytab,
-                principal=self.principal,
-                proxy_user=self.proxy_user,
-                name=self.name,
-                application_args=self.application_args,
-                env_vars=env or None,
-                properties_file=self.properties_file,
-                post_submit_commands=self.post_submit_commands,
-                **self._hook_options,
-            )
-
-        # S3 settings (with credentials) only ever travel in the environment of spark-submit. On YARN
-        # and Kubernetes the hook turns env_vars into --conf arguments (a command line), so there
-        # only the endpoint and region go, and the cluster supplies credentials (instance roles).
-        s3_env = store_hook.spark_environment(self.destination)
-        submit_hook = hook({**s3_env, **(self.env_vars or {})})
-        if submit_hook._is_yarn or submit_hook._is_kubernetes:
-            public = {k: v for k, v in s3_env.items() if k in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")}
-            if public != s3_env:
-                self.log.info(
-                    "Not passing S3 credentials to a %s job (they would be on the spark-submit command "
-                    "line): the cluster must provide them",
-                    "YARN" if submit_hook._is_yarn else "Kubernetes",
-                )
-            submit_hook = hook({**public, **(self.env_vars or {})})
-        env = {**s3_env, **(self.env_vars or {})}
-        if str(submit_hook._connection["master"]).startswith("local"):
-            local_env = self._local_environment(submit_hook, env)
-            if local_env:
-                submit_hook = hook({**local_env, **env})
-        return submit_hook
-
-    def _local_environment(self, hook: SparkSubmitHook, env: dict[str, Any]) -> dict[str, str]:
-        """For a local master: Spark's Python is this interpreter, and its spark-submit is found."""
-        extra: dict[str, str] = {}
-        python = self._spark_python or sys.executable
-        for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
-            if name not in env and (self._spark_python or not os.environ.get(name)):
-                extra[name] = python
-        binary = hook._connection["spark_binary"] or "spark-submit"
-        path = env.get("PATH", os.environ.get("PATH", ""))
-        beside = Path(sys.executable).parent
-        if shutil.which(binary, path=path) is None and (beside / binary).is_file():
-            extra["PATH"] = os.pathsep.join(p for p in (str(beside), path) if p)
-        return extra
+        return CommittedSparkSubmitHook(
+            s3_environment=store_hook.spark_environment(self.destination),
+            spark_python=self._spark_python,
+            env_vars=self.env_vars,
+            conf={**(self.conf or {}), **self.job_conf(job_id, try_number)},
+            conn_id=self._conn_id,
+            files=self.files,
+            py_files=",".join(py_files) or None,
+            archives=self.archives,
+            driver_class_path=self.driver_class_path,
+            jars=self.jars,
+            packages=self.packages,
+            exclude_packages=self.exclude_packages,
+            keytab=self.keytab,
+            principal=self.principal,
+            proxy_user=self.proxy_user,
+            name=self.name,
+            application_args=self.application_args,
+            properties_file=self.properties_file,
+            post_submit_commands=self.post_submit_commands,
+            **self._hook_options,
+        )
 
     # After the job -------------------------------------------------------------------------------
     def _verify_success(self, store_hook: CommitStoreHook, job_id: str, submitted_ms: int) -> SuccessData:
-        """This job's ``_SUCCESS`` (or its record), or an error naming why what was found is not.
-
-        Our committers and Hadoop's S3A committers record the job ID the operator passed. Hadoop's
-        manifest and FileOutputCommitter cannot be given one (Spark sets a random
-        ``spark.sql.sources.writeJobUUID`` per write; the classic committer writes a 0-byte marker),
-        so for those the ``_SUCCESS`` must have been written after this try's spark-submit started.
-        """
+        """This job's ``_SUCCESS`` (or its record), or an error naming why what was found is not."""
+        expectations = self._try_expectations(job_id, submitted_ms)
         store = store_hook.get_store(self.destination)
         try:
-            if self.engine == "python":
-                return self._verify_job_committed(store, job_id)
-            return self._verify_hadoop_success(store, job_id, submitted_ms)
+            found = expectations.check(store, self.destination)
         except InvalidCommitDataError as error:
             raise AirflowException(
                 f"job {job_id}: {error}; the {self.committer} committer writes a JSON _SUCCESS, so Spark "
@@ -555,54 +505,27 @@ class CommittedSparkSubmitOperator(BaseOperator):
             ) from error
         finally:
             store.close()
-
-    def _verify_job_committed(self, store: Store, job_id: str) -> SuccessData:
-        """The ``_SUCCESS`` naming `job_id`, else the job's own record (a later job took ``_SUCCESS``)."""
-        check = check_success(store, self.destination, job_id=job_id)
-        if check.state == "accepted" and check.data is not None:
-            if check.from_record:
-                self.log.info(
-                    "The _SUCCESS in %s belongs to a later job; job %s is verified by its record %s",
-                    self.destination,
-                    job_id,
-                    check.path,
-                )
-            return check.data
-        if check.data is None:
+        data = found.data
+        if found.state == "missing" or data is None:
             raise AirflowException(
-                f"spark-submit succeeded but {self.destination} has no _SUCCESS and job {job_id} has no "
-                "record: it did not commit (does the application write through the committer?)"
+                f"spark-submit succeeded but {self.destination} has no _SUCCESS proving job {job_id}: it did "
+                f"not commit ({found.describe()}; does the application write through the committer?)"
             )
-        found = check.data
-        raise AirflowException(
-            f"the _SUCCESS in {self.destination} is not this try's: it names job {found.job_id!r} "
-            f"(committer {found.committer!r}, written {found.date}), this try's job is {job_id!r}; a "
-            f"stale or foreign _SUCCESS means this try's output was not committed ({check.describe()})"
-        )
-
-    def _verify_hadoop_success(self, store: Store, job_id: str, submitted_ms: int) -> SuccessData:
-        by_job_id = self.committer in HADOOP_COMMITTERS_WITH_JOB_ID
-        classic = self.committer in ("file-v1", "file-v2")
-        try:
-            data = load_success(store, self.destination, allow_legacy=classic)
-        except FileNotFoundInStoreError as error:
+        if found.state == "rejected":
             raise AirflowException(
-                f"spark-submit succeeded but {self.destination} has no _SUCCESS: job {job_id} did not "
-                "commit (does the application write through the committer?)"
-            ) from error
-        if by_job_id:
-            if data.job_id != job_id:
-                raise AirflowException(
-                    f"the _SUCCESS in {self.destination} is not this try's: it names job {data.job_id!r} "
-                    f"(committer {data.committer!r}, written {data.date}), this try ran job {job_id!r}; "
-                    "a stale or foreign _SUCCESS means this try's output was not committed"
-                )
-        else:
-            if data.timestamp < submitted_ms:
-                raise AirflowException(
-                    f"the _SUCCESS in {self.destination} was written at {data.date}, before this try "
-                    f"(job {job_id}) started: it is stale, this try's output was not committed"
-                )
+                f"the _SUCCESS in {self.destination} is not this try's: it names job {data.job_id!r} "
+                f"(committer {data.committer!r}, written {data.date}), this try's job is {job_id!r}; a "
+                "_SUCCESS of another job, or written before this try started, means this try's output was "
+                f"not committed ({found.describe()})"
+            )
+        if found.from_record:
+            self.log.info(
+                "The _SUCCESS in %s belongs to a later job; job %s is verified by its record %s",
+                self.destination,
+                job_id,
+                found.path,
+            )
+        if expectations.job_id is None:
             self.log.warning(
                 "Hadoop's %s committer records Spark's own job ID (%r), not this try's (%s): the _SUCCESS "
                 "was accepted because it was written after this try started",
@@ -611,6 +534,20 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 job_id,
             )
         return data
+
+    def _try_expectations(self, job_id: str, submitted_ms: int) -> SuccessExpectations:
+        """What proves this try's job committed.
+
+        Our committers and Hadoop's S3A committers record the job ID the operator passed. Hadoop's
+        manifest and FileOutputCommitter cannot be given one (Spark sets a random
+        ``spark.sql.sources.writeJobUUID`` per write; the classic committer writes a 0-byte marker),
+        so for those the ``_SUCCESS`` must have been written after this try's spark-submit started.
+        """
+        if self.engine == "python" or self.committer in HADOOP_COMMITTERS_WITH_JOB_ID:
+            return SuccessExpectations(job_id=job_id)
+        # `newer_than` is strict, and both times are whole milliseconds: written at the start passes.
+        started = datetime.fromtimestamp((submitted_ms - 1) / 1000, tz=timezone.utc)
+        return SuccessExpectations(newer_than=started, allow_legacy=self.committer in ("file-v1", "file-v2"))
 
     def _summary(
         self,
@@ -642,26 +579,8 @@ class CommittedSparkSubmitOperator(BaseOperator):
 
     # Failure -------------------------------------------------------------------------------------
     def _stop_spark(self) -> None:
-        """Kill spark-submit and everything it started; wait until they are gone.
-
-        The hook's own ``on_kill`` handles cluster drivers (YARN/K8s/standalone) and spark-submit;
-        the process group (spark-submit runs in a session of its own) also takes the Python driver
-        and workers, which would otherwise outlive the JVM and could still commit.
-        """
-        hook = self._hook
-        process = getattr(hook, "_submit_sp", None) if hook is not None else None
-        if hook is None or process is None:
-            return
-        if process.poll() is None:
-            try:
-                hook.on_kill()
-            except Exception:
-                self.log.exception("SparkSubmitHook.on_kill failed; killing the process group")
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            process.wait(timeout=STOP_WAIT_SECONDS)
-        if not _wait_for_group_exit(process.pid, STOP_WAIT_SECONDS):
+        """Kill spark-submit and everything it started (its process group); wait until they are gone."""
+        if self._hook is not None and not self._hook.kill_process_group(STOP_WAIT_SECONDS):
             self.log.warning("processes of job %s are still alive after SIGKILL", self._job_id)
 
     def _abort_job(self, store_hook: CommitStoreHook, reason: str) -> None:
@@ -684,12 +603,14 @@ class CommittedSparkSubmitOperator(BaseOperator):
             return
         try:
             if self.engine == "python":
-                committed = _abort_python_job(store, self.destination, self.committer, job_id)
+                committed = abort_job(
+                    store, self.destination, job_id, self.committer, "the Airflow try failed or was killed"
+                )
                 if committed is not None:
                     self._log_committed_despite_failure(committed)
                     return
             else:
-                _abort_hadoop_job(store, self.destination, job_id, self.log)
+                self.log.info("%s", abort_hadoop_job(store, self.destination, job_id).describe())
             self.log.info("Job %s aborted: its pending uploads and temporary files are gone", job_id)
         except Exception:
             self.log.exception(
@@ -763,95 +684,3 @@ def build_py_files_zip(directory: str | os.PathLike[str]) -> str:
                     continue
                 archive.write(source, f"airflow_commit_provider/{source.relative_to(package_dir).as_posix()}")
     return str(target)
-
-
-def _abort_python_job(store: Store, destination: str, committer: str, job_id: str) -> SuccessData | None:
-    """Abort through the committer, which finds exactly this job's uploads from their records.
-
-    Returns the job's SuccessData when it had passed its commit point (abort finished the commit).
-    """
-    from airflow_commit_provider.core.committers import create_committer
-
-    try:
-        job = create_committer(committer, store, destination, job_id)
-    except (ValueError, StoreError):  # e.g. a committer the store cannot host: it never ran
-        for layout_dir in _job_dirs(StorePath.parse(destination), job_id):
-            store.delete_tree(layout_dir)
-        return None
-    return job.abort_job("the Airflow try failed or was killed")
-
-
-def _job_dirs(destination: StorePath, job_id: str) -> list[StorePath]:
-    validate_job_id(job_id)
-    return [destination.join(TEMPORARY_DIR, job_id), destination.join(f"{MAGIC_PREFIX}{job_id}")]
-
-
-def _abort_hadoop_job(store: Store, destination: str, job_id: str, log: Any) -> None:
-    """Best effort for Hadoop's JVM committers, which keep no records this side can read fully.
-
-    Aborts the uploads listed in the S3A magic committer's ``.pending``/``.pendingset`` files under
-    ``__magic_job-<job ID>``, then deletes the job's temporary trees (``__magic_job-<id>``,
-    ``_temporary/<id>``, ``.spark-staging-<id>`` ...). The S3A staging committers keep their pending
-    upload lists on the cluster filesystem: their uploads are left to AbortMultipartUploadsOperator.
-    The manifest committer's ``_temporary/manifest_<id>`` carries Spark's own write UUID and the
-    classic committer's ``_temporary/0`` is shared by all jobs: those are left to
-    CleanupTemporaryOperator, which deletes temporary trees once they are stale.
-    """
-    from airflow_commit_provider.core.cleanup import clean_stale_temp_trees
-    from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
-
-    root = StorePath.parse(destination)
-    magic_dir = root.join(f"{MAGIC_PREFIX}{job_id}")
-    aborted = 0
-    if store.capabilities.multipart_upload:
-        for status in list(store.list_files(magic_dir)):
-            name = status.path.name
-            try:
-                if name.endswith(".pendingset"):
-                    commits = PendingSet.from_bytes(store.read_bytes(status.path), str(status.path)).commits
-                elif name.endswith(".pending"):
-                    commits = [PendingCommit.from_bytes(store.read_bytes(status.path), str(status.path))]
-                else:
-                    continue
-            except (InvalidCommitDataError, StoreError) as error:
-                log.warning("skipping unreadable %s: %s", status.path, error)
-                continue
-            for commit in commits:
-                with contextlib.suppress(StoreError):
-                    store.abort_multipart_upload(StorePath.from_uri(commit.uri), commit.upload_id)
-                    aborted += 1
-    report = clean_stale_temp_trees(store, root, older_than=0, job_id=job_id, allow_bucket_root=True)
-    log.info("job %s: aborted %d uploads; temporary trees: %s", job_id, aborted, report.to_json())
-
-
-def _wait_for_group_exit(pgid: int, timeout: float) -> bool:
-    """True once no live (non-zombie) process is left in the group; polls /proc where it exists."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _group_alive(pgid):
-            return True
-        time.sleep(0.05)  # waiting for killed processes to exit, not synchronising tests
-    return not _group_alive(pgid)
-
-
-def _group_alive(pgid: int) -> bool:
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False

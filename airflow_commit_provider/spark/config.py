@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions
+from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions, parse_bool
 
 PREFIX = "spark.airflow_commit."
 #: Committer name (file-v1, file-v2, manifest, directory, partitioned, magic).

@@ -37,10 +37,8 @@ from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.tries import TaskKey, try_job_id
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
-from airflow_commit_provider.operators.spark_submit import (
-    CommittedSparkSubmitOperator,
-    _group_alive,
-)
+from airflow_commit_provider.hooks.spark_submit import process_group_alive
+from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 
 FAKE = Path(__file__).resolve().parent / "fake_spark_submit.py"
 
@@ -281,7 +279,7 @@ def signal_when_ready(fake: FakeSpark, signum: int, handler: Callable[[int, Any]
 
 
 def test_on_kill_stops_everything_aborts_and_fails(
-    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Airflow 3 calls on_kill from its SIGTERM handler, which then returns into execute."""
     store, destination = s3_destination
@@ -291,8 +289,8 @@ def test_on_kill_stops_everything_aborts_and_fails(
         with pytest.raises(AirflowException):
             op.execute(context())
     record = fake_spark.record()
-    assert op._killed
-    assert not _group_alive(record["pgid"]), "spark-submit and its children are gone"
+    assert "Killed: stopping spark-submit and aborting job" in operator_log(capsys)
+    assert not process_group_alive(record["pgid"]), "spark-submit and its children are gone"
     assert pending(store, destination) == []
     assert visible(store, destination) == []
 
@@ -312,7 +310,7 @@ def test_timeout_stops_everything_and_aborts(
         with pytest.raises(AirflowTaskTimeout):
             op.execute(context())
     op.on_kill()  # what the Task SDK does next: must be harmless
-    assert not _group_alive(fake_spark.record()["pgid"])
+    assert not process_group_alive(fake_spark.record()["pgid"])
     assert pending(store, destination) == []
     assert visible(store, destination) == []
 
@@ -372,17 +370,6 @@ def test_templated_fields() -> None:
     assert op.name == "ingest-20240101"
 
 
-def test_local_master_finds_spark_submit_beside_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
-    op = operator("s3://b/t")
-    hook = SimpleNamespace(_connection={"spark_binary": "spark-submit"})
-    env = op._local_environment(hook, {"PATH": "/nonexistent"})  # type: ignore[arg-type]
-    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
-    if (Path(sys.executable).parent / "spark-submit").is_file():
-        assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/nonexistent"]
-
-
 # engine="hadoop" ------------------------------------------------------------------------------------
 def test_hadoop_engine_adds_the_jvm_committer_conf() -> None:
     from airflow_commit_provider.spark import jvm_committer_conf
@@ -424,46 +411,6 @@ def test_hadoop_classic_marker_is_accepted_when_fresh(fake_spark: FakeSpark, tmp
     fake_spark.mode("legacy")
     summary = operator(str(tmp_path / "out"), committer="file-v1", engine="hadoop").execute(context())
     assert summary["committer"] == "" and summary["job_id"] == summary["try_job_id"]
-
-
-def test_hadoop_abort_cleans_the_s3a_magic_job(s3_destination: tuple[Store, StorePath]) -> None:
-    """S3A magic: uploads listed in the job's .pending files are aborted, its trees deleted."""
-    import logging
-
-    from airflow_commit_provider.core.formats.pending import PendingCommit
-    from airflow_commit_provider.operators.spark_submit import _abort_hadoop_job
-
-    store, destination = s3_destination
-    job = "5a1e3c9e-0000-4000-8000-000000000001"
-    target = destination.join("dt=2024-01-01", "part-00000.parquet")
-    upload = store.create_multipart_upload(target)
-    etag = store.upload_part(target, upload, 1, b"x" * 1024)
-    pending = PendingCommit(target.uri(), target.bucket, target.key, upload, (etag,), 1024)
-    magic = destination.join(f"__magic_job-{job}", f"job-{job}", "tasks", "attempt_0", "__base")
-    store.write_bytes(magic.join("dt=2024-01-01", "part-00000.parquet.pending"), pending.to_bytes())
-    store.write_bytes(destination.join("_temporary", job, "x"), b"1")
-    other = destination.join("_temporary", "another-job", "y")
-    store.write_bytes(other, b"2")
-
-    _abort_hadoop_job(store, str(destination), job, logging.getLogger("test"))
-    assert pending_uploads_of(store, destination) == []
-    assert visible(store, destination) == ["_temporary/another-job/y"], "other jobs' trees are kept"
-
-
-def pending_uploads_of(store: Store, destination: StorePath) -> list[Any]:
-    return list(store.list_multipart_uploads(destination))
-
-
-def test_no_credentials_on_a_yarn_command_line(
-    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
-    op = operator("s3://lake/events", env_vars={"MY_VAR": "1"})
-    hook = op._make_hook(CommitStoreHook(), "job-1", 1, str(tmp_path))
-    command = " ".join(hook._build_spark_submit_command("/jobs/app.py"))
-    assert f"spark.yarn.appMasterEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in command
-    assert "spark.yarn.appMasterEnv.MY_VAR=1" in command
-    assert aws_default.secret_key not in command and aws_default.access_key not in command
 
 
 # Exactly once across tries (engine="python") --------------------------------------------------------
@@ -532,7 +479,7 @@ class WorkerTry:
 
     def wait_orphan_gone(self) -> None:
         pgid = self.record()["pgid"]
-        wait_until(lambda: not _group_alive(pgid), "the orphaned Spark job exited")
+        wait_until(lambda: not process_group_alive(pgid), "the orphaned Spark job exited")
 
     def result(self) -> str:
         return (self.directory / "result").read_text()

@@ -134,3 +134,23 @@ class PendingSet:
             commits=commits,
             iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
         )
+
+
+PENDING_SUFFIX = ".pending"
+PENDINGSET_SUFFIX = ".pendingset"
+
+
+def is_pending_file(name: str) -> bool:
+    """Whether a file name is one of S3A's upload lists (a task's `.pendingset`, a file's `.pending`)."""
+    return name.endswith((PENDINGSET_SUFFIX, PENDING_SUFFIX))
+
+
+def read_pending_commits(data: bytes, source: str) -> list[PendingCommit]:
+    """The uploads a `.pendingset` or `.pending` file lists (`source`, its path, says which).
+
+    S3A's magic committer writes both under its job directory; an abort must find every upload
+    they name, whichever kind of file it is.
+    """
+    if source.endswith(PENDINGSET_SUFFIX):
+        return PendingSet.from_bytes(data, source).commits
+    return [PendingCommit.from_bytes(data, source)]

@@ -1,0 +1,177 @@
+"""``CommittedSparkSubmitHook``: the Spark provider's ``SparkSubmitHook``, with what a committed job needs.
+
+A committed job needs three things the provider's hook keeps in private attributes: which master it
+submits to (to route credentials), the spark-submit process (to kill its whole process group), and
+how it turns ``env_vars`` into ``--conf`` arguments on YARN and Kubernetes. This subclass is the one
+module that reads them, so a change in the provider is a change here only.
+
+S3 settings reach spark-submit as environment variables, never as ``--conf`` or arguments, so they
+are in no command line, log or XCom. On YARN and Kubernetes the provider's hook turns environment
+variables into ``--conf`` arguments; there only the endpoint and region are passed, and the cluster
+must supply credentials (instance roles, IRSA).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+__all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "process_group_alive"]
+
+#: The S3 variables that may travel as ``--conf`` on YARN and Kubernetes: they carry no secret.
+PUBLIC_S3_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
+#: Where spark-submit's Python comes from when the master is local.
+PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+class CommittedSparkSubmitHook(SparkSubmitHook):
+    """A ``SparkSubmitHook`` that routes S3 settings safely and can kill everything it started.
+
+    :param s3_environment: ``AWS_*`` variables giving the job S3 access (with credentials), as
+        :meth:`CommitStoreHook.spark_environment` returns them. They go into spark-submit's
+        environment; on YARN and Kubernetes only :data:`PUBLIC_S3_VARIABLES` are kept.
+    :param spark_python: the Python for the driver and executors when the master is ``local``
+        (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
+    :param env_vars: the user's variables; they win over the S3 ones.
+
+    The other arguments are those of ``SparkSubmitHook``.
+    """
+
+    def __init__(
+        self,
+        *,
+        s3_environment: Mapping[str, str] | None = None,
+        spark_python: str | None = None,
+        env_vars: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(env_vars=None, **kwargs)
+        self._env_vars = self._route_environment(
+            dict(s3_environment or {}), dict(env_vars or {}), spark_python
+        )
+
+    # What the provider's hook resolved -------------------------------------------------------------
+    @property
+    def master(self) -> str:
+        """The master the connection resolves to (``local[*]``, ``yarn``, ``spark://...``, ``k8s://...``)."""
+        return str(self._connection["master"])
+
+    @property
+    def env_becomes_conf(self) -> bool:
+        """Whether the provider passes the environment as ``--conf`` (YARN and Kubernetes masters)."""
+        return bool(self._is_yarn or self._is_kubernetes)
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        """The variables spark-submit gets (secrets included: never log this)."""
+        return dict(self._env_vars or {})
+
+    @property
+    def process_group(self) -> int | None:
+        """The process group of the running spark-submit (its PID: it leads a session of its own)."""
+        return self._submit_sp.pid if self._submit_sp is not None else None
+
+    def submit_command(self, application: str) -> list[str]:
+        """The spark-submit command line for `application`: what any ``ps`` on the worker shows."""
+        return self._build_spark_submit_command(application)
+
+    # The process group ----------------------------------------------------------------------------
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        """Run spark-submit in a session of its own, so :meth:`kill_process_group` takes all it started."""
+        return super().submit(application, start_new_session=True, **kwargs)
+
+    def kill_process_group(self, wait_seconds: float) -> bool:
+        """Kill spark-submit and everything it started; True once they are all gone.
+
+        The provider's ``on_kill`` handles cluster drivers (YARN, Kubernetes, standalone) and
+        spark-submit itself; the process group also takes the Python driver and workers, which
+        would otherwise outlive the JVM and could still commit.
+        """
+        process = self._submit_sp
+        if process is None:
+            return True
+        if process.poll() is None:
+            try:
+                self.on_kill()
+            except Exception:
+                self.log.exception("SparkSubmitHook.on_kill failed; killing the process group")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            process.wait(timeout=wait_seconds)
+        return _wait_for_group_exit(process.pid, wait_seconds)
+
+    # Environment routing ----------------------------------------------------------------------------
+    def _route_environment(
+        self, s3_env: dict[str, str], user_env: dict[str, Any], spark_python: str | None
+    ) -> dict[str, Any] | None:
+        if self.env_becomes_conf:
+            public = {name: value for name, value in s3_env.items() if name in PUBLIC_S3_VARIABLES}
+            if public != s3_env:
+                self.log.info(
+                    "Not passing S3 credentials to a %s job (they would be on the spark-submit command "
+                    "line): the cluster must provide them",
+                    "YARN" if self._is_yarn else "Kubernetes",
+                )
+            return {**public, **user_env} or None
+        env = {**s3_env, **user_env}
+        if self.master.startswith("local"):
+            env = {**self._local_environment(env, spark_python), **env}
+        return env or None
+
+    def _local_environment(self, env: dict[str, Any], spark_python: str | None) -> dict[str, str]:
+        """For a local master: Spark's Python is this interpreter, and its spark-submit is found."""
+        extra: dict[str, str] = {}
+        python = spark_python or sys.executable
+        for name in PYTHON_VARIABLES:
+            if name not in env and (spark_python or not os.environ.get(name)):
+                extra[name] = python
+        binary = self._connection["spark_binary"] or "spark-submit"
+        path = env.get("PATH", os.environ.get("PATH", ""))
+        beside = Path(sys.executable).parent
+        if shutil.which(binary, path=path) is None and (beside / binary).is_file():
+            extra["PATH"] = os.pathsep.join(p for p in (str(beside), path) if p)
+        return extra
+
+
+def _wait_for_group_exit(pgid: int, timeout: float) -> bool:
+    """True once no live (non-zombie) process is left in the group."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process_group_alive(pgid):
+            return True
+        time.sleep(0.05)  # waiting for killed processes to exit, not synchronising tests
+    return not process_group_alive(pgid)
+
+
+def process_group_alive(pgid: int) -> bool:
+    """Whether a live (non-zombie) process is in the group; reads /proc where it exists."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False

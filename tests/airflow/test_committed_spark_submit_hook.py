@@ -1,0 +1,139 @@
+"""CommittedSparkSubmitHook: S3 settings travel only in spark-submit's environment, and a kill
+takes every process spark-submit started.
+
+The hook is the provider's real SparkSubmitHook resolving real Airflow connections (from
+``AIRFLOW_CONN_*``); the kill test runs a real process tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.hooks import CommitStoreHook, CommittedSparkSubmitHook
+from airflow_commit_provider.hooks.spark_submit import process_group_alive
+
+SECRET = "s3cr3t-value"
+ACCESS_KEY = "AKIAEXAMPLE"
+S3_ENVIRONMENT = {
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:8333",
+    "AWS_DEFAULT_REGION": "eu-west-3",
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET,
+}
+
+
+def spark_connection(monkeypatch: pytest.MonkeyPatch, host: str) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": host}))
+
+
+def command(hook: CommittedSparkSubmitHook) -> str:
+    return " ".join(hook.submit_command("/jobs/app.py"))
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://master.example:7077"])
+def test_client_masters_get_the_credentials_in_the_environment_only(
+    monkeypatch: pytest.MonkeyPatch, master: str
+) -> None:
+    spark_connection(monkeypatch, master)
+    hook = CommittedSparkSubmitHook(
+        s3_environment=S3_ENVIRONMENT,
+        env_vars={"AWS_DEFAULT_REGION": "us-east-2", "MY_VAR": "1"},
+        conf={"spark.airflow_commit.job_id": "job-1"},
+    )
+    assert hook.master == master and not hook.env_becomes_conf
+    assert (
+        hook.environment.items()
+        >= {
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_DEFAULT_REGION": "us-east-2",  # the user's variables win
+            "MY_VAR": "1",
+        }.items()
+    )
+    line = command(hook)
+    assert SECRET not in line and ACCESS_KEY not in line and "AWS_" not in line
+    assert "spark.airflow_commit.job_id=job-1" in line
+
+
+def test_no_credentials_on_a_yarn_command_line(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On YARN the provider turns the environment into --conf: only the endpoint and region go."""
+    spark_connection(monkeypatch, "yarn")
+    hook = CommittedSparkSubmitHook(
+        s3_environment=CommitStoreHook().spark_environment("s3://lake/events"), env_vars={"MY_VAR": "1"}
+    )
+    assert hook.env_becomes_conf
+    line = command(hook)
+    assert f"spark.yarn.appMasterEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in line
+    assert "spark.yarn.appMasterEnv.MY_VAR=1" in line
+    assert aws_default.secret_key not in line and aws_default.access_key not in line
+    assert aws_default.secret_key not in json.dumps(hook.environment)
+
+
+def test_local_master_finds_spark_submit_beside_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark_connection(monkeypatch, "local[2]")
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    env = CommittedSparkSubmitHook().environment
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    if (Path(sys.executable).parent / "spark-submit").is_file():
+        assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/nonexistent"]
+
+
+def test_local_master_python_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's PYSPARK_PYTHON is kept unless spark_python is given; env_vars win over both."""
+    spark_connection(monkeypatch, "local[2]")
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    assert "PYSPARK_PYTHON" not in CommittedSparkSubmitHook().environment
+    chosen = CommittedSparkSubmitHook(spark_python="/usr/bin/python3").environment
+    assert chosen["PYSPARK_PYTHON"] == chosen["PYSPARK_DRIVER_PYTHON"] == "/usr/bin/python3"
+    mine = CommittedSparkSubmitHook(spark_python="/usr/bin/python3", env_vars={"PYSPARK_PYTHON": "/mine"})
+    assert mine.environment["PYSPARK_PYTHON"] == "/mine"
+
+
+def test_kill_takes_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit's children (a Python driver, its workers) die with it, not just the JVM."""
+    spark_connection(monkeypatch, "local[2]")
+    started = tmp_path / "started"
+    script = tmp_path / "bin" / "spark-submit"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\nsleep 300 &\necho "$!" > "{started}"\nwait\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    hook = CommittedSparkSubmitHook()
+    assert hook.kill_process_group(1.0), "nothing started yet: nothing to kill"
+
+    failures: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            hook.submit("/jobs/app.py")
+        except AirflowException as error:
+            failures.append(error)
+
+    runner = threading.Thread(target=submit)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not (started.exists() and started.read_text().strip()):
+        assert time.monotonic() < deadline, "the fake spark-submit never started its child"
+        time.sleep(0.05)
+    group = hook.process_group
+    assert group is not None and process_group_alive(group)
+
+    assert hook.kill_process_group(10.0)
+    runner.join(30)
+    assert not process_group_alive(group), "the child of spark-submit is gone too"
+    assert failures, "spark-submit killed: submit fails"
