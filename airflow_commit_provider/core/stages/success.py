@@ -6,12 +6,12 @@ import os
 from collections import defaultdict
 from itertools import islice
 
-from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, run_parallel
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
+from airflow_commit_provider.core.success_check import load_job_record
 
 
 def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None, *, per_partition: bool) -> SuccessData:
@@ -81,12 +81,6 @@ def _success_data(ctx: JobContext, filenames: list[str]) -> SuccessData:
 def read_job_record(ctx: JobContext) -> SuccessData | None:
     """The job's own record, or None before the job is COMMITTED."""
     try:
-        data = ctx.store.read_bytes(ctx.layout.job_record)
+        return load_job_record(ctx.store, ctx.layout.destination, ctx.job_id)
     except FileNotFoundInStoreError:
         return None
-    record = SuccessData.from_bytes(data, str(ctx.layout.job_record))
-    if record.job_id != ctx.job_id:
-        raise InvalidCommitDataError(
-            f"{ctx.layout.job_record}: record of job {record.job_id!r}, not of job {ctx.job_id!r}"
-        )
-    return record
