@@ -8,7 +8,21 @@ from typing import Any, Literal
 
 ConflictMode = Literal["fail", "append", "replace"]
 CONFLICT_MODES = ("fail", "append", "replace")
-MIN_PART_SIZE = 5 * 1024 * 1024
+#: S3 rejects a multipart upload whose non-final parts are smaller than this.
+S3_MIN_PART_SIZE = 5 * 1024 * 1024
+
+
+def parse_bool(value: object, name: str) -> bool:
+    """A flag that may arrive as text (a Spark conf, an operator argument rendered from a template):
+    true/1/yes or false/0/no in any case; empty or "none" (a template that rendered nothing) is false."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "", "none"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -34,9 +48,9 @@ class CommitOptions:
             )
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
-        if self.part_size < MIN_PART_SIZE:
+        if self.part_size < S3_MIN_PART_SIZE:
             raise ValueError(
-                f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum), got {self.part_size}"
+                f"part_size must be at least {S3_MIN_PART_SIZE} bytes (S3's minimum), got {self.part_size}"
             )
 
 

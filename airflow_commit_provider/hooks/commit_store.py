@@ -91,10 +91,12 @@ class CommitStoreHook(BaseHook):
                 "S3 requests will fail unless the store finds some later",
                 self.aws_conn_id,
             )
+        from airflow_commit_provider.core.store.s3 import endpoint_from_environment
+
         self.log.info(
             "S3 settings from connection %r: endpoint %s, region %s",
             self.aws_conn_id,
-            endpoint_url or _env_endpoint() or "AWS default",
+            endpoint_url or endpoint_from_environment() or "AWS default",
             region_name or os.environ.get("AWS_DEFAULT_REGION") or "boto3 default",
         )
         return S3Settings(
@@ -121,7 +123,3 @@ class CommitStoreHook(BaseHook):
         if StorePath.parse(url).is_local:
             return {}
         return self.s3_settings.environment()
-
-
-def _env_endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")

@@ -23,6 +23,7 @@ from airflow_commit_provider.core.cleanup import (
     parse_scope,
     prune_old_records,
 )
+from airflow_commit_provider.core.options import parse_bool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 
@@ -38,18 +39,6 @@ __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCo
 
 def _is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
-
-
-def _as_bool(value: object, argument: str) -> bool:
-    """A flag that may arrive rendered from a template as text."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", "", "none"):
-        return False
-    raise ValueError(f"{argument}: expected true or false, got {value!r}")
 
 
 class _CleanupOperator(BaseOperator):
@@ -83,7 +72,7 @@ class _CleanupOperator(BaseOperator):
         if not _is_template(older_than):
             as_timedelta(older_than, "older_than")
         if not _is_template(dry_run):
-            _as_bool(dry_run, "dry_run")
+            parse_bool(dry_run, "dry_run")
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Clean with a store of this task's own, log what was reclaimed, fail if anything failed.
@@ -114,7 +103,7 @@ class _CleanupOperator(BaseOperator):
         """The rendered arguments, checked again: templates can render to anything."""
         path = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
         age = as_timedelta(self.older_than, "older_than")
-        return path, age, (self.job_id or None), _as_bool(self.dry_run, "dry_run")
+        return path, age, (self.job_id or None), parse_bool(self.dry_run, "dry_run")
 
     def _store(self, path: StorePath) -> Store:
         return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=self.threads).get_store(path)

@@ -161,17 +161,6 @@ def parse_size(value: object, name: str) -> int:
     return size
 
 
-def parse_bool(value: object, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
-
-
 def _verify_setting(value: str | None) -> bool | str | None:
     """`false`/`0`/`no` turn TLS verification off, `true`/`1`/`yes` keep the default, else a CA bundle."""
     text = (value or "").strip()

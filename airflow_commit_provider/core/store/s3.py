@@ -41,8 +41,8 @@ DELETE_BATCH = 1000
 MAX_SINGLE_COPY = 5 * 1024**3
 #: Streams larger than this are uploaded as multipart uploads when closed.
 MULTIPART_THRESHOLD = 64 * 1024**2
-#: Part size for those uploads (S3 rejects non-final parts under 5 MiB).
-MIN_PART_SIZE = 16 * 1024**2
+#: Part size for those uploads (at least S3_MIN_PART_SIZE).
+STREAM_PART_SIZE = 16 * 1024**2
 MAX_PARTS = 10_000
 #: Bytes a write stream keeps in memory before spilling to a temporary file.
 SPOOL_LIMIT = 8 * 1024**2
@@ -69,7 +69,7 @@ class S3Store(Store):
     )
     #: Write streams larger than this are published as multipart uploads of `part_size` parts.
     multipart_threshold = MULTIPART_THRESHOLD
-    part_size = MIN_PART_SIZE
+    part_size = STREAM_PART_SIZE
     #: Entries per listing request; None leaves it to the server (1000 on AWS).
     list_page_size: int | None = None
 
@@ -103,7 +103,7 @@ class S3Store(Store):
         self._client_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        endpoint = self.endpoint_url or _env_endpoint() or "aws"
+        endpoint = self.endpoint_url or endpoint_from_environment() or "aws"
         return f"S3Store(endpoint={endpoint!r}, region={self.region_name!r}, profile={self.profile_name!r})"
 
     # Client ------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class S3Store(Store):
             session = boto3.session.Session(profile_name=self.profile_name, **self._credentials)
         except BotoCoreError as exc:  # e.g. ProfileNotFound
             raise StoreError(f"cannot configure S3 ({self!r}): {exc}") from exc
-        path_style = bool(self.endpoint_url or _env_endpoint())
+        path_style = bool(self.endpoint_url or endpoint_from_environment())
         config = Config(
             max_pool_connections=self.max_pool_connections,
             # Standard mode retries throttling (503 SlowDown) and transient errors with backoff;
@@ -482,7 +482,8 @@ def _raise_delete_failures(failures: list[str]) -> None:
         raise StoreError(f"S3 DeleteObjects failed for {len(failures)} keys: {shown}{more}")
 
 
-def _env_endpoint() -> str | None:
+def endpoint_from_environment() -> str | None:
+    """The S3 endpoint boto3 takes from the environment (`AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL`)."""
     return next((os.environ[name] for name in _ENDPOINT_ENV if os.environ.get(name)), None)
 
 
