@@ -44,52 +44,66 @@ every try is a new job (a random UUID), a failed try is aborted on a best-effort
 
 S3 access comes from the Airflow AWS connection (``aws_conn_id``) and reaches spark-submit as
 ``AWS_*`` environment variables, never as ``--conf`` or arguments, so it is in no command line,
-log or XCom. The driver reads them and ``write_committed`` hands them to its tasks. On YARN and
-Kubernetes masters, where the Spark hook would turn environment variables into ``--conf``
-arguments, only the endpoint and region are passed and the cluster must supply credentials.
+log or XCom (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`; on YARN
+and Kubernetes only the endpoint and region are passed). The driver reads them and
+``write_committed`` hands them to its tasks.
+
+The operator orchestrates: the Spark side is the hook's, settling tries, aborting a job and
+verifying its ``_SUCCESS`` are the core's (:mod:`~airflow_commit_provider.core.tries`,
+:mod:`~airflow_commit_provider.core.job_control`, :mod:`~airflow_commit_provider.core.hadoop_jobs`,
+:mod:`~airflow_commit_provider.core.success_check`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan, resolve
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
-from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
+from airflow_commit_provider.spark.config import (
+    CONF_COMMITTER,
+    CONF_CONFLICT_MODE,
+    CONF_DESTINATION,
+    CONF_ENGINE,
+    CONF_JOB_ID,
+    CONF_TRY_NUMBER,
+    OPERATOR_CONFS,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_commit_provider.core.formats.success import SuccessData
+    from airflow_commit_provider.core.store import Store
 
 __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 
-ENGINES = ("python", "hadoop")
-CONF_PREFIX = "spark.airflow_commit."
 #: How long to wait for the processes of a stopped job to exit before aborting anyway.
 STOP_WAIT_SECONDS = 30.0
 #: Partitions listed in the XCom summary; the count is always exact.
 SUMMARY_PARTITIONS = 100
-#: Hadoop committers that put the job ID given in the conf into `_SUCCESS` (fs.s3a.committer.uuid).
-HADOOP_COMMITTERS_WITH_JOB_ID = ("magic", "directory", "partitioned")
 #: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
 SHIPPED_SUBPACKAGES = ("core", "spark")
 
@@ -257,6 +271,19 @@ class CommittedSparkSubmitOperator(BaseOperator):
         # Created per execution: operators are deep-copied, and locks cannot be.
         self._abort_lock: threading.RLock | None = None
 
+    @cached_property
+    def store_hook(self) -> CommitStoreHook:
+        """The destination's store, and the S3 settings spark-submit is given."""
+        return CommitStoreHook(aws_conn_id=self.aws_conn_id)
+
+    @contextlib.contextmanager
+    def _destination_store(self) -> Iterator[Store]:
+        store = self.store_hook.get_store(self.destination)
+        try:
+            yield store
+        finally:
+            store.close()
+
     # Execution ---------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
         started = time.monotonic()
@@ -265,11 +292,10 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._abort_lock = threading.RLock()
         self._job_id = None
         try_number = _try_number(context)
-        store_hook = CommitStoreHook(aws_conn_id=self.aws_conn_id)
         if self.engine == "python":
-            plan = self._settle_earlier_tries(store_hook, context, try_number)
+            plan = self._settle_earlier_tries(context, try_number)
             if plan.adopted is not None:
-                return self._adopt(store_hook, plan.adopted, try_number, started)
+                return self._adopt(plan.adopted, try_number, started)
             job_id = plan.job_id
         else:
             job_id = str(uuid.uuid4())
@@ -285,7 +311,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         )
         try:
             with tempfile.TemporaryDirectory(prefix="airflow-commit-submit-") as workdir:
-                hook = self._make_hook(store_hook, job_id, try_number, workdir)
+                hook = self._make_hook(job_id, try_number, workdir)
                 self._hook = hook
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
@@ -293,12 +319,12 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 hook.submit(self.application)
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
-            data = self._verify_success(store_hook, job_id, submitted_ms)
+            data = self._verify_success(job_id, submitted_ms)
             if self.engine == "python":
-                self._mark_delivered(store_hook, job_id)
+                self._mark_delivered(job_id)
         except BaseException as error:  # failures, AirflowTaskTimeout, AirflowTaskTerminated
             self._stop_spark()
-            self._abort_job(store_hook, f"{type(error).__name__}: {error}")
+            self._abort_job(f"{type(error).__name__}: {error}")
             raise
         finally:
             self._hook = None
@@ -317,12 +343,10 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self.log.warning("Killed: stopping spark-submit and aborting job %s", self._job_id)
         self._stop_spark()
         if self._job_id:
-            self._abort_job(CommitStoreHook(aws_conn_id=self.aws_conn_id), "the task was killed")
+            self._abort_job("the task was killed")
 
     # Earlier tries -------------------------------------------------------------------------------
-    def _settle_earlier_tries(
-        self, store_hook: CommitStoreHook, context: Context, try_number: int | None
-    ) -> TryPlan:
+    def _settle_earlier_tries(self, context: Context, try_number: int | None) -> TryPlan:
         """Adopt, leave or fence the jobs of earlier tries (core.tries); log what each one became."""
         key = _task_key(context)
         if key is None or try_number is None:
@@ -331,8 +355,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 "map_index, try_number), and the context has none"
             )
         options = CommitOptions(conflict_mode=self.conflict_mode) if self.conflict_mode else None
-        store = store_hook.get_store(self.destination)
-        try:
+        with self._destination_store() as store:
             plan = plan_try(
                 store,
                 self.destination,
@@ -342,8 +365,6 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 adopt_committed=self.adopt_committed_tries,
                 options=options,
             )
-        finally:
-            store.close()
         for job in plan.delivered:
             self.log.info(
                 "Job %s of try %d was delivered (that try succeeded): this try is a re-run and writes again",
@@ -378,9 +399,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
             )
         return plan
 
-    def _adopt(
-        self, store_hook: CommitStoreHook, job: TriedJob, try_number: int | None, started: float
-    ) -> dict[str, Any]:
+    def _adopt(self, job: TriedJob, try_number: int | None, started: float) -> dict[str, Any]:
         """Return a committed job of an earlier try as this try's result, without running Spark."""
         if self._killed:
             raise AirflowException(f"the task was killed before it could adopt job {job.job_id}")
@@ -390,85 +409,64 @@ class CommittedSparkSubmitOperator(BaseOperator):
             job.job_id,
             job.try_number,
         )
-        data = self._verify_success(store_hook, job.job_id, submitted_ms=0)
-        self._mark_delivered(store_hook, job.job_id)
+        data = self._verify_success(job.job_id, submitted_ms=0)
+        self._mark_delivered(job.job_id)
         return self._summary(data, job.job_id, try_number, time.monotonic() - started, job.try_number)
 
-    def _mark_delivered(self, store_hook: CommitStoreHook, job_id: str) -> None:
+    def _mark_delivered(self, job_id: str) -> None:
         """Record that this try succeeded with `job_id`, so a later try (a clear) writes again.
 
         A failure here fails the try: its retry then adopts the job and marks it.
         """
-        store = store_hook.get_store(self.destination)
-        try:
+        with self._destination_store() as store:
             mark_delivered(store, self.destination, job_id)
-        finally:
-            store.close()
 
     # Building the submission ---------------------------------------------------------------------
-    def _validate(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine {self.engine!r} is not one of {', '.join(ENGINES)}")
+    def write_plan(self) -> WritePlan:
+        """How this task's writes are committed; a ValueError for a choice that cannot be honoured."""
         if not self.committer:
             raise ValueError("committer is required (magic, directory, partitioned, manifest, file-v1, ...)")
-        if self.conflict_mode is not None and self.conflict_mode not in CONFLICT_MODES:
-            raise ValueError(
-                f"conflict_mode {self.conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}"
-            )
-        if self.engine == "python":
-            from airflow_commit_provider.core.committers import COMMITTERS
+        return resolve(
+            self.committer,
+            self.destination,
+            conflict_mode=self.conflict_mode,
+            allow_unsafe_v2=self._allow_unsafe_v2,
+            engine=self.engine,
+        )
 
-            if self.committer not in COMMITTERS:
-                raise ValueError(
-                    f"unknown committer {self.committer!r}: choose one of {', '.join(sorted(COMMITTERS))}"
-                )
-            if self.committer == "file-v2" and not self._allow_unsafe_v2:
-                raise ValueError(
-                    "the file-v2 committer can leave partial output visible when a task fails; "
-                    "pass allow_unsafe_v2=True to use it anyway"
-                )
+    def _validate(self) -> None:
+        self.write_plan()
         StorePath.parse(self.destination)
         if not self.application:
             raise ValueError("application is required: the PySpark application to submit")
-        reserved = sorted(k for k in (self.conf or {}) if k in _reserved_conf_keys())
+        reserved = sorted(k for k in (self.conf or {}) if k in OPERATOR_CONFS)
         if reserved:
             raise ValueError(f"conf must not set {', '.join(reserved)}: the operator sets them for each try")
 
     def job_conf(self, job_id: str, try_number: int | None) -> dict[str, str]:
         """The ``spark.airflow_commit.*`` confs (and, for engine="hadoop", the JVM committer conf)."""
         conf = {
-            f"{CONF_PREFIX}job_id": job_id,
-            f"{CONF_PREFIX}committer": self.committer,
-            f"{CONF_PREFIX}destination": self.destination,
-            f"{CONF_PREFIX}engine": self.engine,
+            CONF_JOB_ID: job_id,
+            CONF_COMMITTER: self.committer,
+            CONF_DESTINATION: self.destination,
+            CONF_ENGINE: self.engine,
         }
         if self.conflict_mode:
-            conf[f"{CONF_PREFIX}conflict_mode"] = self.conflict_mode
+            conf[CONF_CONFLICT_MODE] = self.conflict_mode
         if try_number is not None:
-            conf[f"{CONF_PREFIX}try_number"] = str(try_number)
+            conf[CONF_TRY_NUMBER] = str(try_number)
         if self.engine == "hadoop":
-            from airflow_commit_provider.spark import jvm_committer_conf
+            from airflow_commit_provider.spark.jvm_committers import plan_conf
 
-            conf.update(
-                jvm_committer_conf(
-                    self.destination,
-                    self.committer,
-                    conflict_mode=self.conflict_mode,
-                    job_id=job_id,
-                    allow_unsafe_v2=self._allow_unsafe_v2,
-                    **self._jvm_conf_options,
-                )
-            )
+            conf.update(plan_conf(self.write_plan(), job_id=job_id, **self._jvm_conf_options))
         return conf
 
-    def _make_hook(
-        self, store_hook: CommitStoreHook, job_id: str, try_number: int | None, workdir: str
-    ) -> CommittedSparkSubmitHook:
+    def _make_hook(self, job_id: str, try_number: int | None, workdir: str) -> CommittedSparkSubmitHook:
         py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
         if self._ship_package:
             py_files.append(build_py_files_zip(workdir))
         return CommittedSparkSubmitHook(
-            s3_environment=store_hook.spark_environment(self.destination),
+            s3_environment=self.store_hook.spark_environment(self.destination),
             spark_python=self._spark_python,
             env_vars=self.env_vars,
             conf={**(self.conf or {}), **self.job_conf(job_id, try_number)},
@@ -491,20 +489,18 @@ class CommittedSparkSubmitOperator(BaseOperator):
         )
 
     # After the job -------------------------------------------------------------------------------
-    def _verify_success(self, store_hook: CommitStoreHook, job_id: str, submitted_ms: int) -> SuccessData:
+    def _verify_success(self, job_id: str, submitted_ms: int) -> SuccessData:
         """This job's ``_SUCCESS`` (or its record), or an error naming why what was found is not."""
         expectations = self._try_expectations(job_id, submitted_ms)
-        store = store_hook.get_store(self.destination)
         try:
-            found = expectations.check(store, self.destination)
+            with self._destination_store() as store:
+                found = expectations.check(store, self.destination)
         except InvalidCommitDataError as error:
             raise AirflowException(
                 f"job {job_id}: {error}; the {self.committer} committer writes a JSON _SUCCESS, so Spark "
                 "did not write through it (for engine='hadoop', check the committer factory and commit "
                 "protocol classes are on the classpath)"
             ) from error
-        finally:
-            store.close()
         data = found.data
         if found.state == "missing" or data is None:
             raise AirflowException(
@@ -543,11 +539,12 @@ class CommittedSparkSubmitOperator(BaseOperator):
         ``spark.sql.sources.writeJobUUID`` per write; the classic committer writes a 0-byte marker),
         so for those the ``_SUCCESS`` must have been written after this try's spark-submit started.
         """
-        if self.engine == "python" or self.committer in HADOOP_COMMITTERS_WITH_JOB_ID:
+        plan = self.write_plan()
+        if plan.records_job_id:
             return SuccessExpectations(job_id=job_id)
         # `newer_than` is strict, and both times are whole milliseconds: written at the start passes.
         started = datetime.fromtimestamp((submitted_ms - 1) / 1000, tz=timezone.utc)
-        return SuccessExpectations(newer_than=started, allow_legacy=self.committer in ("file-v1", "file-v2"))
+        return SuccessExpectations(newer_than=started, allow_legacy=not plan.traits.jvm.json_success)
 
     def _summary(
         self,
@@ -583,7 +580,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         if self._hook is not None and not self._hook.kill_process_group(STOP_WAIT_SECONDS):
             self.log.warning("processes of job %s are still alive after SIGKILL", self._job_id)
 
-    def _abort_job(self, store_hook: CommitStoreHook, reason: str) -> None:
+    def _abort_job(self, reason: str) -> None:
         """Abort this try's job once: pending uploads aborted, temporary directory deleted."""
         job_id = self._job_id
         if self._abort_lock is None:
@@ -592,34 +589,28 @@ class CommittedSparkSubmitOperator(BaseOperator):
             if self._aborted or not job_id:
                 return
             self._aborted = True
-            self._abort_now(store_hook, job_id, reason)
+            self._abort_now(job_id, reason)
 
-    def _abort_now(self, store_hook: CommitStoreHook, job_id: str, reason: str) -> None:
+    def _abort_now(self, job_id: str, reason: str) -> None:
         self.log.warning("Aborting job %s (%s)", job_id, reason)
         try:
-            store = store_hook.get_store(self.destination)
-        except Exception:
-            self.log.exception("cannot open the store of %s to abort job %s", self.destination, job_id)
-            return
-        try:
-            if self.engine == "python":
-                committed = abort_job(
-                    store, self.destination, job_id, self.committer, "the Airflow try failed or was killed"
-                )
-                if committed is not None:
-                    self._log_committed_despite_failure(committed)
-                    return
-            else:
-                self.log.info("%s", abort_hadoop_job(store, self.destination, job_id).describe())
-            self.log.info("Job %s aborted: its pending uploads and temporary files are gone", job_id)
+            with self._destination_store() as store:
+                if self.engine == "hadoop":
+                    self.log.info("%s", abort_hadoop_job(store, self.destination, job_id).describe())
+                else:
+                    why = "the Airflow try failed or was killed"
+                    committed = abort_job(store, self.destination, job_id, self.committer, why)
+                    if committed is not None:
+                        self._log_committed_despite_failure(committed)
+                        return
         except Exception:
             self.log.exception(
                 "aborting job %s failed; CleanupTemporaryOperator and AbortMultipartUploadsOperator "
                 "reclaim what is left",
                 job_id,
             )
-        finally:
-            store.close()
+            return
+        self.log.info("Job %s aborted: its pending uploads and temporary files are gone", job_id)
 
     def _log_committed_despite_failure(self, data: SuccessData) -> None:
         """The job had passed its commit point: abort finished it, so its output is committed."""
@@ -642,11 +633,6 @@ class CommittedSparkSubmitOperator(BaseOperator):
 
 
 # Helpers ------------------------------------------------------------------------------------------
-def _reserved_conf_keys() -> set[str]:
-    names = ("job_id", "committer", "destination", "engine", "conflict_mode", "try_number")
-    return {CONF_PREFIX + name for name in names}
-
-
 def _try_number(context: Context | dict[str, Any]) -> int | None:
     ti = context.get("ti") if hasattr(context, "get") else None
     number = getattr(ti, "try_number", None)
