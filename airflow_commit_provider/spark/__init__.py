@@ -3,6 +3,8 @@ Hadoop's own (JVM) committers.
 
 - :func:`write_committed` - each Spark task writes and commits one task attempt through
   ``mapInArrow``; the driver commits the job with exactly the results Spark accepted.
+- :func:`plan_write` - what a ``write_committed`` call would do (committer, conflict handling, job
+  ID), decided without Spark.
 - :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
   manifest committers.
 
@@ -19,12 +21,14 @@ __all__ = [
     "applied_conf",
     "default_committer",
     "jvm_committer_conf",
+    "plan_write",
     "write_committed",
 ]
 
 _EXPORTS = {
     "WriteSummary": "airflow_commit_provider.spark.writer",
-    "default_committer": "airflow_commit_provider.spark.writer",
+    "default_committer": "airflow_commit_provider.core.committers.registry",
+    "plan_write": "airflow_commit_provider.spark.write_plan",
     "write_committed": "airflow_commit_provider.spark.writer",
     "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
     "applied_conf": "airflow_commit_provider.spark.jvm_committers",

@@ -1,6 +1,7 @@
 """Spark configuration keys, writer options, and the small picklable config executors receive.
 
-Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
+This module owns the ``spark.airflow_commit.*`` conf contract: the operator sets these keys for
+each try, applications (the example job, ``write_committed``) read them. Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
 which carries S3 settings (endpoint and credentials taken from the driver); its ``repr`` never shows
 a credential, and nothing in this package logs one.
 """
@@ -11,11 +12,17 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_commit_provider.core.options import CONFLICT_MODES, CommitOptions, parse_bool
+from airflow_commit_provider.core.options import CommitOptions, parse_bool
 
 PREFIX = "spark.airflow_commit."
+#: The output directory; ``write_committed(df)`` writes there when given no path.
+CONF_DESTINATION = PREFIX + "destination"
+#: ``python`` (``write_committed``) or ``hadoop`` (Spark's writers with Hadoop's committers).
+CONF_ENGINE = PREFIX + "engine"
+#: Airflow's try number (informational).
+CONF_TRY_NUMBER = PREFIX + "try_number"
 #: Committer name (file-v1, file-v2, manifest, directory, partitioned, magic).
 CONF_COMMITTER = PREFIX + "committer"
 #: fail | append | replace.
@@ -32,6 +39,15 @@ CONF_S3_SESSION_TOKEN = PREFIX + "s3.session_token"
 CONF_S3_REGION = PREFIX + "s3.region"
 #: TLS verification: false, true, or a CA bundle path (boto3's `verify`).
 CONF_S3_VERIFY = PREFIX + "s3.verify"
+#: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
+OPERATOR_CONFS = (
+    CONF_JOB_ID,
+    CONF_COMMITTER,
+    CONF_DESTINATION,
+    CONF_ENGINE,
+    CONF_CONFLICT_MODE,
+    CONF_TRY_NUMBER,
+)
 #: The same for a job's environment: boto3 reads AWS_CA_BUNDLE but has no variable for `false`.
 ENV_S3_VERIFY = "AIRFLOW_COMMIT_S3_VERIFY"
 
@@ -86,6 +102,13 @@ _WRITER_KEYS = (
 _COMMITTER_KEYS = ("threads", "part_size", "allow_unsafe_v2", "local_staging_dir", "skip_cleanup")
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+class ConfSource(Protocol):
+    """Where settings are looked up: a session's `SparkConf`, or a plain dict when planning a
+    write without Spark."""
+
+    def get(self, key: str) -> str | None: ...
 
 
 class SparkConf:
@@ -214,7 +237,7 @@ class S3Settings:
 
     @classmethod
     def resolve(
-        cls, options: Mapping[str, Any], conf: SparkConf, environ: Mapping[str, str] | None = None
+        cls, options: Mapping[str, Any], conf: ConfSource, environ: Mapping[str, str] | None = None
     ) -> S3Settings:
         """Per setting: the write's options, then the Spark conf, then the driver's environment."""
         environ = os.environ if environ is None else environ
@@ -249,7 +272,7 @@ class ParsedOptions:
     s3: dict[str, Any]
 
 
-def parse_options(options: Mapping[str, Any] | None, format: str, conf: SparkConf) -> ParsedOptions:
+def parse_options(options: Mapping[str, Any] | None, format: str, conf: ConfSource) -> ParsedOptions:
     """Split ``options`` (keys case-insensitive, as Spark's) into writer, committer and S3 options."""
     normalised: dict[str, tuple[str, Any]] = {}
     for key, value in (options or {}).items():
@@ -312,10 +335,11 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: SparkCon
     return ParsedOptions(writer, committer, s3)
 
 
-def commit_options(
-    committer_options: Mapping[str, Any], conf: SparkConf, conflict_mode: str
-) -> CommitOptions:
-    """CommitOptions from the write's options, then the Spark conf, then the defaults."""
+def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> CommitOptions:
+    """CommitOptions from the write's options, then the Spark conf, then the defaults.
+
+    The conflict mode is not among them: the write's plan decides what the committer applies.
+    """
     defaults = CommitOptions()
     threads = committer_options.get("threads", conf.get(CONF_THREADS) or defaults.threads)
     part_size = committer_options.get("part_size", conf.get(CONF_PART_SIZE) or defaults.part_size)
@@ -324,11 +348,8 @@ def commit_options(
         threads = int(threads)
     except (TypeError, ValueError):
         raise ValueError(f"threads must be an integer, got {threads!r}") from None
-    if conflict_mode not in CONFLICT_MODES:
-        raise ValueError(f"conflict_mode {conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}")
     return CommitOptions(
         threads=threads,
-        conflict_mode=conflict_mode,  # type: ignore[arg-type]
         allow_unsafe_v2=parse_bool(committer_options.get("allow_unsafe_v2", False), "allow_unsafe_v2"),
         part_size=parse_size(part_size, "part_size"),
         local_staging_dir=str(staging) if staging else None,
@@ -367,8 +388,6 @@ class TaskConfig:
     spark_version: str | None = None
     empty_schema: Any = None
     """The Arrow schema of the written columns, for the empty file of an empty write (pyarrow.Schema)."""
-    hooks: Any = None
-    """Test hooks (tasks.TaskHooks); None in normal use."""
 
     @property
     def partitioned(self) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 from airflow_commit_provider.spark.config import TaskConfig
 from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
+from airflow_commit_provider.spark.instrumentation import TaskInstrumentation
 
 log = logging.getLogger("airflow_commit_provider.spark")
 
@@ -65,16 +66,6 @@ class TaskInfo:
     attempt_number: int
     """TaskContext.attemptNumber(): 0 for the first attempt of this partition."""
     stage_id: int = 0
-
-
-@dataclass(frozen=True)
-class TaskHooks:
-    """Test hooks, run inside the task (must be picklable). Not part of the public API."""
-
-    after_file: Callable[[TaskInfo, str], None] | None = None
-    """After each file is closed (published into the attempt), with its relative path."""
-    before_commit: Callable[[TaskInfo], None] | None = None
-    after_commit: Callable[[TaskInfo, TaskCommitResult | None], None] | None = None
 
 
 @dataclass
@@ -108,7 +99,9 @@ def _json(result: TaskCommitResult) -> str:
     return json.dumps(result.to_json())
 
 
-def write_partition(config: TaskConfig, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def write_partition(
+    config: TaskConfig, instrumentation: TaskInstrumentation | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """The function given to ``mapInArrow`` (bound to its config with functools.partial)."""
     from pyspark import TaskContext
 
@@ -121,12 +114,18 @@ def write_partition(config: TaskConfig, batches: Iterator[pa.RecordBatch]) -> It
         attempt_number=context.attemptNumber(),
         stage_id=context.stageId(),
     )
-    yield run_task_attempt(config, info, batches).to_batch()
+    yield run_task_attempt(config, info, batches, instrumentation=instrumentation).to_batch()
 
 
-def run_task_attempt(config: TaskConfig, info: TaskInfo, batches: Iterable[pa.RecordBatch]) -> TaskOutcome:
+def run_task_attempt(
+    config: TaskConfig,
+    info: TaskInfo,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    instrumentation: TaskInstrumentation | None = None,
+) -> TaskOutcome:
     """Write, then commit, one task attempt; on any failure abort the attempt and re-raise."""
-    hooks: TaskHooks = config.hooks or TaskHooks()
+    probes = instrumentation or TaskInstrumentation()
     s3 = {} if config.destination.startswith("file:") else config.s3.store_kwargs()
     store = open_store(config.destination, threads=config.commit_options.threads, **s3)
     try:
@@ -139,10 +138,10 @@ def run_task_attempt(config: TaskConfig, info: TaskInfo, batches: Iterable[pa.Re
         attempt.setup_task()
         committed = False
         try:
-            writer = PartitionWriter(config, attempt, info, hooks)
+            writer = PartitionWriter(config, attempt, info, probes)
             writer.write_all(batches)
-            if hooks.before_commit:
-                hooks.before_commit(info)
+            if probes.before_commit:
+                probes.before_commit(info)
             result: TaskCommitResult | None = None
             if attempt.needs_task_commit():
                 result = attempt.commit_task(rows=writer.rows)
@@ -156,8 +155,8 @@ def run_task_attempt(config: TaskConfig, info: TaskInfo, batches: Iterable[pa.Re
                     )
             else:
                 attempt.abort_task()
-            if hooks.after_commit:
-                hooks.after_commit(info, result)
+            if probes.after_commit:
+                probes.after_commit(info, result)
         except BaseException:
             if not committed:
                 _abort_quietly(attempt, info)
@@ -187,11 +186,11 @@ class _OpenFile:
 class PartitionWriter:
     """Writes one task's rows: one open file at a time, rolled over at partition and size limits."""
 
-    def __init__(self, config: TaskConfig, attempt: TaskAttempt, info: TaskInfo, hooks: TaskHooks):
+    def __init__(self, config: TaskConfig, attempt: TaskAttempt, info: TaskInfo, probes: TaskInstrumentation):
         self.config = config
         self.attempt = attempt
         self.info = info
-        self.hooks = hooks
+        self.probes = probes
         self.rows = 0
         self.bytes = 0
         self.files = 0
@@ -323,8 +322,8 @@ class PartitionWriter:
         self.files += 1
         self.rows += current.writer.rows
         self.bytes += current.sink.count
-        if self.hooks.after_file:
-            self.hooks.after_file(self.info, current.relative_path)
+        if self.probes.after_file:
+            self.probes.after_file(self.info, current.relative_path)
 
     def _discard_current(self) -> None:
         current, self._current = self._current, None

@@ -12,8 +12,8 @@ It reads the landed CSV (in the driver through the store layer, since PyPI's PyS
 ``s3a://`` filesystem; with hadoop-aws on the cluster ``spark.read.csv`` would do), adds the ``dt``
 partition column and writes it (parquet unless ``--format``) partitioned by ``dt``:
 
-- engine ``python``: :func:`airflow_commit_provider.spark.write_committed`, which takes committer,
-  conflict mode and job ID from the confs (``partitioned`` + ``replace``: only ``dt=<day>`` is
+- engine ``python``: :func:`airflow_commit_provider.spark.write_committed`, which takes destination,
+  committer, conflict mode and job ID from the confs (``partitioned`` + ``replace``: only ``dt=<day>`` is
   replaced, atomically, at job commit; every other day stays untouched);
 - engine ``hadoop``: Spark's own writer with Hadoop's committer as configured by the operator.
 
@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-CONF = "spark.airflow_commit."
+from airflow_commit_provider.spark.config import CONF_DESTINATION, CONF_ENGINE, CONF_TRY_NUMBER
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     spark = SparkSession.builder.appName(f"daily-ingest-{args.ds}").getOrCreate()
-    destination = spark.conf.get(f"{CONF}destination", None)
+    destination = spark.conf.get(CONF_DESTINATION, None)
     if not destination:
-        raise SystemExit(f"{CONF}destination is not set: submit this job with CommittedSparkSubmitOperator")
-    engine = spark.conf.get(f"{CONF}engine", "python")
-    try_number = int(spark.conf.get(f"{CONF}try_number", "0") or 0)
+        raise SystemExit(f"{CONF_DESTINATION} is not set: submit this job with CommittedSparkSubmitOperator")
+    engine = spark.conf.get(CONF_ENGINE, "python")
+    try_number = int(spark.conf.get(CONF_TRY_NUMBER, "0") or 0)
 
     landed = read_landed(args.source)
     df = spark.createDataFrame(landed).repartition(args.partitions).withColumn("dt", F.lit(args.ds))
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if engine == "python":
         from airflow_commit_provider.spark import write_committed
 
-        summary = write_committed(df, destination, format=args.format, partition_by=["dt"])
+        summary = write_committed(df, format=args.format, partition_by=["dt"])  # to CONF_DESTINATION
         print(json.dumps({"write_committed": summary.to_dict()}, default=str))
     else:
         df.write.format(args.format).partitionBy("dt").mode("append").save(destination)

@@ -108,8 +108,10 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
     import pyarrow.parquet as pq
 
     from airflow_commit_provider.core.success_check import load_success
-    from airflow_commit_provider.spark import write_committed
-    from airflow_commit_provider.spark.writer import WriteHooks
+    from airflow_commit_provider.spark import plan_write
+    from airflow_commit_provider.spark.config import SparkConf
+    from airflow_commit_provider.spark.instrumentation import WriteInstrumentation
+    from airflow_commit_provider.spark.writer import run_write
     from airflow_commit_provider.triggers import SuccessManifestTrigger
 
     store = aws_default.store()
@@ -121,19 +123,21 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
         "s3.region": aws_default.region,
     }
     at_job_commit = threading.Barrier(len(DAYS))
-    hooks = WriteHooks(before_job_commit=lambda *_: at_job_commit.wait(BARRIER_BOUND_SECONDS))
+    instrumentation = WriteInstrumentation(
+        before_job_commit=lambda *_: at_job_commit.wait(BARRIER_BOUND_SECONDS)
+    )
     started = datetime.now(timezone.utc) - timedelta(seconds=1)
 
     def write(day: str) -> Any:
-        return write_committed(
-            day_frame(spark, day),
+        plan = plan_write(
             str(table),
+            conf=SparkConf(spark),
             partition_by="dt",
             committer="partitioned",
             conflict_mode="replace",
             options=options,
-            _hooks=hooks,
         )
+        return run_write(day_frame(spark, day), plan, instrumentation=instrumentation)
 
     with ThreadPoolExecutor(max_workers=len(DAYS)) as pool:
         written = dict(zip(DAYS, pool.map(write, DAYS), strict=True))

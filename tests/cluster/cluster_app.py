@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CONF = "spark.airflow_commit."
 #: Upper bound of every wait in this application (the tests release or kill it long before).
 GATE_BOUND_SECONDS = 300.0
 #: How long the straggler waits for its speculative copy before giving up (the test then fails).
@@ -104,14 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from airflow_commit_provider.spark import write_committed
-    from airflow_commit_provider.spark.tasks import TaskHooks
-    from airflow_commit_provider.spark.writer import WriteHooks
+    from airflow_commit_provider.spark import plan_write
+    from airflow_commit_provider.spark.config import CONF_JOB_ID, CONF_TRY_NUMBER, SparkConf
+    from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
+    from airflow_commit_provider.spark.writer import run_write
 
     markers = Path(args.markers)
     spark = SparkSession.builder.appName("cluster-committed-write").getOrCreate()
-    try_number = int(spark.conf.get(f"{CONF}try_number", "0") or 0)
-    job_id = spark.conf.get(f"{CONF}job_id", "")
+    try_number = int(spark.conf.get(CONF_TRY_NUMBER, "0") or 0)
+    job_id = spark.conf.get(CONF_JOB_ID, "")
     write_marker(
         markers / f"started-try{try_number}.json",
         {
@@ -129,11 +129,15 @@ def main(argv: list[str] | None = None) -> int:
             if not wait_for(markers / f"release-try{try_number}", GATE_BOUND_SECONDS):
                 raise SystemExit(f"gate {stage}: never released")
 
-    task_hooks = None
+    task_probes = None
     if args.straggler:
         straggler = Straggler(str(markers), try_number)
-        task_hooks = TaskHooks(after_file=straggler.after_file, after_commit=straggler.after_commit)
-    hooks = WriteHooks(task=task_hooks, before_job_commit=lambda *_: gate("before-commit"))
+        task_probes = TaskInstrumentation(
+            after_file=straggler.after_file, after_commit=straggler.after_commit
+        )
+    instrumentation = WriteInstrumentation(
+        task=task_probes, before_job_commit=lambda *_: gate("before-commit")
+    )
 
     df = spark.range(0, args.rows, 1, args.partitions).withColumn(
         "payload", F.concat(F.lit("row-"), F.col("id").cast("string"))
@@ -144,13 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         partition_by = ["part"]
     result = markers / f"result-try{try_number}.json"
     try:
-        summary = write_committed(
-            df,
-            spark.conf.get(f"{CONF}destination"),
-            format="parquet",
-            partition_by=partition_by,
-            _hooks=hooks,
-        )
+        plan = plan_write(None, conf=SparkConf(spark), format="parquet", partition_by=partition_by)
+        summary = run_write(df, plan, instrumentation=instrumentation)
     except BaseException as error:
         write_marker(result, {"ok": False, "error": type(error).__name__, "message": str(error)})
         raise

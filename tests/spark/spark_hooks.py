@@ -121,3 +121,14 @@ class ExpectLocalProperty:
         value = TaskContext.get().getLocalProperty(self.key)
         if value != self.expected:
             raise AssertionError(f"task {info.partition}: {self.key}={value!r}, expected {self.expected!r}")
+
+
+def instrumented_write(df: Any, path: str, instrumentation: Any, **arguments: Any) -> Any:
+    """``write_committed(df, path, **arguments)`` with `instrumentation` (a WriteInstrumentation):
+    planned as ``write_committed`` plans it, then run through the writer's instrumented seam."""
+    from airflow_commit_provider.spark.config import SparkConf
+    from airflow_commit_provider.spark.write_plan import plan_write
+    from airflow_commit_provider.spark.writer import run_write
+
+    plan = plan_write(path, conf=SparkConf(df.sparkSession), **arguments)
+    return run_write(df, plan, instrumentation=instrumentation)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from spark_hooks import FailFirstAttempt, SlowAttemptCoordinator, SlowFirstAttempt
+from spark_hooks import FailFirstAttempt, SlowAttemptCoordinator, SlowFirstAttempt, instrumented_write
 from spark_support import (
     assert_committed_write,
     read_local,
@@ -25,8 +25,8 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.uploads import recorded_uploads
 from airflow_commit_provider.spark import write_committed
-from airflow_commit_provider.spark.tasks import TaskHooks, TaskInfo, run_task_attempt
-from airflow_commit_provider.spark.writer import WriteHooks
+from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
+from airflow_commit_provider.spark.tasks import TaskInfo, run_task_attempt
 
 pytestmark = pytest.mark.spark
 
@@ -76,18 +76,22 @@ def test_task_fails_on_first_attempt_then_succeeds(
     remove them) or fails right after its task commit (the retry must adopt the committed attempt)."""
     dest_text, options = _destination(kind, tmp_path, request)
     hook = FailFirstAttempt(partition=1, mode=mode)
-    task_hooks = TaskHooks(after_file=hook) if point == "after_file" else TaskHooks(after_commit=hook)
+    task_probes = (
+        TaskInstrumentation(after_file=hook)
+        if point == "after_file"
+        else TaskInstrumentation(after_commit=hook)
+    )
     leftovers = []
-    summary = write_committed(
+    summary = instrumented_write(
         df,
         dest_text,
+        WriteInstrumentation(
+            task=task_probes,
+            before_job_commit=lambda job, results, _c: leftovers.append(_uncommitted_leftovers(job, results)),
+        ),
         partition_by=["part"],
         committer=committer,
         options={**options, "maxRecordsPerFile": 3},
-        _hooks=WriteHooks(
-            task=task_hooks,
-            before_job_commit=lambda job, results, _c: leftovers.append(_uncommitted_leftovers(job, results)),
-        ),
     )
     # A crashed attempt cannot clean up: its uploads/files waited for job cleanup.
     assert bool(leftovers[0]) == (mode == "crash")
@@ -163,17 +167,17 @@ def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
         kill=lambda attempt: context._jsc.sc().killTaskAttempt(attempt, True, "another attempt succeeded")
     ) as coordinator:
         host, port = coordinator.address
-        summary = write_committed(
+        summary = instrumented_write(
             df,
             dest_text,
+            WriteInstrumentation(
+                task=TaskInstrumentation(after_file=SlowFirstAttempt(partition=1, host=host, port=port)),
+                before_job_commit=duplicates_before_job_commit,
+            ),
             format="json",
             partition_by=["part"],
             committer=committer,
             options={**options, "maxRecordsPerFile": 3},
-            _hooks=WriteHooks(
-                task=TaskHooks(after_file=SlowFirstAttempt(partition=1, host=host, port=port)),
-                before_job_commit=duplicates_before_job_commit,
-            ),
         )
     assert coordinator.errors == []
     assert len(coordinator.killed) == 1
@@ -232,13 +236,13 @@ def test_driver_fails_between_task_commits_and_job_commit(spark, df, tmp_path, r
         raise RuntimeError("driver failed before job commit")
 
     with pytest.raises(RuntimeError, match="driver failed before job commit"):
-        write_committed(
+        instrumented_write(
             df,
             dest_text,
+            WriteInstrumentation(before_job_commit=fail),
             partition_by=["part"],
             committer=committer,
             options={**options, "maxRecordsPerFile": 3},
-            _hooks=WriteHooks(before_job_commit=fail),
         )
     # The earlier output is untouched; its _SUCCESS went at job setup (as Hadoop's committers do),
     # so no reader mistakes the destination for the result of the failed job.

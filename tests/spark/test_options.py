@@ -6,15 +6,14 @@ import logging
 import pickle
 
 import pytest
-from spark_hooks import ExpectLocalProperty
+from spark_hooks import ExpectLocalProperty, instrumented_write
 from spark_support import read_local, rows_of, sample_df, visible_files
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import default_committer, write_committed
 from airflow_commit_provider.spark.config import CONF_JOB_ID, S3Settings, SparkConf, parse_options
-from airflow_commit_provider.spark.tasks import TaskHooks
-from airflow_commit_provider.spark.writer import WriteHooks
+from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 
 pytestmark = pytest.mark.spark
 
@@ -82,11 +81,11 @@ def test_job_id_from_local_property_and_write_uuid(spark, tmp_path):
     context = spark.sparkContext
     context.setLocalProperty(CONF_JOB_ID, "airflow-run-42.task")
     try:
-        summary = write_committed(
+        summary = instrumented_write(
             sample_df(spark, rows=6),
             str(tmp_path / "out"),
-            _hooks=WriteHooks(
-                task=TaskHooks(
+            WriteInstrumentation(
+                task=TaskInstrumentation(
                     before_commit=ExpectLocalProperty("spark.sql.sources.writeJobUUID", "airflow-run-42.task")
                 )
             ),

@@ -13,19 +13,27 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_commit_provider.core.committers import CommitOptions, Committer, TaskAttempt, create_committer
+from airflow_commit_provider.core.committers import (
+    COMMITTERS,
+    CommitOptions,
+    Committer,
+    TaskAttempt,
+    committer_class,
+    committer_names,
+    create_committer,
+)
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 
-ALL_COMMITTERS = ("file-v1", "file-v2", "manifest", "directory", "partitioned", "magic")
+ALL_COMMITTERS = tuple(COMMITTERS)
 #: First committed attempt of a task wins; later ones adopt it (create-if-absent task commit).
-EXCLUSIVE_COMMITTERS = ("manifest", "directory", "partitioned", "magic")
+EXCLUSIVE_COMMITTERS = committer_names(exclusive_task_commit=True)
 #: Last committed attempt wins, as in Hadoop; the engine's commit coordinator lets one commit.
-LAST_WINS_COMMITTERS = ("file-v1", "file-v2")
-UPLOAD_COMMITTERS = ("directory", "partitioned", "magic")
-#: The committers that give every correctness property (file-v2 is the documented exception).
-CORRECT_COMMITTERS = ("file-v1", "manifest", "directory", "partitioned", "magic")
+LAST_WINS_COMMITTERS = committer_names(exclusive_task_commit=False)
+UPLOAD_COMMITTERS = committer_names(family="upload")
+#: The committers that give every correctness property (file-v2, unsafe, is the documented exception).
+CORRECT_COMMITTERS = committer_names(unsafe=False)
 
 COMMITTER_PARAMS = [pytest.param(name, id=name) for name in ALL_COMMITTERS]
 CORRECT_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in CORRECT_COMMITTERS]
@@ -33,8 +41,8 @@ EXCLUSIVE_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in EXCLUSIVE_
 
 
 def supported(name: str, store: Store) -> bool:
-    """The manifest committer needs atomic rename, which S3 does not have (it refuses S3)."""
-    return not (name == "manifest" and not store.capabilities.atomic_rename)
+    """Whether `store` has what the committer needs (the manifest committer refuses S3: no atomic rename)."""
+    return all(getattr(store.capabilities, need) for need in committer_class(name).required_capabilities)
 
 
 def skip_unsupported(name: str, store: Store) -> None:

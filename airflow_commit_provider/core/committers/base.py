@@ -59,6 +59,11 @@ class Committer(abc.ABC):
     def layout(self) -> JobLayout:
         return self.context.layout
 
+    def local_job_dir(self) -> str | None:
+        """Where this job's tasks buffer output on local disk, if they do (the staging committers);
+        the process that ran them removes it once the job is over."""
+        return None
+
     def _check_store(self) -> None:
         self.traits.require_allowed(self.name, self.options.allow_unsafe_v2)
         for capability in self.required_capabilities:

@@ -69,9 +69,12 @@ class StagingCommitter(Committer):
         if outcome.conflict_mode == "replace":
             conflicts.delete_replaced_output(self.context, loaded.spool, self.per_partition)
 
-    def local_attempt_dir(self, task_attempt_id: str) -> str:
+    def local_job_dir(self) -> str:
         root = self.options.local_staging_dir or os.path.join(tempfile.gettempdir(), "airflow-commit-staging")
-        return os.path.join(root, self.job_id, task_attempt_id)
+        return os.path.join(root, self.job_id)
+
+    def local_attempt_dir(self, task_attempt_id: str) -> str:
+        return os.path.join(self.local_job_dir(), task_attempt_id)
 
 
 class PartitionedCommitter(StagingCommitter):

@@ -1,0 +1,81 @@
+"""Everything ``write_committed`` decides before any Spark work, from its arguments and the conf.
+
+Planning reads settings through a :class:`~airflow_commit_provider.spark.config.ConfSource` (a
+session's ``SparkConf``, or a plain dict) and imports no PySpark, so what a write would do - which
+committer, which conflict handling, which job ID, options and S3 settings - can be checked on its
+own. Every refusal happens here, before a job is set up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_commit_provider.core.committers import WritePlan, resolve
+from airflow_commit_provider.core.layout import validate_job_id
+from airflow_commit_provider.core.options import CommitOptions
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.formats import file_format
+
+
+@dataclass(frozen=True)
+class SparkWritePlan:
+    """One planned ``write_committed``: the commit plan plus what the Spark side needs."""
+
+    commit: WritePlan
+    format: str
+    job_id: str
+    commit_options: CommitOptions
+    """With the conflict mode the committer applies (`WritePlan.committer_conflict_mode`)."""
+    s3: cfg.S3Settings
+    writer: cfg.WriterOptions
+
+    @property
+    def destination(self) -> StorePath:
+        return self.commit.location
+
+
+def plan_write(
+    path: str | os.PathLike[str] | StorePath | None,
+    *,
+    conf: cfg.ConfSource,
+    format: str = "parquet",
+    partition_by: str | Sequence[str] = (),
+    committer: str | None = None,
+    conflict_mode: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SparkWritePlan:
+    """Plan a write (see ``write_committed`` for the arguments); raise ValueError if it cannot be.
+
+    Unset arguments come from the conf: ``spark.airflow_commit.destination``, ``.committer``,
+    ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4).
+    """
+    fmt = file_format(format).name
+    parsed = cfg.parse_options(options, fmt, conf)
+    location = path if path is not None else conf.get(cfg.CONF_DESTINATION)
+    if not location:
+        raise ValueError(f"no destination: pass a path or set {cfg.CONF_DESTINATION}")
+    commit_options = cfg.commit_options(parsed.committer, conf)
+    name = committer or conf.get(cfg.CONF_COMMITTER)
+    commit = resolve(
+        name.lower() if name else None,
+        location,
+        partition_columns=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
+        conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),
+        allow_unsafe_v2=commit_options.allow_unsafe_v2,
+    )
+    local = commit.location.is_local
+    return SparkWritePlan(
+        commit=commit,
+        format=fmt,
+        job_id=validate_job_id(conf.get(cfg.CONF_JOB_ID) or str(uuid.uuid4())),
+        commit_options=dataclasses.replace(commit_options, conflict_mode=commit.committer_conflict_mode),
+        s3=cfg.S3Settings() if local else cfg.S3Settings.resolve(parsed.s3, conf, environ),
+        writer=parsed.writer,
+    )

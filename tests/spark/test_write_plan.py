@@ -1,0 +1,139 @@
+"""Planning a write without Spark: the registry's `resolve`, `plan_write` from arguments and conf,
+and `jvm_committer_conf`, all from the committers' declared traits. No SparkSession is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_commit_provider.core.committers import COMMITTERS, committer_names, create_committer, resolve
+from airflow_commit_provider.core.committers.traits import UnsafeCommitterError
+from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.spark import jvm_committer_conf, plan_write
+from airflow_commit_provider.spark.config import (
+    CONF_COMMITTER,
+    CONF_CONFLICT_MODE,
+    CONF_DESTINATION,
+    CONF_JOB_ID,
+    OPERATOR_CONFS,
+)
+
+NO_ENV: dict[str, str] = {}
+
+
+def test_every_committer_declares_its_traits_once():
+    assert list(COMMITTERS) == ["file-v1", "file-v2", "manifest", "directory", "partitioned", "magic"]
+    assert committer_names(family="upload") == ("directory", "partitioned", "magic")
+    assert committer_names(unsafe=True) == ("file-v2",)
+    assert committer_names(exclusive_task_commit=False) == ("file-v1", "file-v2")
+    assert committer_names(partition_markers=True) == ("partitioned",)
+    assert committer_names(conflicts=None) == ("file-v1", "file-v2", "manifest", "magic")
+
+
+@pytest.mark.parametrize(
+    ("destination", "columns", "mode", "expected"),
+    [
+        ("/data/t", (), "append", "manifest"),
+        ("s3://b/t", ("dt",), "append", "magic"),
+        ("s3://b/t", ("dt",), "replace", "partitioned"),
+        ("s3://b/t", (), "fail", "directory"),
+        ("file:///data/t", ("dt",), "fail", "partitioned"),
+    ],
+)
+def test_default_committer_follows_destination_partitioning_and_mode(destination, columns, mode, expected):
+    plan = resolve(None, destination, partition_columns=columns, conflict_mode=mode)
+    assert plan.committer == expected
+    assert plan.committer_conflict_mode == mode and not plan.check_conflicts_before_setup
+
+
+@pytest.mark.parametrize("committer", committer_names(conflicts=None))
+def test_fail_without_a_conflict_resolving_committer_is_checked_before_setup(committer):
+    plan = resolve(committer, "/data/t", conflict_mode="fail", allow_unsafe_v2=True)
+    assert plan.conflict_mode == "fail"
+    assert plan.committer_conflict_mode == "append"
+    assert plan.check_conflicts_before_setup
+
+
+@pytest.mark.parametrize("committer", committer_names(conflicts=None))
+def test_replace_needs_a_committer_that_replaces(committer):
+    with pytest.raises(ValueError, match=rf"conflict_mode='replace'.*the {committer} committer cannot"):
+        resolve(committer, "/data/t", conflict_mode="replace", allow_unsafe_v2=True)
+
+
+def test_hadoop_engine_honours_no_conflict_mode_a_jvm_committer_lacks():
+    with pytest.raises(ValueError, match=r"the magic committer cannot honour it.*save mode"):
+        resolve("magic", "s3a://b/t", conflict_mode="fail", engine="hadoop")
+    assert resolve("staging", "s3a://b/t", conflict_mode="fail", engine="hadoop").committer == "directory"
+
+
+@pytest.mark.parametrize(
+    ("committer", "engine", "records"),
+    [
+        ("magic", "python", True),
+        ("manifest", "python", True),
+        ("magic", "hadoop", True),
+        ("partitioned", "hadoop", True),
+        ("manifest", "hadoop", False),
+        ("file", "hadoop", False),
+    ],
+)
+def test_which_success_records_the_given_job_id(committer, engine, records):
+    destination = "s3a://b/t" if committer in ("magic", "partitioned") else "file:///t"
+    assert resolve(committer, destination, engine=engine).records_job_id is records
+
+
+def test_unsafe_committer_is_refused_alike_by_plan_and_committer(tmp_path):
+    with pytest.raises(UnsafeCommitterError, match="allow_unsafe_v2=True") as planned:
+        resolve("file-v2", str(tmp_path))
+    with pytest.raises(UnsafeCommitterError) as created:
+        create_committer("file-v2", LocalStore(), str(tmp_path), "job-1")
+    assert str(planned.value) == str(created.value)
+    with pytest.raises(ValueError, match="allow_unsafe_v2"):
+        jvm_committer_conf("hdfs://nn/t", "file-v2")
+
+
+def test_plan_write_takes_unset_arguments_from_the_conf():
+    conf = {
+        CONF_DESTINATION: "s3://lake/events %41",
+        CONF_COMMITTER: "Partitioned",
+        CONF_CONFLICT_MODE: "REPLACE",
+        CONF_JOB_ID: "try-3.job",
+    }
+    plan = plan_write(None, conf=conf, partition_by="dt", environ=NO_ENV)
+    assert plan.commit.committer == "partitioned"
+    assert plan.commit.destination == "s3://lake/events %41", "taken literally"
+    assert plan.destination.key == "events %41"
+    assert plan.commit.partition_columns == ("dt",)
+    assert plan.commit_options.conflict_mode == "replace"
+    assert plan.job_id == "try-3.job"
+    # Arguments win over the conf.
+    given = plan_write("/data/out", conf=conf, committer="directory", conflict_mode="append", environ=NO_ENV)
+    assert (given.commit.committer, given.commit.conflict_mode) == ("directory", "append")
+
+
+def test_plan_write_gives_the_committer_the_mode_it_applies():
+    plan = plan_write("/data/out", conf={}, committer="manifest", conflict_mode="fail", environ=NO_ENV)
+    assert plan.commit.conflict_mode == "fail" and plan.commit.check_conflicts_before_setup
+    assert plan.commit_options.conflict_mode == "append"
+    assert len(plan.job_id) == 36, "a fresh uuid4 when the conf has none"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "no destination"),
+        ({"path": "/d", "committer": "s3a"}, "unknown committer 's3a'"),
+        ({"path": "/d", "committer": "magic", "conflict_mode": "replace"}, "cannot honour"),
+        ({"path": "/d", "conflict_mode": "overwrite"}, "conflict_mode 'overwrite'"),
+        ({"path": "/d", "committer": "file-v2"}, "unsafe"),
+        ({"path": "/d", "options": {"maxRecordPerFile": 1}}, "unknown option"),
+    ],
+)
+def test_plan_write_refuses_before_any_work(arguments, message):
+    path = arguments.pop("path", None)
+    with pytest.raises(ValueError, match=message):
+        plan_write(path, conf={}, environ=NO_ENV, **arguments)
+
+
+def test_operator_confs_are_the_contract_keys():
+    assert all(key.startswith("spark.airflow_commit.") for key in OPERATOR_CONFS)
+    assert {CONF_DESTINATION, CONF_JOB_ID, CONF_COMMITTER, CONF_CONFLICT_MODE} <= set(OPERATOR_CONFS)
