@@ -32,7 +32,11 @@ from airflow_commit_provider.core.cleanup import (
     prune_records,
 )
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
+from airflow_commit_provider.core.formats.success import (
+    SUCCESS_FILENAME,
+    LegacySuccessMarkerError,
+    SuccessData,
+)
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, StoreError, open_store
 from airflow_commit_provider.core.success_check import SuccessCheck, check_success, is_legacy, success_path
@@ -477,7 +481,7 @@ def _temp_clean(args: argparse.Namespace) -> int:
 
 
 # success ----------------------------------------------------------------------------------
-def _success_json(url: StorePath, data: SuccessData, source: str = "_SUCCESS") -> dict[str, Any]:
+def _success_json(url: StorePath, data: SuccessData, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
     return {
         "url": str(url),
         "source": source,

@@ -121,6 +121,7 @@ def xcom(dagrun: Any, task_id: str) -> Any:
 
 
 def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
+    from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
     from airflow_commit_provider.core.paths import StorePath
     from airflow_commit_provider.core.success_check import load_success
 
@@ -140,7 +141,7 @@ def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
         for status in files:
             say(f"  {status.path.relative_to(table):<75} {status.size:>8} bytes")
         say(f"pending multipart uploads left in the bucket: {len(pending)}")
-        success = load_success(store, table) if any(s.path.name == "_SUCCESS" for s in files) else None
+        success = load_success(store, table) if any(s.path.name == SUCCESS_FILENAME for s in files) else None
     finally:
         store.close()
     written = xcom(dagrun, "write_partition")

@@ -28,6 +28,7 @@ import shutil
 import uuid
 from typing import Any
 
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.spark.jvm_committers import applied_conf, jvm_committer_conf
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
@@ -184,7 +185,7 @@ def _bytes_under(path: os.PathLike[str] | str) -> int:
 
 def _jvm_manifest_files_committed(path: os.PathLike[str] | str) -> Any:
     try:
-        with open(os.path.join(path, "_SUCCESS")) as handle:
+        with open(os.path.join(path, SUCCESS_FILENAME)) as handle:
             success = json.load(handle)
     except (OSError, ValueError):
         return -1

@@ -109,7 +109,7 @@ def verify_success(
     min_files: int | None = None,
     newer_than: datetime | None = None,
     required_partitions: Iterable[str] | None = None,
-    label: str = "_SUCCESS",
+    label: str = SUCCESS_FILENAME,
 ) -> list[str]:
     """Every reason `data` fails the given expectations; an empty list means it passes.
 
@@ -204,7 +204,7 @@ class SuccessCheck:
 
     @property
     def source(self) -> str:
-        return "job record" if self.from_record else "_SUCCESS"
+        return "job record" if self.from_record else SUCCESS_FILENAME
 
     def describe(self) -> str:
         if self.state == "missing":
@@ -275,7 +275,7 @@ def check_success(
 
 
 def _judge(path: StorePath, data: SuccessData, *, from_record: bool, **expectations: object) -> SuccessCheck:
-    label = "the job record" if from_record else "_SUCCESS"
+    label = "the job record" if from_record else SUCCESS_FILENAME
     reasons = verify_success(data, label=label, **expectations)  # type: ignore[arg-type]
     state: CheckState = "rejected" if reasons else "accepted"
     return SuccessCheck(state, path, data, tuple(reasons), from_record)

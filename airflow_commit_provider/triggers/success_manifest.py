@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
 from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations, is_legacy
@@ -60,7 +61,7 @@ class SuccessCheckResult:
         return cls(found.state, str(found.path), found.reasons, summary)
 
 
-def xcom_summary(data: SuccessData, path: StorePath, source: str = "_SUCCESS") -> dict[str, Any]:
+def xcom_summary(data: SuccessData, path: StorePath, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
     """The parsed ``_SUCCESS`` or job record as a small JSON-able dict (never the full file list)."""
     summary = data.summary()
     partitions = list(summary.get("partitions") or ())
