@@ -1,4 +1,4 @@
-"""The commit stages' thread pool: every item exactly once, bounded, and failures stop the work."""
+"""The one thread pool (commit stages, task uploads, cleanup): every item exactly once, bounded, and failures stop the work."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from airflow_commit_provider.core.stages.context import run_parallel
+from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 
 
 def test_every_item_is_done_exactly_once() -> None:
@@ -49,3 +49,15 @@ def test_progress_ends_with_the_final_count() -> None:
         range(10), lambda item: None, 3, total=10, progress=lambda done, total: reports.append((done, total))
     )
     assert reports[-1] == (10, 10)
+
+
+def test_parallel_map_keeps_input_order_and_advances_once_per_item() -> None:
+    class Count:
+        done = 0
+
+        def advance(self, amount: int = 1) -> None:
+            self.done += amount
+
+    progress = Count()
+    assert parallel_map(range(200), lambda item: item * 2, 8, progress) == [item * 2 for item in range(200)]
+    assert progress.done == 200

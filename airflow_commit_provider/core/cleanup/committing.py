@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from airflow_commit_provider.core.cleanup.common import parallel_map
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name
+from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store, StoreError
 

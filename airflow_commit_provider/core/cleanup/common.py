@@ -1,16 +1,14 @@
-"""Helpers shared by upload and temp-tree cleanup: clocks, progress, parallelism, retries, errors."""
+"""Helpers shared by upload and temp-tree cleanup: clocks, progress, retries, errors."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Protocol, TypeVar
 
 from airflow_commit_provider.core.store.base import NoSuchUploadError, StoreError
 
-T = TypeVar("T")
 R = TypeVar("R")
 
 #: Keys listed in reports (XCom, JSON); the full list can be tens of thousands long.
@@ -47,25 +45,6 @@ def iso(epoch: float | None) -> str | None:
 def one_line(error: BaseException) -> str:
     """The error's message on one line: reports and CLI output keep one line per failure."""
     return " ".join(str(error).split())
-
-
-def parallel_map(
-    items: Iterable[T], function: Callable[[T], R], threads: int, progress: Progress | None = None
-) -> Iterator[R]:
-    """`function` over `items` on `threads` threads, results in input order, advancing `progress`."""
-    listed = list(items)
-    if threads <= 1 or len(listed) <= 1:
-        for item in listed:
-            result = function(item)
-            if progress:
-                progress.advance()
-            yield result
-        return
-    with ThreadPoolExecutor(max_workers=min(threads, len(listed)), thread_name_prefix="cleanup") as pool:
-        for result in pool.map(function, listed):
-            if progress:
-                progress.advance()
-            yield result
 
 
 def with_retries(action: Callable[[], R], attempts: int, delay: float) -> tuple[R, int]:

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line, parallel_map
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_RECORDS_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name
+from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, Store, StoreError
 

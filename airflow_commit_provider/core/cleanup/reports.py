@@ -18,11 +18,11 @@ from airflow_commit_provider.core.cleanup.common import (
     SAMPLE_SIZE,
     NoProgress,
     Progress,
-    parallel_map,
     utc_now,
 )
 from airflow_commit_provider.core.cleanup.durations import as_timedelta
 from airflow_commit_provider.core.cleanup.scope import parse_scope
+from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 
 FAILED = "failed"

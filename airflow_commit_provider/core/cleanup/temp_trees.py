@@ -20,11 +20,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_commit_provider.core.cleanup.committing import committing_jobs
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line, parallel_map
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
+from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
 

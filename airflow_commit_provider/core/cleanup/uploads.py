@@ -31,12 +31,12 @@ from airflow_commit_provider.core.cleanup.common import (
     Progress,
     iso,
     one_line,
-    parallel_map,
     with_retries,
 )
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
+from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import parse_upload_records

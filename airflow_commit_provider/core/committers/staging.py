@@ -16,9 +16,9 @@ from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmC
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
+from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import commit_files, conflicts
-from airflow_commit_provider.core.stages.context import run_parallel
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import decode_pendingset

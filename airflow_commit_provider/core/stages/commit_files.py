@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, NoSuchUploadError

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from airflow_commit_provider.core.options import TaskCommitResult
+from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
-from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
 from airflow_commit_provider.core.stages.manifests import ManifestDecoder

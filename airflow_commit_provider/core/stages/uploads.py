@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Collection, Iterable
 
 from airflow_commit_provider.core.formats.pending import PendingCommit
+from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.context import JobContext, log, run_parallel
+from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store
 
