@@ -166,11 +166,11 @@ def test_destination_with_spaces_percent_and_unicode_s3(
     spark, spark_bucket, s3_options, spark_s3_store, arrow_s3
 ):
     df = spark.createDataFrame([(1, "a b"), (2, "ü%"), (3, "x")], "id long, p string")
-    # A StorePath keeps the key literal; as a URL the same key is percent-encoded.
+    # A location is taken literally (str(dest)); only a stored URI (dest.uri()) is percent-encoded.
     dest = StorePath("s3", spark_bucket, "paths/out dir %41 100% ü 日本")
-    assert StorePath.from_uri(dest.uri()) == dest
+    assert StorePath.from_uri(dest.uri()) == dest == StorePath.parse(str(dest))
     summary = write_committed(
-        df, dest.uri(), format="csv", partition_by="p", committer="magic", options=s3_options
+        df, str(dest), format="csv", partition_by="p", committer="magic", options=s3_options
     )
     keys = visible_files(spark_s3_store, dest)
     assert summary.files == len(keys) == 3
