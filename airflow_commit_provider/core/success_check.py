@@ -34,6 +34,7 @@ LEGACY_STATE = "legacy-marker"
 
 __all__ = [
     "LEGACY_STATE",
+    "CheckState",
     "SuccessCheck",
     "SuccessExpectations",
     "check_success",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -19,7 +19,12 @@ from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
-from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations, is_legacy
+from airflow_commit_provider.core.success_check import (
+    CheckState,
+    SuccessCheck,
+    SuccessExpectations,
+    is_legacy,
+)
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
@@ -33,32 +38,26 @@ SUMMARY_PARTITIONS = 100
 
 @dataclass(frozen=True)
 class SuccessCheckResult:
-    """The outcome of one look at ``_SUCCESS``.
+    """Core's verdict on one look at ``_SUCCESS`` (or the job's record), with the XCom summary.
 
-    ``missing``: no file yet. ``rejected``: a valid file that fails an expectation (``reasons``).
-    ``accepted``: a valid file meeting every expectation (``summary`` is the XCom value). ``path`` is
-    the file judged: the job's record when ``_SUCCESS`` named another job.
+    ``summary`` is set when the verdict is ``accepted``; ``describe`` says why it is not otherwise.
     """
 
-    state: Literal["missing", "rejected", "accepted"]
-    path: str
-    reasons: tuple[str, ...] = ()
+    found: SuccessCheck
     summary: dict[str, Any] | None = None
 
+    @property
+    def state(self) -> CheckState:
+        return self.found.state
+
     def describe(self) -> str:
-        if self.state == "missing":
-            return "; ".join(self.reasons) if self.reasons else f"{self.path} does not exist yet"
-        if self.state == "rejected":
-            return f"{self.path} does not qualify: {'; '.join(self.reasons)}"
-        return f"{self.path} qualifies"
+        return self.found.describe()
 
     @classmethod
     def from_check(cls, found: SuccessCheck) -> SuccessCheckResult:
-        """Core's verdict, with the XCom summary of what was accepted."""
-        summary = None
         if found.state == "accepted" and found.data is not None:
-            summary = xcom_summary(found.data, found.path, source=found.source)
-        return cls(found.state, str(found.path), found.reasons, summary)
+            return cls(found, xcom_summary(found.data, found.path, source=found.source))
+        return cls(found)
 
 
 def xcom_summary(data: SuccessData, path: StorePath, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
