@@ -12,7 +12,7 @@ import pytest
 from support.faults import FaultInjectingStore, SimulatedCrash
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import JobRun
+from support.workload import CONFLICT_RESOLVING_COMMITTERS, JobRun
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.options import CommitOptions
@@ -181,7 +181,7 @@ def test_unknown_conflict_mode_is_refused() -> None:
         CommitOptions(conflict_mode="overwrite")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["directory", "partitioned"])
+@pytest.mark.parametrize("name", CONFLICT_RESOLVING_COMMITTERS)
 def test_fail_mode_resume_does_not_trip_over_its_own_output(commit_env: CommitEnv, name: str) -> None:
     """A job commit in `fail` mode dies after making some files visible; resuming must not take
     the job's own files for somebody else's output."""

@@ -24,7 +24,7 @@ import pytest
 from support.faults import FaultInjectingStore, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import CORRECT_COMMITTER_PARAMS, JobRun, skip_unsupported
+from support.workload import CONFLICT_RESOLVING_COMMITTERS, CORRECT_COMMITTER_PARAMS, JobRun, skip_unsupported
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -63,7 +63,7 @@ class Scenario:
 
 
 def conflict_modes(name: str) -> list[str]:
-    return ["append", "replace"] if name in ("directory", "partitioned") else ["append"]
+    return ["append", "replace"] if name in CONFLICT_RESOLVING_COMMITTERS else ["append"]
 
 
 def prepare(env: CommitEnv, name: str, conflict_mode: str, dest: StorePath, tasks: int = 3) -> Scenario:

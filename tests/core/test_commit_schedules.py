@@ -32,7 +32,15 @@ from support.invariants import (
     is_temp,
     store_files,
 )
-from support.workload import ALL_COMMITTERS, EXCLUSIVE_COMMITTERS, JobRun, payload, supported, write_files
+from support.workload import (
+    ALL_COMMITTERS,
+    EXCLUSIVE_COMMITTERS,
+    LAST_WINS_COMMITTERS,
+    JobRun,
+    payload,
+    supported,
+    write_files,
+)
 
 from airflow_commit_provider.core.committers import TaskAttempt, create_committer
 from airflow_commit_provider.core.options import TaskCommitResult
@@ -185,7 +193,7 @@ def late_commit(engine: Engine, attempt: SimAttempt, data: st.DataObject) -> Non
     engine.late_after_end = True
     if data.draw(st.booleans(), label="writes more after the job ended"):
         write_files(attempt.handle, {"late/after-end.bin": b"late"})
-    if engine.name in ("file-v1", "file-v2") and attempt.task in engine.results and data.draw(st.booleans()):
+    if engine.name in LAST_WINS_COMMITTERS and attempt.task in engine.results and data.draw(st.booleans()):
         attempt.handle.abort_task()
         attempt.state = "refused"
         return

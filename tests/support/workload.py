@@ -32,6 +32,8 @@ EXCLUSIVE_COMMITTERS = committer_names(exclusive_task_commit=True)
 #: Last committed attempt wins, as in Hadoop; the engine's commit coordinator lets one commit.
 LAST_WINS_COMMITTERS = committer_names(exclusive_task_commit=False)
 UPLOAD_COMMITTERS = committer_names(family="upload")
+#: The committers that resolve conflict_mode fail/replace at job commit (over the destination or per partition).
+CONFLICT_RESOLVING_COMMITTERS = tuple(name for name, cls in COMMITTERS.items() if cls.traits.conflicts)
 #: The committers that give every correctness property (file-v2, unsafe, is the documented exception).
 CORRECT_COMMITTERS = committer_names(unsafe=False)
 
