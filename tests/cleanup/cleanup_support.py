@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable
 
 import pytest
+from support.stores import DelegatingStore
 
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, UploadedPart
+from airflow_commit_provider.core.store.base import Store, UploadedPart
 
 
 def start_upload(store: Store, path: StorePath, parts: int = 1, size: int = 1000) -> str:
@@ -32,63 +32,6 @@ def write_files(store: Store, root: StorePath, relative: Iterable[str], data: by
 
 def keys_under(store: Store, root: StorePath) -> set[str]:
     return {status.path.relative_to(root) for status in store.list_files(root)}
-
-
-class DelegatingStore(Store):
-    """Every call goes to `inner`; tests override single methods to inject races and failures."""
-
-    def __init__(self, inner: Store) -> None:
-        super().__init__()
-        self.inner = inner
-        self.capabilities = inner.capabilities
-
-    def read_bytes(self, path: StorePath) -> bytes:
-        return self.inner.read_bytes(path)
-
-    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
-        self.inner.write_bytes(path, data, if_absent=if_absent)
-
-    def open_write(self, path: StorePath) -> BinaryIO:
-        return self.inner.open_write(path)
-
-    def get_status(self, path: StorePath) -> FileStatus | None:
-        return self.inner.get_status(path)
-
-    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
-        return self.inner.list_files(directory)
-
-    def list_child_dirs(self, directory: StorePath) -> list[str]:
-        return self.inner.list_child_dirs(directory)
-
-    def delete(self, path: StorePath) -> None:
-        self.inner.delete(path)
-
-    def delete_files(self, paths: Iterable[StorePath]) -> None:
-        self.inner.delete_files(paths)
-
-    def delete_tree(self, directory: StorePath) -> int:
-        return self.inner.delete_tree(directory)
-
-    def rename_file(self, source: StorePath, dest: StorePath) -> None:
-        self.inner.rename_file(source, dest)
-
-    def create_multipart_upload(self, path: StorePath) -> str:
-        return self.inner.create_multipart_upload(path)
-
-    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
-        return self.inner.upload_part(path, upload_id, part_number, data)
-
-    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
-        return self.inner.complete_multipart_upload(path, upload_id, etags)
-
-    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
-        self.inner.abort_multipart_upload(path, upload_id)
-
-    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
-        return self.inner.list_multipart_uploads(directory)
-
-    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
-        return self.inner.list_parts(path, upload_id)
 
 
 class HookedStore(DelegatingStore):

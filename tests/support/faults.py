@@ -20,19 +20,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Literal
+from typing import Literal, TypeVar
 
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import (
-    FileStatus,
-    PendingUpload,
-    Store,
-    StoreError,
-    UploadedPart,
-)
+from airflow_commit_provider.core.store.base import Store, StoreError
+from airflow_commit_provider.core.store.streams import PublishOnCloseStream
+from support.stores import DelegatingStore
 
+R = TypeVar("R")
 FaultMode = Literal["before", "after", "crash", "crash_after", "exit"]
 EXIT_CODE = 86
 
@@ -59,14 +56,11 @@ class StoreCall:
 CallFilter = Callable[[StoreCall], bool]
 
 
-class FaultInjectingStore(Store):
+class FaultInjectingStore(DelegatingStore):
     """Delegates to `inner`; injects at most one planned fault (or a crash) at a chosen call."""
 
     def __init__(self, inner: Store):
-        super().__init__()
-        self.inner = inner
-        self.capabilities = inner.capabilities
-        self.statistics = inner.statistics
+        super().__init__(inner)
         self.calls: list[StoreCall] = []
         self.fired: StoreCall | None = None
         self.dead = False
@@ -78,9 +72,6 @@ class FaultInjectingStore(Store):
         self._at: int | None = None
         self._when: CallFilter | None = None
         self._mode: FaultMode = "before"
-
-    def __repr__(self) -> str:
-        return f"FaultInjectingStore({self.inner!r})"
 
     # Planning ----------------------------------------------------------------------------------
     def inject(
@@ -147,55 +138,21 @@ class FaultInjectingStore(Store):
         if mode == "crash_after":
             raise SimulatedCrash(f"process died after {call} (the call took effect)")
 
-    def _run(self, op: str, path: object, mutating: bool, action: Callable[[], Any]) -> Any:
-        call, mode = self._gate(op, path, mutating)
+    def _delegate(self, op: str, where: object, mutating: bool, action: Callable[[], R]) -> R:
+        call, mode = self._gate(op, where, mutating)
         result = action()
         self._after(call, mode)
         return result
 
-    # Objects -------------------------------------------------------------------------------------
-    def read_bytes(self, path: StorePath) -> bytes:
-        return self._run("read_bytes", path, False, lambda: self.inner.read_bytes(path))
-
-    def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
-        op = "write_bytes_if_absent" if if_absent else "write_bytes"
-        self._run(op, path, True, lambda: self.inner.write_bytes(path, data, if_absent=if_absent))
-
-    def open_write(self, path: StorePath) -> BinaryIO:
+    # Calls that need more than the gate ------------------------------------------------------------
+    def open_write(self, path: StorePath) -> PublishOnCloseStream:
         call, mode = self._gate("open_write", path, True)
         stream = self.inner.open_write(path)
         if mode is not None:
-            _discard(stream)
+            stream.discard()
         self._after(call, mode)
-        return _FaultStream(self, path, stream)  # type: ignore[return-value]
+        return _FaultStream(self, path, stream)
 
-    def get_status(self, path: StorePath) -> FileStatus | None:
-        return self._run("get_status", path, False, lambda: self.inner.get_status(path))
-
-    def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
-        return iter(self._run("list_files", directory, False, lambda: list(self.inner.list_files(directory))))
-
-    def list_child_dirs(self, directory: StorePath) -> list[str]:
-        return self._run("list_child_dirs", directory, False, lambda: self.inner.list_child_dirs(directory))
-
-    def delete(self, path: StorePath) -> None:
-        self._run("delete", path, True, lambda: self.inner.delete(path))
-
-    def delete_files(self, paths: Iterable[StorePath]) -> None:
-        paths = list(paths)
-        where = paths[0] if paths else "-"
-        self._run("delete_files", where, True, lambda: self.inner.delete_files(paths))
-
-    def delete_tree(self, directory: StorePath) -> int:
-        return self._run("delete_tree", directory, True, lambda: self.inner.delete_tree(directory))
-
-    def rename_file(self, source: StorePath, dest: StorePath) -> None:
-        self._run("rename_file", f"{source} -> {dest}", True, lambda: self.inner.rename_file(source, dest))
-
-    def prepare_directory(self, directory: StorePath) -> None:
-        self._run("prepare_directory", directory, True, lambda: self.inner.prepare_directory(directory))
-
-    # Multipart uploads -----------------------------------------------------------------------------
     def create_multipart_upload(self, path: StorePath) -> str:
         call, mode = self._gate("create_multipart_upload", path, True)
         upload_id = self.inner.create_multipart_upload(path)
@@ -205,94 +162,33 @@ class FaultInjectingStore(Store):
         self._after(call, mode)
         return upload_id
 
-    def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
-        return self._run(
-            "upload_part", path, True, lambda: self.inner.upload_part(path, upload_id, part_number, data)
-        )
 
-    def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
-        return self._run(
-            "complete_multipart_upload",
-            path,
-            True,
-            lambda: self.inner.complete_multipart_upload(path, upload_id, etags),
-        )
-
-    def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
-        self._run(
-            "abort_multipart_upload", path, True, lambda: self.inner.abort_multipart_upload(path, upload_id)
-        )
-
-    def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
-        return iter(
-            self._run(
-                "list_multipart_uploads",
-                directory,
-                False,
-                lambda: list(self.inner.list_multipart_uploads(directory)),
-            )
-        )
-
-    def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
-        return self._run("list_parts", path, False, lambda: self.inner.list_parts(path, upload_id))
-
-    def close(self) -> None:
-        """The wrapped store belongs to the test fixture, which closes it."""
-
-
-class _FaultStream:
+class _FaultStream(PublishOnCloseStream):
     """Counts the close that publishes a written object as its own store call."""
 
-    def __init__(self, store: FaultInjectingStore, path: StorePath, inner: Any):
+    def __init__(self, store: FaultInjectingStore, path: StorePath, inner: PublishOnCloseStream):
+        super().__init__(str(path))
         self._store = store
         self._path = path
         self._inner = inner
-        self.closed = False
 
-    def write(self, data: bytes) -> int:
-        if self.closed:
-            raise ValueError(f"write to closed stream for {self._path}")
+    def _write(self, data: bytes) -> int:
         return self._inner.write(data)
 
     def tell(self) -> int:
         return self._inner.tell()
 
-    def flush(self) -> None:
+    def _flush(self) -> None:
         self._inner.flush()
 
-    def writable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+    def _publish(self) -> None:
         try:
             call, mode = self._store._gate("write_close", self._path, True)
         except InjectedFault:
-            _discard(self._inner)
+            self._inner.discard()
             raise
         self._inner.close()
         self._store._after(call, mode)
 
-    def discard(self) -> None:
-        if not self.closed:
-            self.closed = True
-            _discard(self._inner)
-
-    def __enter__(self) -> _FaultStream:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
-
-
-def _discard(stream: Any) -> None:
-    discard = getattr(stream, "discard", None)
-    if discard is not None:
-        discard()
-    else:
-        stream.close()
+    def _discard(self) -> None:
+        self._inner.discard()
