@@ -16,7 +16,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,8 +25,9 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
-from success_files import success
 from support.invariants import assert_committed
+from support.success_files import success
+from support.waiting import wait_until
 
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR
@@ -418,15 +418,6 @@ WORKER = Path(__file__).resolve().parent / "worker_try.py"
 DEADLINE_SECONDS = 120.0
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_SECONDS) -> None:
-    """Poll an observable condition until it holds; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.05)
-
-
 def fake_output(job_id: str) -> dict[str, bytes]:
     """What the fake application writes for a job: two task files."""
     return {f"part-{task:05d}-{job_id}.csv": b"id\n" + f"{task}\n".encode() * 10 for task in range(2)}
@@ -450,7 +441,9 @@ class WorkerTry:
     def wait_paused(self) -> None:
         paused = self.directory / "paused"
         wait_until(
-            lambda: paused.exists() or self.process.poll() is not None, f"the job of {self.directory} paused"
+            lambda: paused.exists() or self.process.poll() is not None,
+            f"the job of {self.directory} to pause",
+            DEADLINE_SECONDS,
         )
         assert paused.exists(), f"the worker exited ({self.process.returncode}): {self.output()}"
 
@@ -469,7 +462,7 @@ class WorkerTry:
                 descriptor.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             return bool(descriptor)
 
-        wait_until(opened, "the orphaned job waits for its release")
+        wait_until(opened, "the orphaned job to wait for its release", DEADLINE_SECONDS)
         os.write(descriptor[0], b"go\n")
         os.close(descriptor[0])
 
@@ -479,7 +472,7 @@ class WorkerTry:
 
     def wait_orphan_gone(self) -> None:
         pgid = self.record()["pgid"]
-        wait_until(lambda: not process_group_alive(pgid), "the orphaned Spark job exited")
+        wait_until(lambda: not process_group_alive(pgid), "the orphaned Spark job to exit", DEADLINE_SECONDS)
 
     def result(self) -> str:
         return (self.directory / "result").read_text()

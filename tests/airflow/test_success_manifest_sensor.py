@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
-from success_files import JOB, put, success
+from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
 from airflow_commit_provider.core.paths import StorePath

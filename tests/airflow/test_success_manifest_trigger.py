@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from success_files import JOB, put, success
+from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
-from success_files import JOB, put, success
+from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from support.invariants import read_success
 from support.standalone import StandaloneCluster, group_alive
+from support.waiting import wait_until
 
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
 from airflow_commit_provider.core.layout import RECORDS_DIR
@@ -85,18 +86,6 @@ def connections_env(cluster: StandaloneCluster, embedded_s3: EmbeddedS3) -> dict
 
 
 # Waiting on observable events -------------------------------------------------------------------
-def wait_until(condition: Callable[[], Any], what: str, bound: float = EVENT_BOUND_SECONDS) -> Any:
-    """Poll ``condition()`` until truthy; fail the test naming ``what`` once the bound has passed."""
-    deadline = time.monotonic() + bound
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"gave up after {bound:.0f}s waiting for {what}")
-        time.sleep(0.1)  # polling an observable condition, bounded by the deadline
-
-
 def read_marker(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
@@ -113,12 +102,12 @@ def wait_for_marker(path: Path, *, unless_exited: subprocess.Popen[Any] | None =
             )
         return False
 
-    wait_until(ready, f"marker {path}")
+    wait_until(ready, f"marker {path}", EVENT_BOUND_SECONDS)
     return read_marker(path)
 
 
 def wait_for_group_exit(pgid: int, what: str) -> None:
-    wait_until(lambda: not group_alive(pgid), f"{what} (process group {pgid}) to exit")
+    wait_until(lambda: not group_alive(pgid), f"{what} (process group {pgid}) to exit", EVENT_BOUND_SECONDS)
 
 
 def kill_group(pgid: int) -> None:
@@ -200,11 +189,6 @@ def read_ids(store: Store, destination: StorePath) -> list[int]:
         table = pq.read_table(io.BytesIO(store.read_bytes(destination.join(name))))
         ids += table.column("id").to_pylist()
     return sorted(ids)
-
-
-def read_success(store: Store, destination: StorePath) -> SuccessData:
-    path = destination.join(SUCCESS_FILENAME)
-    return SuccessData.from_bytes(store.read_bytes(path), str(path))
 
 
 def leftovers(store: Store, destination: StorePath) -> dict[str, list[str]]:

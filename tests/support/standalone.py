@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.waiting import wait_until
+
 MASTER_HOST = "127.0.0.1"
 WORKER_HOSTS = ("127.0.0.1", "127.0.0.2")
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -71,18 +73,6 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             return True
     return False
-
-
-def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
-    """Poll ``condition()`` until it returns something truthy; ClusterError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)  # polling an observable condition, bounded by the deadline
 
 
 @dataclass
@@ -163,7 +153,13 @@ class StandaloneCluster:
                         *("--work-dir", str(work_dir), self.master_url),
                     ],
                 )
-            wait_until(self._ready, self.startup_timeout, "the master to list both workers ALIVE", 0.25)
+            wait_until(
+                self._ready,
+                "the master to list both workers ALIVE",
+                self.startup_timeout,
+                interval=0.25,
+                failure=ClusterError,
+            )
         except BaseException as error:
             logs = "\n".join(f"--- {d.name} ({d.log}):\n{d.log_tail()}" for d in self.daemons)
             self.stop()

@@ -1,11 +1,11 @@
-"""`_SUCCESS` files for the sensor and trigger tests."""
+"""`_SUCCESS` files with chosen contents, for the tests of whatever reads them (sensor, trigger, operator)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, CommittedFile, SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 
@@ -30,4 +30,4 @@ def success(**overrides: Any) -> SuccessData:
 
 def put(store: Store, directory: StorePath, data: SuccessData | bytes) -> None:
     payload = data if isinstance(data, bytes) else data.to_bytes()
-    store.write_bytes(directory.join("_SUCCESS"), payload)
+    store.write_bytes(directory.join(SUCCESS_FILENAME), payload)
