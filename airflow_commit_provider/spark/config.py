@@ -1,7 +1,9 @@
 """Spark configuration keys, writer options, and the small picklable config executors receive.
 
 This module owns the ``spark.airflow_commit.*`` conf contract: the operator sets these keys for
-each try, applications (the example job, ``write_committed``) read them. Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
+each try, applications (the example job, ``write_committed``) read them.
+
+Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
 which carries S3 settings (endpoint and credentials taken from the driver); its ``repr`` never shows
 a credential, and nothing in this package logs one.
 """
