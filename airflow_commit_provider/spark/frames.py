@@ -28,9 +28,8 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _resolve_columns(df: DataFrame, requested: Sequence[str]) -> list[str]:
+def resolve_partition_columns(names: Sequence[str], requested: Sequence[str]) -> list[str]:
     """Partition columns by their names in the schema (matched case-insensitively, as Spark does)."""
-    names = list(df.columns)
     resolved = []
     for column in requested:
         if column in names:
@@ -67,7 +66,7 @@ def prepare_frame(
     clash = [name for name in df.columns if name.startswith(HIDDEN_PREFIX)]
     if clash:
         raise ValueError(f"column names starting with {HIDDEN_PREFIX!r} are reserved: {clash}")
-    partition_columns = _resolve_columns(df, plan.commit.partition_columns)
+    partition_columns = resolve_partition_columns(df.columns, plan.commit.partition_columns)
     data_columns = [name for name in df.columns if name not in partition_columns]
     fields = {f.name: f for f in df.schema.fields}
     for column in partition_columns:
@@ -125,11 +124,11 @@ def prepare_frame(
         writer=writer,
         spark_schema_json=data_schema.json() if fmt == "parquet" else None,
         spark_version=spark.version if fmt == "parquet" else None,
-        empty_schema=_empty_schema(data_schema, line_column, conf.get("spark.sql.session.timeZone")),
+        empty_schema=empty_file_schema(data_schema, line_column, conf.get("spark.sql.session.timeZone")),
     )
 
 
-def _empty_schema(data_schema: Any, line_column: str | None, timezone: str | None) -> Any:
+def empty_file_schema(data_schema: Any, line_column: str | None, timezone: str | None) -> Any:
     """The Arrow schema for the one empty file of an empty unpartitioned write."""
     import pyarrow as pa
 

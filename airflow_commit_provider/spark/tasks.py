@@ -103,18 +103,22 @@ def write_partition(
     config: TaskConfig, instrumentation: TaskInstrumentation | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """The function given to ``mapInArrow`` (bound to its config with functools.partial)."""
+    yield run_task_attempt(config, current_task_info(), batches, instrumentation=instrumentation).to_batch()
+
+
+def current_task_info() -> TaskInfo:
+    """The running Spark task's partition and attempt, from its ``TaskContext``."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
-        raise RuntimeError("write_partition must run inside a Spark task")
-    info = TaskInfo(
+        raise RuntimeError("a committed write's task side must run inside a Spark task")
+    return TaskInfo(
         partition=context.partitionId(),
         attempt_id=context.taskAttemptId(),
         attempt_number=context.attemptNumber(),
         stage_id=context.stageId(),
     )
-    yield run_task_attempt(config, info, batches, instrumentation=instrumentation).to_batch()
 
 
 def run_task_attempt(
