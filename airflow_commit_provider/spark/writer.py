@@ -54,7 +54,15 @@ from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["WriteSummary", "run_write", "write_committed"]
+__all__ = [
+    "WriteSummary",
+    "abort_after_failure",
+    "finish_job",
+    "open_committer",
+    "run_write",
+    "set_up_job",
+    "write_committed",
+]
 
 log = logging.getLogger("airflow_commit_provider.spark")
 
@@ -125,54 +133,19 @@ def _run(
     started: float,
 ) -> WriteRun:
     """Set up the job, run the tasks, commit exactly what Spark accepted; abort on any failure."""
-    destination, job_id, name = plan.destination, plan.job_id, plan.commit.committer
-    store = open_store(destination, threads=plan.commit_options.threads, **plan.s3.store_kwargs())
+    destination, job_id = plan.destination, plan.job_id
+    job = open_committer(plan)
     try:
-        job = create_committer(
-            name,
-            store,
-            destination,
-            job_id,
-            plan.commit_options,
-            progress=_progress_logger(job_id, destination),
-        )
-        if plan.commit.check_conflicts_before_setup:
-            _refuse_existing_output(job, destination)
-        log.info(
-            "job %s: writing %s to %s with the %s committer (conflict_mode=%s)",
-            job_id,
-            plan.format,
-            destination,
-            name,
-            plan.commit.conflict_mode,
-        )
-        job.setup_job()
+        set_up_job(job, plan, description="write_committed")
         try:
-            with _local_properties(
-                prepared.sparkSession,
-                {
-                    cfg.SPARK_WRITE_JOB_UUID: job_id,
-                    "spark.job.description": (
-                        f"write_committed {plan.format} to {destination} ({name} committer, job {job_id})"
-                    ),
-                },
-            ):
-                collected = prepared.mapInArrow(
-                    functools.partial(_write_partition, task_config, instrumentation.task), _result_schema()
-                ).collect()
-            tasks = [row.asDict() for row in collected]
-            results = _accepted_results(tasks, job_id)
-            if not tasks and not plan.commit.partition_columns:
-                # A DataFrame with no partitions runs no task; like Spark (which then runs one empty
-                # task) write partition 0's empty file so the schema survives - here, on the driver.
-                results = _empty_write(task_config)
+            tasks, results = _run_tasks(prepared, plan, task_config, instrumentation.task)
             tasks_done = time.monotonic()
             if instrumentation.before_job_commit:
                 instrumentation.before_job_commit(job, results, task_config)
             success = job.commit_job(results)
         except BaseException as error:
             log.error("job %s: write to %s failed; aborting the job", job_id, destination)
-            committed = _abort(job, f"{type(error).__name__}: {error}")
+            committed = abort_after_failure(job, f"{type(error).__name__}: {error}")
             if committed is None or not isinstance(error, Exception):
                 raise
             log.warning(
@@ -181,13 +154,82 @@ def _run(
                 error,
             )
             success = committed
-        finally:
-            local_dir = job.local_job_dir()
-            if local_dir is not None:
-                shutil.rmtree(local_dir, ignore_errors=True)
     finally:
-        store.close()
+        finish_job(job)
     return WriteRun(success, tasks, results, started, tasks_done, time.monotonic())
+
+
+def _run_tasks(
+    prepared: DataFrame,
+    plan: SparkWritePlan,
+    task_config: cfg.TaskConfig,
+    instrumentation: TaskInstrumentation | None,
+) -> tuple[list[dict[str, Any]], list[TaskCommitResult]]:
+    """One Spark job, one commit task per partition: each task's row, and the results to commit."""
+    job_id, name = plan.job_id, plan.commit.committer
+    with _local_properties(
+        prepared.sparkSession,
+        {
+            cfg.SPARK_WRITE_JOB_UUID: job_id,
+            "spark.job.description": (
+                f"write_committed {plan.format} to {plan.destination} ({name} committer, job {job_id})"
+            ),
+        },
+    ):
+        collected = prepared.mapInArrow(
+            functools.partial(_write_partition, task_config, instrumentation), _result_schema()
+        ).collect()
+    tasks = [row.asDict() for row in collected]
+    if not tasks and not plan.commit.partition_columns:
+        # A DataFrame with no partitions runs no task; like Spark (which then runs one empty
+        # task) write partition 0's empty file so the schema survives - here, on the driver.
+        return tasks, _empty_write(task_config)
+    return tasks, _accepted_results(tasks, job_id)
+
+
+def open_committer(plan: SparkWritePlan) -> Committer:
+    """The plan's committer, on a store of its own for the destination (`finish_job` closes it)."""
+    store = open_store(plan.destination, threads=plan.commit_options.threads, **plan.s3.store_kwargs())
+    try:
+        return create_committer(
+            plan.commit.committer,
+            store,
+            plan.destination,
+            plan.job_id,
+            plan.commit_options,
+            progress=_progress_logger(plan.job_id, plan.destination),
+        )
+    except BaseException:
+        store.close()
+        raise
+
+
+def set_up_job(job: Committer, plan: SparkWritePlan, *, description: str) -> None:
+    """Set up the job; first, for ``fail`` with a committer that resolves no conflicts, refuse a
+    destination that already holds output."""
+    if plan.commit.check_conflicts_before_setup:
+        _refuse_existing_output(job, plan.destination)
+    log.info(
+        "job %s: %s writing %s to %s with the %s committer (conflict_mode=%s)",
+        plan.job_id,
+        description,
+        plan.format,
+        plan.destination,
+        plan.commit.committer,
+        plan.commit.conflict_mode,
+    )
+    job.setup_job()
+
+
+def finish_job(job: Committer) -> None:
+    """After commit or abort: remove the job's local staging directory (the staging committers
+    buffer task output there) and close the job's store."""
+    try:
+        local_dir = job.local_job_dir()
+        if local_dir is not None:
+            shutil.rmtree(local_dir, ignore_errors=True)
+    finally:
+        job.store.close()
 
 
 def _refuse_existing_output(job: Committer, destination: StorePath) -> None:
@@ -272,7 +314,7 @@ class _local_properties:
             self._context.setLocalProperty(key, value)
 
 
-def _abort(job: Committer, reason: str) -> SuccessData | None:
+def abort_after_failure(job: Committer, reason: str) -> SuccessData | None:
     """Abort after a failure; a job past its commit point is committed instead (its SuccessData)."""
     try:
         return job.abort_job(reason)
