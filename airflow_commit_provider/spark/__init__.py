@@ -5,6 +5,8 @@ Hadoop's own (JVM) committers.
   ``mapInArrow``; the driver commits the job with exactly the results Spark accepted.
 - :func:`plan_write` - what a ``write_committed`` call would do (committer, conflict handling, job
   ID), decided without Spark.
+- :func:`register_data_source` - ``df.write.format("committed")``: the same protocol as a Python
+  data source, run by Spark's own write path (classic and Spark Connect sessions).
 - :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
   manifest committers.
 
@@ -22,6 +24,7 @@ __all__ = [
     "default_committer",
     "jvm_committer_conf",
     "plan_write",
+    "register_data_source",
     "write_committed",
 ]
 
@@ -29,6 +32,7 @@ _EXPORTS = {
     "WriteSummary": "airflow_commit_provider.spark.writer",
     "default_committer": "airflow_commit_provider.core.committers.registry",
     "plan_write": "airflow_commit_provider.spark.write_plan",
+    "register_data_source": "airflow_commit_provider.spark.datasource",
     "write_committed": "airflow_commit_provider.spark.writer",
     "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
     "applied_conf": "airflow_commit_provider.spark.jvm_committers",

@@ -1,0 +1,306 @@
+"""``df.write.format("committed")``: our commit protocol run by Spark's own write path.
+
+A Python data source (Spark 4, ``pyspark.sql.datasource``) named ``committed``::
+
+    register_data_source(spark)
+    (df.write.format("committed").mode("overwrite")
+       .option("committer", "partitioned").option("partition_by", "dt")
+       .save("s3://lake/warehouse/events"))
+
+Spark runs it as a DataSource V2 batch write, and each step is one step of our protocol:
+
+- ``CommittedDataSource.writer(schema, overwrite)`` (driver side, once): plans the write with
+  ``plan_write`` (committer from the registry, conflict handling, job ID, options) and sets up the
+  job. ``mode("append")`` is ``conflict_mode="append"``, ``mode("overwrite")`` is ``"replace"``:
+  only the partitions written are replaced with the ``partitioned`` committer, the whole
+  destination with ``directory``; a committer that cannot replace is refused, as by
+  ``write_committed``. The option ``conflict_mode="fail"`` with ``append`` refuses existing output.
+- ``CommittedWriter.write(batches)`` (each task): one task attempt, numbered by the task's
+  ``TaskContext`` (partition ID; ``taskAttemptId()`` for the attempt, so retries and speculative
+  duplicates are distinct attempts), written and committed by ``tasks.run_task_attempt`` (Spark's
+  file names, partition escaping, rolling files, formats); it returns the attempt's outcome.
+- ``commit(messages)``: commits the job with exactly the results in the messages Spark accepted.
+  A failure past the commit point is rolled forward (the output is complete) and ``save`` returns.
+- ``abort(messages)``: aborts the job (every upload and temp file goes); a job already past its
+  commit point is rolled forward instead, and the log says so.
+
+``save`` returns nothing; the summary is in ``_SUCCESS`` and the job record
+``_airflow_commit/<job id>.success.json``.
+
+**Where each part runs.** ``writer()`` and ``commit()``/``abort()`` run in Python workers that the
+driver starts (on Spark Connect, the server's driver); the writer object is pickled from one to the
+others and to the tasks, so it carries the plan and the task config, never a store. Those workers
+have no SparkSession: settings come from the write's options only (``spark.airflow_commit.*`` confs
+do not apply; pass ``job_id``, ``committer``... as options), and S3 settings not given as
+``s3.*`` options come from the driver's environment (on Spark Connect, the server's).
+
+**Differences from** ``write_committed``, from what a Python data source is given: partition
+columns come as the ``partition_by`` option (comma-separated; Spark refuses ``partitionBy`` for
+Python data sources), and must be strings, integers, dates or booleans (their directory names are
+computed in the task by Arrow, which spells those types as Spark does; cast others to string first).
+Spark cannot be asked to sort a Python data source's input (``PythonWrite`` does not implement
+``RequiresDistributionAndOrdering``), so each task sorts each Arrow batch by partition values: one
+file per partition directory per batch, fewer with ``df.sortWithinPartitions(*partition_by)``
+first. Formats: ``parquet`` and ``orc`` (csv and json rows are encoded by Spark's own functions in
+``write_committed``, which a data source cannot call). Compression defaults to Spark's defaults.
+
+**Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
+Spark's ``PythonBatchWrite`` keeps ``BatchWrite.useCommitCoordinator()``'s default (true), so
+``DataWritingSparkTask`` asks ``OutputCommitCoordinator.canCommit(stage, stageAttempt, partition,
+attemptNumber)`` before ``DataWriter.commit()``. For a Python data source that call only hands
+back the message ``write()`` returned, and our task commit already happened inside ``write()``:
+the coordinator decides which attempt's message reaches the driver (at most one per partition; a
+denied duplicate fails with ``CommitDeniedException``, which is not counted as a task failure), not
+which attempt's files are committed. The committers do that themselves: the first attempt to commit
+wins and later attempts of the same task adopt its result (``exclusive_task_commit``), so whichever
+message the coordinator lets through names the same files. Committers whose last attempt wins
+(``directory``, ``partitioned``, ``file-v1``) get no protection from the coordinator here either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+from airflow_commit_provider.core.committers import TaskCommitResult
+from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.formats import file_format
+from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
+from airflow_commit_provider.spark.tasks import TaskOutcome, current_task_info, run_task_attempt
+from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
+from airflow_commit_provider.spark.writer import abort_after_failure, finish_job, open_committer, set_up_job
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "SHORT_NAME",
+    "CommittedDataSource",
+    "CommittedTaskMessage",
+    "CommittedWriter",
+    "register_data_source",
+]
+
+log = logging.getLogger("airflow_commit_provider.spark")
+
+#: The name ``df.write.format(...)`` takes.
+SHORT_NAME = "committed"
+#: Options the data source reads itself; every other option is a ``write_committed`` option.
+SOURCE_OPTIONS = ("path", "format", "committer", "partition_by", "conflict_mode", "job_id")
+#: Formats whose rows a task can write from Arrow batches as they come.
+SOURCE_FORMATS = ("parquet", "orc")
+#: Spark's defaults for ``spark.sql.parquet.compression.codec`` and ``spark.sql.orc.compression.codec``
+#: (a data source cannot read the session's conf; the ``compression`` option overrides them).
+SPARK_DEFAULT_CODECS = {"parquet": "snappy", "orc": "zstd"}
+#: Spark types whose string form Arrow's cast spells exactly as Spark's cast (partition values).
+PARTITION_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "date", "boolean")
+
+
+def register_data_source(spark: SparkSession) -> None:
+    """Make ``df.write.format("committed")`` available in ``spark``, a classic or Spark Connect
+    session. Idempotent: registering again replaces the registration with the same class."""
+    spark.dataSource.register(CommittedDataSource)
+
+
+class CommittedDataSource(DataSource):
+    """The ``committed`` data source: write-only, batch only."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def writer(self, schema: StructType, overwrite: bool) -> CommittedWriter:
+        """Plan the write and set up its job (on the driver, once per write)."""
+        plan, task_config = plan_source_write(self.options, schema, overwrite)
+        job = open_committer(plan)
+        try:
+            set_up_job(job, plan, description="df.write.format('committed')")
+        finally:
+            job.store.close()
+        return CommittedWriter(plan, task_config)
+
+
+@dataclass(frozen=True)
+class CommittedTaskMessage(WriterCommitMessage):
+    """What one task attempt reports: its committed result (None if it wrote nothing) and counts."""
+
+    outcome: TaskOutcome
+
+
+class CommittedWriter(DataSourceArrowWriter):
+    """Carries the plan from the driver to the tasks and to job commit or abort (pickled)."""
+
+    def __init__(self, plan: SparkWritePlan, task_config: cfg.TaskConfig):
+        self.plan = plan
+        self.task_config = task_config
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> CommittedTaskMessage:
+        """One task attempt: write its rows and commit it (in the task)."""
+        batches = (_with_partition_keys(self.task_config, batch) for batch in iterator)
+        return CommittedTaskMessage(run_task_attempt(self.task_config, current_task_info(), batches))
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Commit the job with exactly the attempts Spark accepted; past the commit point a failure
+        is rolled forward, so ``save`` returns with the output complete."""
+        results = committed_results(messages)
+        job = open_committer(self.plan)
+        try:
+            try:
+                success = job.commit_job(results)
+            except Exception as error:
+                success = abort_after_failure(job, f"{type(error).__name__}: {error}")
+                if success is None:
+                    raise
+                log.warning(
+                    "job %s had passed its commit point when its commit failed (%s); abort completed it",
+                    job.job_id,
+                    error,
+                )
+            log.info(
+                "job %s: committed %s files, %s bytes, %s rows to %s",
+                job.job_id,
+                success.file_count,
+                success.total_bytes,
+                success.rows,
+                self.plan.destination,
+            )
+        finally:
+            finish_job(job)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Abort the job after a failed task or commit; a job past its commit point is completed."""
+        job = open_committer(self.plan)
+        try:
+            failed = sum(1 for message in messages if message is None)
+            success = abort_after_failure(job, f"Spark aborted the write ({failed} tasks without a result)")
+            if success is not None:
+                log.warning(
+                    "job %s had passed its commit point: abort completed the commit (%s files in %s)",
+                    job.job_id,
+                    success.file_count,
+                    self.plan.destination,
+                )
+        finally:
+            finish_job(job)
+
+
+def committed_results(messages: Iterable[WriterCommitMessage | None]) -> list[TaskCommitResult]:
+    """The committed task results in Spark's messages (tasks that wrote nothing have none)."""
+    results = []
+    for message in messages:
+        if not isinstance(message, CommittedTaskMessage):
+            raise TypeError(f"not a message of the {SHORT_NAME!r} data source: {message!r}")
+        if message.outcome.result is not None:
+            results.append(message.outcome.result)
+    return results
+
+
+def plan_source_write(
+    options: Mapping[str, str], schema: StructType, overwrite: bool
+) -> tuple[SparkWritePlan, cfg.TaskConfig]:
+    """The write's plan (``plan_write``) and the config its tasks receive; ValueError names what is
+    wrong (an unknown option, a format, a partition column, a mode the committer cannot honour)."""
+    remaining = {key.lower(): value for key, value in options.items()}
+    source = {key: remaining.pop(key) for key in SOURCE_OPTIONS if key in remaining}
+    path = source.get("path")
+    if not path:
+        raise ValueError(f"data source {SHORT_NAME!r} needs a destination: save(path)")
+    fmt = source.get("format", "parquet").lower()
+    if fmt not in SOURCE_FORMATS:
+        raise ValueError(
+            f"data source {SHORT_NAME!r} writes {' or '.join(SOURCE_FORMATS)}, not format={fmt!r}; "
+            "write_committed writes csv and json"
+        )
+    names = schema.fieldNames()
+    clash = [name for name in names if name.startswith(HIDDEN_PREFIX)]
+    if clash:
+        raise ValueError(f"column names starting with {HIDDEN_PREFIX!r} are reserved: {clash}")
+    requested = [column.strip() for column in source.get("partition_by", "").split(",") if column.strip()]
+    partition_columns = resolve_partition_columns(names, requested)
+    for column in partition_columns:
+        type_name = schema[column].dataType.simpleString()
+        if type_name not in PARTITION_TYPES:
+            raise ValueError(
+                f"partition column {column!r} has type {type_name}; data source {SHORT_NAME!r} "
+                f"partitions by {', '.join(PARTITION_TYPES)} (cast it to string first)"
+            )
+    try:
+        plan = plan_write(
+            path,
+            conf={cfg.CONF_JOB_ID: source["job_id"]} if source.get("job_id") else {},
+            format=fmt,
+            partition_by=partition_columns,
+            committer=source.get("committer"),
+            conflict_mode=_conflict_mode(overwrite, source.get("conflict_mode")),
+            options=remaining,
+        )
+    except ValueError as error:
+        raise ValueError(
+            f"data source {SHORT_NAME!r}: {error} (its own options: {', '.join(SOURCE_OPTIONS)})"
+        ) from None
+    return plan, _task_config(plan, schema, partition_columns)
+
+
+def _conflict_mode(overwrite: bool, requested: str | None) -> str:
+    """``overwrite`` replaces; ``append`` appends, or refuses existing output with ``fail``."""
+    mode = (requested or "").lower() or ("replace" if overwrite else "append")
+    if overwrite and mode != "replace":
+        raise ValueError(f"mode('overwrite') replaces output: conflict_mode={requested!r} contradicts it")
+    if not overwrite and mode == "replace":
+        raise ValueError("conflict_mode='replace' is mode('overwrite')")
+    return mode
+
+
+def _task_config(
+    plan: SparkWritePlan, schema: StructType, partition_columns: Sequence[str]
+) -> cfg.TaskConfig:
+    import pyspark
+    from pyspark.sql.types import StructType
+
+    data_schema = StructType([schema[name] for name in schema.fieldNames() if name not in partition_columns])
+    codec, suffix = file_format(plan.format).resolve_codec(
+        plan.writer.compression, SPARK_DEFAULT_CODECS[plan.format]
+    )
+    parquet = plan.format == "parquet"
+    return cfg.TaskConfig(
+        committer=plan.commit.committer,
+        destination=plan.commit.destination,
+        job_id=plan.job_id,
+        commit_options=plan.commit_options,
+        s3=plan.s3,
+        format=plan.format,
+        codec=codec,
+        file_suffix=suffix,
+        data_columns=tuple(data_schema.fieldNames()),
+        partition_columns=tuple(partition_columns),
+        key_columns=tuple(f"{HIDDEN_PREFIX}p{index}" for index in range(len(partition_columns))),
+        line_column=None,
+        header=None,
+        writer=plan.writer,
+        spark_schema_json=data_schema.json() if parquet else None,
+        spark_version=pyspark.__version__ if parquet else None,
+        empty_schema=empty_file_schema(data_schema, None, "UTC"),
+    )
+
+
+def _with_partition_keys(config: cfg.TaskConfig, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its partition values as strings ('' as null, as Spark), sorted by them, so
+    the task writer sees each partition directory's rows as one run."""
+    if not config.partitioned:
+        return batch
+    keys = []
+    for column in config.partition_columns:
+        as_string = pc.cast(batch.column(column), pa.string())
+        keys.append(pc.if_else(pc.equal(as_string, ""), pa.scalar(None, pa.string()), as_string))
+    with_keys = pa.RecordBatch.from_arrays(
+        [*batch.columns, *keys], names=[*batch.schema.names, *config.key_columns]
+    )
+    order = pc.sort_indices(with_keys, sort_keys=[(key, "ascending") for key in config.key_columns])
+    return with_keys.take(order)
