@@ -1,0 +1,166 @@
+"""A real Spark Connect server on loopback, started from PySpark's bundled connect jar.
+
+``bin/spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal``
+runs the server (``jars/spark-connect_*.jar`` ships with PySpark), in local mode, on 127.0.0.1 and a
+free port. Its Python workers run this interpreter (``PYSPARK_PYTHON``), so they import this package
+as executors do. The server is one process in its own session (``start_new_session=True``), its
+output in a log file. Readiness: a TCP connection to the gRPC port succeeds, polled until a
+deadline (the server opens the port once its SparkContext is up). ``stop()`` always runs (context
+manager, and ``atexit`` as a last resort): SIGTERM to the process group, SIGKILL if anything of it
+is still alive after a grace period.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from support.standalone import free_port, group_alive, spark_home
+from support.waiting import wait_until
+
+HOST = "127.0.0.1"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ConnectServerError(RuntimeError):
+    """The server could not be started or did not open its port in time."""
+
+
+@dataclass
+class ConnectServer:
+    """``with ConnectServer() as server: SparkSession.builder.remote(server.url).getOrCreate()``."""
+
+    master: str = "local[2,4]"
+    """As the shared classic session: 2 cores, a failed task retried up to 3 times."""
+    confs: dict[str, str] = field(
+        default_factory=lambda: {
+            "spark.ui.enabled": "false",
+            "spark.driver.bindAddress": HOST,
+            "spark.driver.host": HOST,
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "50",
+            "spark.python.task.killTimeout": "100ms",
+            "spark.driver.memory": "1g",
+        }
+    )
+    startup_timeout: float = 120.0
+    stop_timeout: float = 15.0
+    port: int = 0
+    base_dir: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+    startup_seconds: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{HOST}:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        assert self.base_dir is not None
+        return self.base_dir / "connect-server.log"
+
+    def __enter__(self) -> ConnectServer:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> ConnectServer:
+        started = time.monotonic()
+        home = spark_home()
+        self.base_dir = Path(tempfile.mkdtemp(prefix="spark-connect-"))
+        atexit.register(self.stop)
+        try:
+            self.port = free_port(HOST)
+            confs = {
+                **self.confs,
+                "spark.connect.grpc.binding.address": HOST,
+                "spark.connect.grpc.binding.port": str(self.port),
+            }
+            env = {
+                **os.environ,
+                "SPARK_HOME": str(home),
+                "SPARK_LOCAL_IP": HOST,
+                "SPARK_CONF_DIR": str(self.base_dir),  # empty: no stray spark-defaults.conf
+                "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+            }
+            command = [
+                str(home / "bin" / "spark-submit"),
+                *("--master", self.master, "--class", SERVER_CLASS),
+                *(item for key, value in confs.items() for item in ("--conf", f"{key}={value}")),
+                "spark-internal",
+            ]
+            with self.log.open("wb") as out:
+                self.process = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=self.base_dir,
+                )
+            wait_until(
+                self._accepting,
+                f"the Spark Connect server to accept connections on {HOST}:{self.port}",
+                self.startup_timeout,
+                interval=0.25,
+                failure=ConnectServerError,
+            )
+        except BaseException as error:
+            tail = self._log_tail()
+            self.stop()
+            if isinstance(error, ConnectServerError):
+                raise ConnectServerError(f"{error}\n--- server log:\n{tail}") from None
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _accepting(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise ConnectServerError(f"the server exited with {self.process.returncode}")
+        try:
+            with socket.create_connection((HOST, self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def _log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except (OSError, AssertionError):
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it if still alive after ``stop_timeout``;
+        idempotent."""
+        process, self.process = self.process, None
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=self.stop_timeout)
+            # The group also holds the server's Python workers: kill whatever is left.
+            if process.poll() is None or group_alive(process.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=self.stop_timeout)
+        if self.base_dir is not None:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+            self.base_dir = None
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
