@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.spark.write_plan import SparkWritePlan
 
@@ -71,5 +71,5 @@ def summarise(plan: SparkWritePlan, run: WriteRun) -> WriteSummary:
         write_seconds=round(run.tasks_done - run.started, 3),
         job_commit_seconds=round(run.finished - run.tasks_done, 3),
         total_seconds=round(run.finished - run.started, 3),
-        success_file=str(plan.destination.join("_SUCCESS")),
+        success_file=str(plan.destination.join(SUCCESS_FILENAME)),
     )
