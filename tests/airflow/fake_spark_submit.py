@@ -85,39 +85,36 @@ def main(argv: list[str]) -> int:
     if zips:
         sys.path.insert(0, zips[-1])
     import airflow_commit_provider
+    from airflow_commit_provider.spark import config as cfg
 
     record["package_file"] = airflow_commit_provider.__file__
     with open(os.environ["FAKE_SPARK_RECORD"], "w") as stream:
         json.dump(record, stream)
 
-    mode = mode_for_try(confs.get("spark.airflow_commit.try_number"))
-    say(f"mode {mode}, job {confs.get('spark.airflow_commit.job_id')}")
+    mode = mode_for_try(confs.get(cfg.CONF_TRY_NUMBER))
+    say(f"mode {mode}, job {confs.get(cfg.CONF_JOB_ID)}")
     if mode == "stale":
         return 0
     if mode == "legacy":  # what Hadoop's classic FileOutputCommitter leaves
         from airflow_commit_provider.core.paths import StorePath
         from airflow_commit_provider.core.store import open_store
 
-        destination = StorePath.parse(confs["spark.airflow_commit.destination"])
+        destination = StorePath.parse(confs[cfg.CONF_DESTINATION])
         open_store(destination).write_bytes(destination.join("_SUCCESS"), b"")
         return 0
     from airflow_commit_provider.core.committers import CommitOptions, create_committer
     from airflow_commit_provider.core.stages.errors import JobFencedError
     from airflow_commit_provider.core.store import open_store
 
-    destination = confs["spark.airflow_commit.destination"]
-    job_id = confs["spark.airflow_commit.job_id"]
+    destination = confs[cfg.CONF_DESTINATION]
+    job_id = confs[cfg.CONF_JOB_ID]
     if mode == "foreign":
         job_id = f"foreign-{job_id}"
-    options_ = CommitOptions(
-        threads=2, conflict_mode=confs.get("spark.airflow_commit.conflict_mode", "append")
-    )
+    options_ = CommitOptions(threads=2, conflict_mode=confs.get(cfg.CONF_CONFLICT_MODE, "append"))
     store = open_store(destination)
     if mode == "pause-at-commit-point":
         store = pause_after_the_outcome(store)
-    committer = create_committer(
-        confs["spark.airflow_commit.committer"], store, destination, job_id, options_
-    )
+    committer = create_committer(confs[cfg.CONF_COMMITTER], store, destination, job_id, options_)
     try:
         committer.setup_job()
     except JobFencedError as error:

@@ -27,6 +27,7 @@ from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.spark import config as cfg
 
 ROWS = 2000
 PARTITIONS = 4
@@ -49,9 +50,9 @@ def test_speculative_attempt_leaves_one_copy(
     job_id = str(uuid.uuid4())
     conf = {
         **cluster_conf(event_log_dir),
-        "spark.airflow_commit.destination": str(destination),
-        "spark.airflow_commit.committer": committer,
-        "spark.airflow_commit.job_id": job_id,
+        cfg.CONF_DESTINATION: str(destination),
+        cfg.CONF_COMMITTER: committer,
+        cfg.CONF_JOB_ID: job_id,
     }
     app_args = [
         "--markers",
