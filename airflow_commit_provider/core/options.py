@@ -25,6 +25,11 @@ def parse_bool(value: object, name: str) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
+def is_template(value: object) -> bool:
+    """An operator argument still to be rendered by Airflow: it cannot be checked or used at parse time."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
 @dataclass(frozen=True)
 class CommitOptions:
     threads: int = 16

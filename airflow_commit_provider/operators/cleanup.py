@@ -2,7 +2,8 @@
 
 They are thin over `core.cleanup`, which the CLI shares. The scope is validated before any
 request (at DAG parse time when it is not templated), because a scope that is too broad is how
-a cleanup once destroyed a neighbouring dataset.
+a cleanup once destroyed a neighbouring dataset. For OpenLineage each reports what it removed as
+one dataset per scope with the lifecycle change DROP (:func:`airflow_commit_provider.lineage.removal_lineage`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_commit_provider import lineage
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
@@ -23,11 +25,12 @@ from airflow_commit_provider.core.cleanup import (
     parse_scope,
     prune_old_records,
 )
-from airflow_commit_provider.core.options import parse_bool
+from airflow_commit_provider.core.options import is_template, parse_bool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
 
     from airflow_commit_provider.core.cleanup import AbortReport, RecordPruneReport, TempCleanReport
@@ -35,10 +38,6 @@ if TYPE_CHECKING:
     from airflow_commit_provider.core.store import Store
 
 __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCommitRecordsOperator"]
-
-
-def _is_template(value: object) -> bool:
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
 class _CleanupOperator(BaseOperator):
@@ -66,12 +65,15 @@ class _CleanupOperator(BaseOperator):
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
         self.sample_size = sample_size
+        # What this try removed, for OpenLineage (nothing in a dry run).
+        self._removed: list[StorePath] = []
+        self._removed_json: dict[str, Any] = {}
         # Fail at DAG parse time when nothing is left to render.
-        if not _is_template(scope):
+        if not is_template(scope):
             parse_scope(scope, argument="scope", allow_bucket_root=allow_bucket_root)
-        if not _is_template(older_than):
+        if not is_template(older_than):
             as_timedelta(older_than, "older_than")
-        if not _is_template(dry_run):
+        if not is_template(dry_run):
             parse_bool(dry_run, "dry_run")
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -80,6 +82,7 @@ class _CleanupOperator(BaseOperator):
         Every item is tried before the task fails, so one bad item does not shield the others.
         """
         path, age, job_id, dry_run = self._resolve()
+        self._removed, self._removed_json = [], {}
         store = self._store(path)
         try:
             report = self._clean(
@@ -94,6 +97,8 @@ class _CleanupOperator(BaseOperator):
         finally:
             store.close()
         result = report.to_json(sample=self.sample_size)
+        if not dry_run:
+            self._removed, self._removed_json = self._removed_paths(path, report), result
         self.log.info("%s: %s", path, self._summary(result, format_duration(age.total_seconds()), dry_run))
         if report.failed:
             raise RuntimeError(self._failure(path, report))
@@ -105,6 +110,19 @@ class _CleanupOperator(BaseOperator):
         age = as_timedelta(self.older_than, "older_than")
         return path, age, (self.job_id or None), parse_bool(self.dry_run, "dry_run")
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """What was removed, as one dataset for the scope with the lifecycle change DROP."""
+        return lineage.removal_lineage(
+            self.scope,
+            removed=self._removed,
+            files=self._removed_json.get("files", len(self._removed)),
+            size=self._removed_json.get("bytes"),
+        )
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """What was removed before some items failed: the task fails only after trying them all."""
+        return self.get_openlineage_facets_on_complete(task_instance)
+
     def _store(self, path: StorePath) -> Store:
         return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=self.threads).get_store(path)
 
@@ -114,6 +132,10 @@ class _CleanupOperator(BaseOperator):
 
     def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
         """The log line for `result` (the report's JSON), after the scope."""
+        raise NotImplementedError
+
+    def _removed_paths(self, path: StorePath, report: Any) -> list[StorePath]:
+        """The locations `report` removed under `path` (for lineage)."""
         raise NotImplementedError
 
     def _failure(self, path: StorePath, report: Any) -> str:
@@ -162,6 +184,9 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
             f"{result['committing']} kept for jobs past their commit point, {result['failed']} failed"
         )
 
+    def _removed_paths(self, path: StorePath, report: AbortReport) -> list[StorePath]:
+        return [outcome.upload.path for outcome in report.acted]
+
     def _failure(self, path: StorePath, report: AbortReport) -> str:
         first = report.failed[0]
         return (
@@ -199,6 +224,9 @@ class CleanupTemporaryOperator(_CleanupOperator):
             f"{result['uploads_aborted']} uploads aborted); {result['skipped_active']} active left "
             f"alone ({result['kept_committing']} of jobs past their commit point), {result['failed']} failed"
         )
+
+    def _removed_paths(self, path: StorePath, report: TempCleanReport) -> list[StorePath]:
+        return [outcome.tree.path for outcome in report.acted]
 
     def _failure(self, path: StorePath, report: TempCleanReport) -> str:
         first = report.failed[0]
@@ -242,6 +270,9 @@ class PruneCommitRecordsOperator(_CleanupOperator):
             f"recent, {result['kept_committing']} committing, {result['kept_unreadable']} unreadable, "
             f"{result['changed']} written to meanwhile; {result['failed']} failed"
         )
+
+    def _removed_paths(self, path: StorePath, report: RecordPruneReport) -> list[StorePath]:
+        return [status.path for outcome in report.acted for status in outcome.job.files]
 
     def _failure(self, path: StorePath, report: RecordPruneReport) -> str:
         first = report.failed[0]

@@ -72,11 +72,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_commit_provider import lineage
+from airflow_commit_provider.assets import commit_extra, destination_asset, emit_commit_event
 from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan, resolve
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
-from airflow_commit_provider.core.options import CommitOptions
+from airflow_commit_provider.core.options import CommitOptions, is_template
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
@@ -93,7 +95,8 @@ from airflow_commit_provider.spark.config import (
 )
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk import Asset, Context
 
     from airflow_commit_provider.core.formats.success import SuccessData
     from airflow_commit_provider.core.store import Store
@@ -134,6 +137,15 @@ class CommittedSparkSubmitOperator(BaseOperator):
         ``destination``. An application that writes several outputs can have committed some of
         them and not others; give it ``conflict_mode="replace"`` for every write and set this to
         ``False``, so that every try rewrites all its outputs.
+    :param emit_asset: declare ``destination`` as this task's outlet asset (its URI as Airflow's S3
+        and file providers write it, see :mod:`airflow_commit_provider.assets`). After a verified
+        commit (or an adopted one) the task's event carries the job, committer, files, bytes, rows
+        and partitions in its ``extra``, and on Airflow 3.3 each partition written as a partition
+        key. Outlets are fixed when the DAG is parsed, so a templated ``destination`` declares no
+        asset: give ``outlets=[Asset(...)]`` of your own, or a literal destination.
+    :param openlineage_inject_parent_job_info: when the OpenLineage provider is enabled, pass the
+        Spark job the parent-job confs (``spark.openlineage.parentJobNamespace``, ...) the Spark
+        provider injects, so Spark's own OpenLineage listener links its events to this task.
 
     The other arguments are those of ``SparkSubmitOperator`` / ``SparkSubmitHook`` (``conf``,
     ``files``, ``py_files``, ``application_args``, ``env_vars``, ``executor_memory``, ...), with the
@@ -189,6 +201,8 @@ class CommittedSparkSubmitOperator(BaseOperator):
         spark_python: str | None = None,
         jvm_conf_options: dict[str, Any] | None = None,
         adopt_committed_tries: bool = True,
+        emit_asset: bool = True,
+        openlineage_inject_parent_job_info: bool = True,
         conf: dict[str, Any] | None = None,
         files: str | None = None,
         py_files: str | None = None,
@@ -248,6 +262,13 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._spark_python = spark_python
         self._jvm_conf_options = dict(jvm_conf_options or {})
         self.adopt_committed_tries = adopt_committed_tries
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.emit_asset = emit_asset
+        self.asset: Asset | None = None
+        if emit_asset and not is_template(destination):
+            self.asset = destination_asset(destination)
+            if self.asset not in self.outlets:
+                self.add_outlets([self.asset])
         self._hook_options: dict[str, Any] = {
             "repositories": repositories,
             "total_executor_cores": total_executor_cores,
@@ -270,6 +291,9 @@ class CommittedSparkSubmitOperator(BaseOperator):
         # Re-entrant: on_kill can interrupt execute's own abort in the same thread (signal handler).
         # Created per execution: operators are deep-copied, and locks cannot be.
         self._abort_lock: threading.RLock | None = None
+        # What the try made visible, for OpenLineage: the verified summary, or the _SUCCESS of a
+        # job that reached its commit point although the try failed.
+        self._written: dict[str, Any] | None = None
 
     @cached_property
     def store_hook(self) -> CommitStoreHook:
@@ -291,11 +315,16 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self._killed = self._aborted = False
         self._abort_lock = threading.RLock()
         self._job_id = None
+        self._written = None
         try_number = _try_number(context)
         if self.engine == "python":
             plan = self._settle_earlier_tries(context, try_number)
             if plan.adopted is not None:
-                return self._adopt(plan.adopted, try_number, started)
+                adopted = plan.adopted
+                data = self._adopt(adopted)
+                duration = time.monotonic() - started
+                result = self._summary(data, adopted.job_id, try_number, duration, adopted.try_number)
+                return self._committed(context, data, result)
             job_id = plan.job_id
         else:
             job_id = str(uuid.uuid4())
@@ -311,7 +340,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         )
         try:
             with tempfile.TemporaryDirectory(prefix="airflow-commit-submit-") as workdir:
-                hook = self._make_hook(job_id, try_number, workdir)
+                hook = self._make_hook(job_id, try_number, workdir, context)
                 self._hook = hook
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
@@ -328,7 +357,19 @@ class CommittedSparkSubmitOperator(BaseOperator):
             raise
         finally:
             self._hook = None
-        return self._summary(data, job_id, try_number, time.monotonic() - started)
+        return self._committed(
+            context, data, self._summary(data, job_id, try_number, time.monotonic() - started)
+        )
+
+    def _committed(self, context: Context, data: SuccessData, result: dict[str, Any]) -> dict[str, Any]:
+        """Publish a verified commit: the asset event (extra, partition keys) and, for lineage, `result`."""
+        partitions = data.partitions or []
+        self._written = {**result, "partitions": partitions}
+        if self.asset is not None:
+            emit_commit_event(context, self.asset, commit_extra(result, partitions), partitions)
+        elif self.emit_asset:
+            self.log.info("destination is templated, so this task declared no asset for it (see emit_asset)")
+        return result
 
     def on_kill(self) -> None:
         """Stop spark-submit and its children, abort this try's job; ``execute`` then fails.
@@ -399,8 +440,8 @@ class CommittedSparkSubmitOperator(BaseOperator):
             )
         return plan
 
-    def _adopt(self, job: TriedJob, try_number: int | None, started: float) -> dict[str, Any]:
-        """Return a committed job of an earlier try as this try's result, without running Spark."""
+    def _adopt(self, job: TriedJob) -> SuccessData:
+        """Verify and deliver a committed job of an earlier try as this try's result, without running Spark."""
         if self._killed:
             raise AirflowException(f"the task was killed before it could adopt job {job.job_id}")
         self.log.info(
@@ -411,7 +452,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         )
         data = self._verify_success(job.job_id, submitted_ms=0)
         self._mark_delivered(job.job_id)
-        return self._summary(data, job.job_id, try_number, time.monotonic() - started, job.try_number)
+        return data
 
     def _mark_delivered(self, job_id: str) -> None:
         """Record that this try succeeded with `job_id`, so a later try (a clear) writes again.
@@ -461,15 +502,20 @@ class CommittedSparkSubmitOperator(BaseOperator):
             conf.update(plan_conf(self.write_plan(), job_id=job_id, **self._jvm_conf_options))
         return conf
 
-    def _make_hook(self, job_id: str, try_number: int | None, workdir: str) -> CommittedSparkSubmitHook:
+    def _make_hook(
+        self, job_id: str, try_number: int | None, workdir: str, context: Context
+    ) -> CommittedSparkSubmitHook:
         py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
         if self._ship_package:
             py_files.append(build_py_files_zip(workdir))
+        conf = {**(self.conf or {}), **self.job_conf(job_id, try_number)}
+        if self.openlineage_inject_parent_job_info:
+            conf = lineage.parent_job_conf(conf, context)
         return CommittedSparkSubmitHook(
             s3_environment=self.store_hook.spark_environment(self.destination),
             spark_python=self._spark_python,
             env_vars=self.env_vars,
-            conf={**(self.conf or {}), **self.job_conf(job_id, try_number)},
+            conf=conf,
             conn_id=self._conn_id,
             files=self.files,
             py_files=",".join(py_files) or None,
@@ -614,6 +660,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
 
     def _log_committed_despite_failure(self, data: SuccessData) -> None:
         """The job had passed its commit point: abort finished it, so its output is committed."""
+        self._written = {**data.summary(), "partitions": data.partitions or []}
         if self.adopt_committed_tries:
             after = f"the next try of this task adopts job {data.job_id} instead of writing again"
         else:
@@ -630,6 +677,21 @@ class CommittedSparkSubmitOperator(BaseOperator):
             self.destination,
             after,
         )
+
+    # OpenLineage ---------------------------------------------------------------------------------
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        """The destination, before anything is written (OVERWRITE for ``replace``)."""
+        return lineage.write_lineage(self.destination, replace=self.conflict_mode == "replace")
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The destination with what the commit made visible: rows, bytes, files, partitions."""
+        return lineage.write_lineage(
+            self.destination, replace=self.conflict_mode == "replace", written=self._written
+        )
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """The destination; with statistics only if the job committed although the try failed."""
+        return self.get_openlineage_facets_on_complete(task_instance)
 
 
 # Helpers ------------------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""Airflow assets for committed writes: the destination as an outlet, and the event of a verified commit.
+
+A committed write knows exactly what became visible, so its asset event says so: the job, the
+committer, files, bytes, rows and the partitions written. On Airflow 3.3 each partition written is
+also the event's partition key (``outlet_events[asset].add_partitions``), so a partition-aware DAG
+(:func:`day_partition_schedule`) runs once for each day committed; older Airflow versions get one
+plain event whose ``extra`` lists the partitions.
+
+Asset URIs follow Airflow's conventions: ``s3://bucket/key`` for ``s3://``, ``s3a://`` and
+``s3n://`` alike (as the Amazon provider's ``create_asset``), ``file:///path`` for local paths (as
+the common IO provider's), percent-encoded where a key holds characters a URI cannot (a space,
+``#``, ``?``, ``%``), so the key survives Airflow's URI normalisation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow.sdk import Asset
+
+from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath
+
+__all__ = [
+    "EXTRA_PARTITIONS",
+    "asset_uri",
+    "commit_extra",
+    "day_partition_schedule",
+    "destination_asset",
+    "emit_commit_event",
+]
+
+log = logging.getLogger(__name__)
+
+#: Partitions listed in an event's ``extra`` (``partition_count`` is always exact): extras are stored
+#: in the metadata database with every event.
+EXTRA_PARTITIONS = 100
+#: The longest partition key Airflow stores (its ``ID_LEN``); a longer one would fail the task.
+MAX_PARTITION_KEY = 250
+
+
+class _PartitionsNotEmitted:
+    """Remembers that this Airflow was said to have no ``add_partitions``, so it is said once."""
+
+    logged = False
+
+
+def asset_uri(location: str | StorePath) -> str:
+    """The asset URI of a destination, as Airflow and its S3 and file providers write it."""
+    path = StorePath.parse(location)
+    if path.scheme in S3_SCHEMES:
+        path = StorePath("s3", path.bucket, path.key)
+    return path.uri()
+
+
+def destination_asset(location: str | StorePath) -> Asset:
+    """The asset a committed write to `location` updates (named by its URI)."""
+    return Asset(uri=asset_uri(location))
+
+
+def commit_extra(result: Mapping[str, Any], partitions: Iterable[str]) -> dict[str, Any]:
+    """The event's ``extra``: what the commit made visible, small enough for every event row."""
+    written = [p for p in partitions if p]
+    return {
+        "job_id": result["job_id"],
+        "committer": result["committer"],
+        "files": result["files"],
+        "bytes": result["bytes"],
+        "rows": result["rows"],
+        "partitions": written[:EXTRA_PARTITIONS],
+        "partition_count": len(written),
+    }
+
+
+def emit_commit_event(
+    context: Mapping[str, Any], asset: Asset, extra: dict[str, Any], partitions: Iterable[str]
+) -> None:
+    """Attach `extra` to this task's event for `asset`, and each partition written as a partition key.
+
+    A context without ``outlet_events`` (an operator run outside a task) emits nothing. Partition
+    keys need Airflow 3.3's ``add_partitions``; before it the event is one plain event, and this is
+    logged once per process. A key longer than Airflow stores is left out, with a warning.
+    """
+    outlet_events = context.get("outlet_events")
+    if outlet_events is None:
+        return
+    event = outlet_events[asset]
+    event.extra.update(extra)
+    keys = [key for key in partitions if key]
+    too_long = [key for key in keys if len(key) > MAX_PARTITION_KEY]
+    if too_long:
+        log.warning(
+            "%s: %d partitions have names longer than the %d characters of an Airflow partition key; "
+            "their events carry no key (first: %s)",
+            asset.uri,
+            len(too_long),
+            MAX_PARTITION_KEY,
+            too_long[0],
+        )
+        keys = [key for key in keys if len(key) <= MAX_PARTITION_KEY]
+    if not keys:
+        return
+    add_partitions = getattr(event, "add_partitions", None)
+    if add_partitions is None:
+        if not _PartitionsNotEmitted.logged:
+            _PartitionsNotEmitted.logged = True
+            log.info(
+                "This Airflow has no outlet_events[...].add_partitions (Airflow 3.3 adds it): asset events "
+                "carry the partitions written in their extra only, not as partition keys"
+            )
+        return
+    add_partitions(keys)
+
+
+def day_partition_schedule(asset: Asset, column: str = "dt") -> Any:
+    """A schedule on `asset` that runs once for each ``<column>=YYYY-MM-DD`` partition committed.
+
+    On Airflow 3.3 this is a ``PartitionedAssetTimetable`` whose ``StartOfDayMapper`` reads the
+    partition key ``dt=2024-01-01`` as the day ``2024-01-01``: the run's ``partition_key``. Where
+    those names are missing or take other arguments (they changed between 3.2 and 3.3), it is the
+    plain asset schedule, and a run finds the days in its triggering events' ``extra``.
+    """
+    try:
+        from airflow.sdk import PartitionedAssetTimetable, StartOfDayMapper
+
+        mapper = StartOfDayMapper(input_format=f"{column}=%Y-%m-%d")
+        return PartitionedAssetTimetable(assets=asset, default_partition_mapper=mapper)
+    except (ImportError, TypeError):
+        return [asset]
