@@ -59,6 +59,35 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+#: Set by PySpark when a Connect session is created; while set, ``pyspark.sql.functions`` and UDFs
+#: build Spark Connect expressions, so it must be set only while a test uses the Connect session.
+CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@pytest.fixture(scope="session")
+def connect_server_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """A Spark Connect session on a server this test session starts (``support.connect``), always
+    stopped at the end; its tasks run as the classic session's do (``local[2,4]``, UTC, 50-row
+    batches). Created after the classic session, which then stays the process's classic one."""
+    from pyspark.sql import SparkSession
+    from support.connect import ConnectServer
+
+    with ConnectServer() as server:
+        session = SparkSession.builder.remote(server.url).create()
+        os.environ.pop(CONNECT_MODE_VARIABLE, None)
+        try:
+            yield session
+        finally:
+            session.stop()
+
+
+@pytest.fixture
+def connect_spark(connect_server_session: SparkSession, monkeypatch: pytest.MonkeyPatch) -> SparkSession:
+    """The Spark Connect session, in Connect mode for this test only (classic tests share the process)."""
+    monkeypatch.setenv(CONNECT_MODE_VARIABLE, "1")
+    return connect_server_session
+
+
 @pytest.fixture(scope="module")
 def spark_bucket(embedded_s3: EmbeddedS3) -> str:
     """One bucket per test module (a new SeaweedFS bucket costs ~0.6 s); tests use fresh prefixes."""
