@@ -4,6 +4,10 @@ Airflow reads its configuration when first imported, so the environment is set w
 conftest is imported, before any test module imports Airflow. The DAG folder is a temporary
 directory linking `dags_examples/` and `tests/airflow/dags/`, because `dag.test()` only runs DAGs
 it finds in a DAG bundle.
+
+The OpenLineage provider is enabled with its file transport (`support.openlineage` reads the
+events back), emitting from a thread rather than a fork of the test process. New DAGs are not
+paused, so an asset event queues the DAGs scheduled on it, as in a running deployment.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support.openlineage import openlineage_file_transport
 
 if TYPE_CHECKING:
     from airflow_commit_provider.embedded_s3 import EmbeddedS3
@@ -44,6 +49,8 @@ AIRFLOW_ENV = {
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME}/airflow.db",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
     "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(_HOME / "logs"),
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+    **openlineage_file_transport(_HOME),
     # Spark's Python workers must be this interpreter (it has pyarrow), not `python3` from PATH.
     "PYSPARK_PYTHON": sys.executable,
     "PYSPARK_DRIVER_PYTHON": sys.executable,

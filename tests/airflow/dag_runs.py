@@ -33,3 +33,52 @@ def xcom(dagrun: Any, task_id: str, key: str = "return_value") -> Any:
         query = XComModel.get_many(run_id=dagrun.run_id, dag_ids=dagrun.dag_id, task_ids=task_id, key=key)
         row = session.scalars(query).first()
         return XComModel.deserialize_value(row) if row is not None else None
+
+
+def create_asset_triggered_runs(dag_id: str) -> list[Any]:
+    """The runs the scheduler creates for `dag_id` from the asset events queued for it.
+
+    ``dag.test()`` registers a task's asset events and queues the DAGs scheduled on them, as a
+    deployment does, but creates no runs for them: the scheduler does, in one step of its loop
+    (``SchedulerJobRunner._create_dagruns_for_dags``: partitioned runs from queued partition keys,
+    then plain asset-triggered runs). That step is run here once, as Airflow's scheduler tests do,
+    without the rest of the loop.
+    """
+    from airflow.jobs.job import Job
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.sqlalchemy import prohibit_commit
+    from airflow.utils.types import DagRunType
+    from sqlalchemy import select
+
+    runner = SchedulerJobRunner(job=Job())
+    with create_session() as session:
+        before = set(session.scalars(select(DagRun.run_id).where(DagRun.dag_id == dag_id)))
+        with prohibit_commit(session) as guard:
+            runner._create_dagruns_for_dags(guard=guard, session=session)
+        runs = session.scalars(
+            select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_type == DagRunType.ASSET_TRIGGERED)
+        ).all()
+        created = [run for run in runs if run.run_id not in before]
+        session.expunge_all()
+    return created
+
+
+def run_task(dag_id: str, task_id: str, run_id: str) -> Any:
+    """Run one task of an existing run as ``airflow tasks test <dag> <task> <run_id>`` does; its instance."""
+    from airflow.cli import cli_parser
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    args = cli_parser.get_parser().parse_args(["tasks", "test", dag_id, task_id, run_id])
+    args.func(args)
+    with create_session() as session:
+        ti = session.scalars(
+            select(TaskInstance).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id, TaskInstance.run_id == run_id
+            )
+        ).one()
+        session.expunge(ti)
+    return ti

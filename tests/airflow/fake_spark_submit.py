@@ -18,6 +18,8 @@ application using the core committers, as FAKE_SPARK_MODE says:
   commit yet) or after job commit: it writes the file FAKE_SPARK_PAUSED and blocks reading the
   FIFO FAKE_SPARK_GO until the test releases it (or kills it), then carries on.
 
+FAKE_SPARK_PARTITION (``dt=2024-01-01``) puts the task outputs in that partition directory.
+
 FAKE_SPARK_MODE_BY_TRY (``"1=commit-then-fail,2=commit"``) picks the mode by the try number the
 operator passed, for DAG runs where every try shares one environment. When job commit is refused
 because the job was fenced, the fake exits 5; it writes how it ended (``committed``, ``fenced:
@@ -120,10 +122,11 @@ def main(argv: list[str]) -> int:
     except JobFencedError as error:
         return refused(error)
     results = []
+    partition = os.environ.get("FAKE_SPARK_PARTITION", "")
     for task in range(2):
         attempt = committer.task_attempt(task, 0)
         attempt.setup_task()
-        with attempt.create_file(f"part-{task:05d}-{job_id}.csv") as stream:
+        with attempt.create_file(f"{partition}/part-{task:05d}-{job_id}.csv".lstrip("/")) as stream:
             stream.write(b"id\n" + f"{task}\n".encode() * 10)
         results.append(attempt.commit_task(rows=10))
     if mode == "crash":

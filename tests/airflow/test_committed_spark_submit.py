@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from fake_spark import FAKE, FakeSpark, install_fake_spark
 from support.invariants import assert_committed
 from support.success_files import success
 from support.waiting import wait_until
@@ -40,39 +40,10 @@ from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 
-FAKE = Path(__file__).resolve().parent / "fake_spark_submit.py"
-
-
-@dataclass
-class FakeSpark:
-    directory: Path
-    monkeypatch: pytest.MonkeyPatch
-
-    def mode(self, mode: str) -> None:
-        self.monkeypatch.setenv("FAKE_SPARK_MODE", mode)
-
-    def record(self) -> dict[str, Any]:
-        return json.loads((self.directory / "record.json").read_text())
-
-    @property
-    def fifo(self) -> Path:
-        return self.directory / "ready.fifo"
-
 
 @pytest.fixture
 def fake_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_default: None) -> FakeSpark:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "spark-submit"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SPARK_RECORD", str(tmp_path / "record.json"))
-    monkeypatch.setenv("FAKE_SPARK_READY", str(tmp_path / "ready.fifo"))
-    os.mkfifo(tmp_path / "ready.fifo")
-    fake = FakeSpark(tmp_path, monkeypatch)
-    fake.mode("commit")
-    return fake
+    return install_fake_spark(tmp_path, monkeypatch)
 
 
 def operator(destination: str, committer: str = "magic", **kwargs: Any) -> CommittedSparkSubmitOperator:

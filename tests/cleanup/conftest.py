@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support.openlineage import openlineage_file_transport
 
 if TYPE_CHECKING:
     from airflow_commit_provider.embedded_s3 import EmbeddedS3
@@ -26,6 +27,8 @@ _HOME = os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-h
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags_examples"))
 os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_HOME}/airflow.db")
+for _name, _value in openlineage_file_transport(Path(_HOME)).items():
+    os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,49 @@
+"""Test DAGs: a committed write whose destination is its outlet asset, and a DAG scheduled on that asset.
+
+The destination is read from ``COMMITTED_ASSETS_DESTINATION`` when the file is parsed (an asset's
+URI is fixed at parse time), so each test names its own.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_commit_provider.assets import day_partition_schedule, destination_asset
+from airflow_commit_provider.operators import CommittedSparkSubmitOperator
+
+DESTINATION = os.environ.get("COMMITTED_ASSETS_DESTINATION", "file:///tmp/committed-assets/table")
+TABLE = destination_asset(DESTINATION)
+
+with DAG(
+    dag_id="test_committed_assets_writer",
+    schedule=None,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+):
+    CommittedSparkSubmitOperator(
+        task_id="write",
+        application="/jobs/app.py",
+        destination=DESTINATION,
+        committer="partitioned",
+        conflict_mode="replace",
+    )
+
+with DAG(
+    dag_id="test_committed_assets_reader",
+    schedule=day_partition_schedule(TABLE),
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+):
+
+    @task
+    def read(**context: Any) -> dict[str, Any]:
+        """What the run was given: its partition key and its triggering events."""
+        events = context["triggering_asset_events"][TABLE]
+        return {
+            "partition_key": context.get("partition_key"),
+            "events": [{"extra": e.extra, "partition_key": e.partition_key} for e in events],
+        }
+
+    read()

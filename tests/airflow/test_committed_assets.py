@@ -1,0 +1,117 @@
+"""Asset events and OpenLineage from CommittedSparkSubmitOperator, in Airflow: dag.test() on the fake
+spark-submit (fake_spark_submit.py) writing one partition to a file:// table.
+
+- the writer's asset event carries the commit's extra and the partition key ``dt=<day>``;
+- the scheduler step that turns queued asset events into runs creates one run of the reader DAG
+  (scheduled with ``day_partition_schedule``) for the day, whose task sees that key and extra;
+- the real OpenLineage provider (file transport, tests/support/openlineage.py) records START and
+  COMPLETE (or FAIL) with one output dataset, its statistics and partitions, and the Spark job
+  was given the parent-job confs naming the task's OpenLineage run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, task_instances, xcom
+from fake_spark import FakeSpark, install_fake_spark
+from support.openlineage import lineage_events
+
+WRITER = "test_committed_assets_writer"
+READER = "test_committed_assets_reader"
+DAY = datetime(2024, 1, 2, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def fake_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_default: None) -> FakeSpark:
+    return install_fake_spark(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The writer's destination, a file:// table of this test (read when the DAGs are parsed)."""
+    path = tmp_path / "warehouse" / "events"
+    monkeypatch.setenv("COMMITTED_ASSETS_DESTINATION", f"file://{path}")
+    return path
+
+
+def asset_events(run: Any) -> list[Any]:
+    """The asset events the run's tasks emitted."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+    from sqlalchemy.orm import joinedload
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent)
+            .where(AssetEvent.source_dag_id == run.dag_id, AssetEvent.source_run_id == run.run_id)
+            .options(joinedload(AssetEvent.asset))
+        )
+        events = session.scalars(query).unique().all()
+        session.expunge_all()
+    return list(events)
+
+
+def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
+    airflow_db: Any, fake_spark: FakeSpark, table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SPARK_PARTITION", "dt=2024-01-02")
+    run = run_dag(load_dag(WRITER), DAY)
+    assert task_instances(run)["write"].state == "success"
+    written = xcom(run, "write")
+    extra = {
+        "job_id": written["job_id"],
+        "committer": "partitioned",
+        "files": 2,
+        "bytes": written["bytes"],
+        "rows": 20,
+        "partitions": ["dt=2024-01-02"],
+        "partition_count": 1,
+    }
+    [event] = asset_events(run)
+    assert (event.asset.uri, event.partition_key, event.extra) == (f"file://{table}", "dt=2024-01-02", extra)
+
+    [reader_run] = create_asset_triggered_runs(READER)
+    assert reader_run.partition_key == "2024-01-02", "StartOfDayMapper read the day from dt=2024-01-02"
+    assert run_task(READER, "read", reader_run.run_id).state == "success"
+    assert xcom(reader_run, "read") == {
+        "partition_key": "2024-01-02",
+        "events": [{"extra": extra, "partition_key": "dt=2024-01-02"}],
+    }
+    assert create_asset_triggered_runs(READER) == [], "one event, one run"
+
+    lineage = lineage_events(run.run_id, "write")
+    assert set(lineage) == {"START", "COMPLETE"}
+    [started] = lineage["START"]["outputs"]
+    [completed] = lineage["COMPLETE"]["outputs"]
+    assert (completed["namespace"], completed["name"]) == ("file", str(table))
+    assert started["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert "outputStatistics" not in started.get("outputFacets", {}), "nothing is written at start"
+    statistics = completed["outputFacets"]["outputStatistics"]
+    assert (statistics["rowCount"], statistics["size"], statistics["fileCount"]) == (20, written["bytes"], 2)
+    partitions = completed["outputFacets"]["subset"]["outputCondition"]["partitions"]
+    assert partitions == [{"dimensions": {"dt": "2024-01-02"}, "identifier": "dt=2024-01-02"}]
+
+    confs = fake_spark.record()["confs"]
+    assert confs["spark.openlineage.parentJobName"] == f"{WRITER}.write"
+    assert confs["spark.openlineage.parentRunId"] == lineage["START"]["run"]["runId"]
+    assert confs["spark.openlineage.rootParentJobName"] == WRITER
+
+
+def test_a_failed_write_reports_its_destination_without_statistics_and_emits_no_event(
+    airflow_db: Any, fake_spark: FakeSpark, table: Path
+) -> None:
+    fake_spark.mode("crash")  # the driver dies before job commit: nothing becomes visible
+    run = run_dag(load_dag(WRITER), DAY)
+    assert task_instances(run)["write"].state == "failed"
+    assert asset_events(run) == []
+
+    lineage = lineage_events(run.run_id, "write")
+    assert set(lineage) == {"START", "FAIL"}
+    [failed] = lineage["FAIL"]["outputs"]
+    assert (failed["namespace"], failed["name"]) == ("file", str(table))
+    assert "outputStatistics" not in failed.get("outputFacets", {})
