@@ -16,16 +16,14 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.standalone import free_port, group_alive, spark_home
+from support.standalone import Daemon, free_port, spark_home, stop_daemons
 from support.waiting import wait_until
 
 HOST = "127.0.0.1"
@@ -58,17 +56,12 @@ class ConnectServer:
     stop_timeout: float = 15.0
     port: int = 0
     base_dir: Path | None = None
-    process: subprocess.Popen[bytes] | None = None
+    daemon: Daemon | None = None
     startup_seconds: float | None = None
 
     @property
     def url(self) -> str:
         return f"sc://{HOST}:{self.port}"
-
-    @property
-    def log(self) -> Path:
-        assert self.base_dir is not None
-        return self.base_dir / "connect-server.log"
 
     def __enter__(self) -> ConnectServer:
         return self.start()
@@ -102,16 +95,8 @@ class ConnectServer:
                 *(item for key, value in confs.items() for item in ("--conf", f"{key}={value}")),
                 "spark-internal",
             ]
-            with self.log.open("wb") as out:
-                self.process = subprocess.Popen(
-                    command,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    cwd=self.base_dir,
-                )
+            log = self.base_dir / "connect-server.log"
+            self.daemon = Daemon.launch("connect-server", command, env, log, self.base_dir)
             wait_until(
                 self._accepting,
                 f"the Spark Connect server to accept connections on {HOST}:{self.port}",
@@ -120,7 +105,7 @@ class ConnectServer:
                 failure=ConnectServerError,
             )
         except BaseException as error:
-            tail = self._log_tail()
+            tail = self.daemon.log_tail() if self.daemon is not None else ""
             self.stop()
             if isinstance(error, ConnectServerError):
                 raise ConnectServerError(f"{error}\n--- server log:\n{tail}") from None
@@ -129,36 +114,20 @@ class ConnectServer:
         return self
 
     def _accepting(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise ConnectServerError(f"the server exited with {self.process.returncode}")
+        assert self.daemon is not None
+        if self.daemon.process.poll() is not None:
+            raise ConnectServerError(f"the server exited with {self.daemon.process.returncode}")
         try:
             with socket.create_connection((HOST, self.port), timeout=1):
                 return True
         except OSError:
             return False
 
-    def _log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except (OSError, AssertionError):
-            return ""
-
     def stop(self) -> None:
-        """SIGTERM the server's process group, SIGKILL it if still alive after ``stop_timeout``;
-        idempotent."""
-        process, self.process = self.process, None
-        if process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=self.stop_timeout)
-            # The group also holds the server's Python workers: kill whatever is left.
-            if process.poll() is None or group_alive(process.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=self.stop_timeout)
+        """SIGTERM the server's process group (its Python workers too), SIGKILL it if still alive
+        after ``stop_timeout``; idempotent."""
+        daemon, self.daemon = self.daemon, None
+        stop_daemons([daemon] if daemon is not None else [], self.stop_timeout)
         if self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None

@@ -77,9 +77,26 @@ def group_alive(pgid: int) -> bool:
 
 @dataclass
 class Daemon:
+    """One server process in its own session (so its process group holds all it starts)."""
+
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+
+    @classmethod
+    def launch(cls, name: str, command: list[str], env: dict[str, str], log: Path, cwd: Path) -> Daemon:
+        """Start `command` in a new session, its output in `log`."""
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=cwd,
+            )
+        return cls(name, process, log)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -184,17 +201,9 @@ class StandaloneCluster:
             # Fast-starting daemons that never need much: no JIT warm-up for a long run.
             "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         }
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [str(home / "bin" / "spark-class"), *args],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=self.base_dir,
-            )
-        self.daemons.append(Daemon(name, process, log))
+        self.daemons.append(
+            Daemon.launch(name, [str(home / "bin" / "spark-class"), *args], env, log, self.base_dir)
+        )
 
     def state(self) -> dict[str, Any]:
         """The master's ``/json/`` document (workers, applications, status)."""
@@ -217,22 +226,27 @@ class StandaloneCluster:
     def stop(self) -> None:
         """SIGTERM every process group, SIGKILL what is still alive after ``stop_timeout``; idempotent."""
         daemons, self.daemons = self.daemons, []
-        for daemon in daemons:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(daemon.process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout
-        for daemon in daemons:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                daemon.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for daemon in daemons:
-            # The group may hold more than the daemon (a worker's executors): kill whatever is left.
-            if daemon.process.poll() is None or group_alive(daemon.process.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(daemon.process.pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    daemon.process.wait(timeout=self.stop_timeout)
+        stop_daemons(daemons, self.stop_timeout)
         if self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
+
+
+def stop_daemons(daemons: list[Daemon], timeout: float) -> None:
+    """SIGTERM every daemon's process group, then SIGKILL any group still alive after `timeout`."""
+    for daemon in daemons:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(daemon.process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for daemon in daemons:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for daemon in daemons:
+        # The group may hold more than the daemon (a worker's executors): kill whatever is left.
+        if daemon.process.poll() is None or group_alive(daemon.process.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(daemon.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.process.wait(timeout=timeout)
