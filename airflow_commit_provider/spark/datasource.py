@@ -53,8 +53,8 @@ the coordinator decides which attempt's message reaches the driver (at most one 
 denied duplicate fails with ``CommitDeniedException``, which is not counted as a task failure), not
 which attempt's files are committed. The committers do that themselves: the first attempt to commit
 wins and later attempts of the same task adopt its result (``exclusive_task_commit``), so whichever
-message the coordinator lets through names the same files. Committers whose last attempt wins
-(``directory``, ``partitioned``, ``file-v1``) get no protection from the coordinator here either.
+message the coordinator lets through names the same files. The committers whose last attempt wins
+(``file-v1``, ``file-v2``) get no protection from the coordinator here either.
 """
 
 from __future__ import annotations
