@@ -20,6 +20,8 @@ from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, t
 from fake_spark import FakeSpark, install_fake_spark
 from support.openlineage import lineage_events
 
+from airflow_commit_provider.demo import asset_events
+
 WRITER = "test_committed_assets_writer"
 READER = "test_committed_assets_reader"
 DAY = datetime(2024, 1, 2, tzinfo=timezone.utc)
@@ -36,24 +38,6 @@ def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "warehouse" / "events"
     monkeypatch.setenv("COMMITTED_ASSETS_DESTINATION", f"file://{path}")
     return path
-
-
-def asset_events(run: Any) -> list[Any]:
-    """The asset events the run's tasks emitted."""
-    from airflow.models.asset import AssetEvent
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-    from sqlalchemy.orm import joinedload
-
-    with create_session() as session:
-        query = (
-            select(AssetEvent)
-            .where(AssetEvent.source_dag_id == run.dag_id, AssetEvent.source_run_id == run.run_id)
-            .options(joinedload(AssetEvent.asset))
-        )
-        events = session.scalars(query).unique().all()
-        session.expunge_all()
-    return list(events)
 
 
 def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
@@ -73,7 +57,12 @@ def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
         "partition_count": 1,
     }
     [event] = asset_events(run)
-    assert (event.asset.uri, event.partition_key, event.extra) == (f"file://{table}", "dt=2024-01-02", extra)
+    assert event == {
+        "asset": f"file://{table}",
+        "source_task_id": "write",
+        "partition_key": "dt=2024-01-02",
+        "extra": extra,
+    }
 
     [reader_run] = create_asset_triggered_runs(READER)
     assert reader_run.partition_key == "2024-01-02", "StartOfDayMapper read the day from dt=2024-01-02"
@@ -102,10 +91,30 @@ def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
     assert confs["spark.openlineage.rootParentJobName"] == WRITER
 
 
+def test_a_retry_adopting_the_committed_try_emits_that_jobs_event(
+    airflow_db: Any, fake_spark: FakeSpark, table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SPARK_PARTITION", "dt=2024-01-02")
+    monkeypatch.setenv("FAKE_SPARK_MODE_BY_TRY", "1=commit-then-fail")  # committed, then the try failed
+    run = run_dag(load_dag(WRITER), DAY)
+    ti = task_instances(run)["write"]
+    assert (ti.state, ti.try_number) == ("success", 2)
+    written = xcom(run, "write")
+    assert written["adopted_from_try"] == 1
+    [event] = asset_events(run)
+    assert (event["partition_key"], event["extra"]["job_id"], event["extra"]["rows"]) == (
+        "dt=2024-01-02",
+        written["job_id"],
+        20,
+    )
+    statistics = lineage_events(run.run_id, "write")["COMPLETE"]["outputs"][0]["outputFacets"]
+    assert statistics["outputStatistics"]["rowCount"] == 20
+
+
 def test_a_failed_write_reports_its_destination_without_statistics_and_emits_no_event(
     airflow_db: Any, fake_spark: FakeSpark, table: Path
 ) -> None:
-    fake_spark.mode("crash")  # the driver dies before job commit: nothing becomes visible
+    fake_spark.mode("crash")  # the driver dies before job commit, in both tries: nothing becomes visible
     run = run_dag(load_dag(WRITER), DAY)
     assert task_instances(run)["write"].state == "failed"
     assert asset_events(run) == []

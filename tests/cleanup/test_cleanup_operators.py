@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from cleanup_support import keys_under, start_upload, write_files
 from support.committed_jobs import commit, interrupt_after_commit_point
+from support.openlineage import lineage_events
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
@@ -222,3 +223,28 @@ def test_example_dag_reclaims_and_reports(
     assert (summary["uploads_kept_committing"], summary["trees_kept_committing"]) == (1, 1)
     assert summary["record_jobs_pruned"] == 1 and summary["record_jobs_kept_committing"] == 1
     assert summary["bytes_reclaimed"] == 2010 + summary["record_bytes"] and summary["record_bytes"] > 0
+
+    # OpenLineage: what each task removed, as one DROP dataset for its scope (t1 is map index 0).
+    def dropped(task_id: str, map_index: int) -> dict[str, Any]:
+        [dataset] = lineage_events(run.run_id, task_id, map_index)["COMPLETE"]["inputs"]
+        assert dataset["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+        return dataset
+
+    uploads = dropped("abort_stale_uploads", 0)
+    assert (uploads["namespace"], uploads["name"]) == (f"s3://{s3_bucket}", "lake/t1")
+    assert uploads["inputFacets"]["subset"]["inputCondition"]["locations"] == ["lake/t1/day=1/part-0"]
+    statistics = uploads["inputFacets"]["inputStatistics"]
+    assert (statistics["size"], statistics["fileCount"]) == (2000, 1)
+    trees = dropped("clean_stale_temp_trees", 1)
+    assert (trees["name"], trees["inputFacets"]["subset"]["inputCondition"]["locations"]) == (
+        "lake/t2",
+        ["lake/t2/_temporary/j"],
+    )
+    records = dropped("prune_commit_records", 0)
+    assert all(
+        name.startswith("lake/t1/_airflow_commit/job-done.")
+        for name in records["inputFacets"]["subset"]["inputCondition"]["locations"]
+    )
+    assert lineage_events(run.run_id, "abort_stale_uploads", 1)["COMPLETE"]["inputs"] == [], (
+        "t2 had no uploads"
+    )

@@ -21,14 +21,16 @@ def openlineage_file_transport(home: Path) -> dict[str, str]:
     return {TRANSPORT_ENV: json.dumps(transport), "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
 
 
-def lineage_events(run_id: str, task_id: str) -> dict[str, dict[str, Any]]:
-    """The task's events in the DAG run `run_id`, by event type (START, COMPLETE, FAIL)."""
+def lineage_events(run_id: str, task_id: str, map_index: int | None = None) -> dict[str, dict[str, Any]]:
+    """The task's events in the DAG run `run_id`, by event type (START, COMPLETE, FAIL); the last of each."""
     path = Path(json.loads(os.environ[TRANSPORT_ENV])["log_file_path"])
     events: dict[str, dict[str, Any]] = {}
     for line in path.read_text().splitlines() if path.exists() else ():
         event = json.loads(line)
         airflow = event["run"]["facets"].get("airflow", {})
         run = airflow.get("dagRun", {})
-        if run.get("run_id") == run_id and airflow.get("task", {}).get("task_id") == task_id:
+        task = airflow.get("task", {}).get("task_id")
+        index = airflow.get("taskInstance", {}).get("map_index")
+        if run.get("run_id") == run_id and task == task_id and index == map_index:
             events[event["eventType"]] = event
     return events

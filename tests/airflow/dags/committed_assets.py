@@ -7,7 +7,7 @@ URI is fixed at parse time), so each test names its own.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow.sdk import DAG, task
@@ -29,6 +29,8 @@ with DAG(
         destination=DESTINATION,
         committer="partitioned",
         conflict_mode="replace",
+        retries=1,
+        retry_delay=timedelta(0),  # dag.test() would wait a real delay out
     )
 
 with DAG(
