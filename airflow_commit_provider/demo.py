@@ -5,7 +5,9 @@
 - Spark: local, through the connection ``spark_default`` (host ``local[*]``) and spark-submit;
 - Airflow: a throwaway AIRFLOW_HOME with SQLite, migrated, and the DAG run by ``dag.test()``.
 
-It prints where the output is and the ``_SUCCESS`` summary, then stops the S3 server (always),
+It prints where the output is, the ``_SUCCESS`` summary and the asset event the write emitted (the
+table's URI, the partition key ``dt=<day>`` and the commit's ``extra``: what a DAG scheduled on the
+table, such as ``daily_events_report``, receives), then stops the S3 server (always),
 which deletes the data; ``--keep`` waits for Enter first so you can look around with any S3 client.
 ``--fail-first-try`` makes the first Spark job fail to show the abort and the retry.
 """
@@ -103,9 +105,7 @@ def run_dag(dags: Path, logical_date: datetime, fail_first_try: bool, verbose: b
     dag = bag.dags[DAG_ID]
     if fail_first_try:
         dag.get_task("write_partition").retry_delay = timedelta(0)
-    return dag.test(
-        logical_date=logical_date, run_conf={"root": f"s3://{BUCKET}", "fail_on_try": int(fail_first_try)}
-    )
+    return dag.test(logical_date=logical_date, run_conf={"fail_on_try": int(fail_first_try)})
 
 
 def xcom(dagrun: Any, task_id: str) -> Any:
@@ -118,6 +118,30 @@ def xcom(dagrun: Any, task_id: str) -> Any:
         )
         row = session.scalars(query).first()
         return XComModel.deserialize_value(row) if row is not None else None
+
+
+def asset_events(dagrun: Any) -> list[dict[str, Any]]:
+    """The asset events the run emitted, as a DAG scheduled on them receives them."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+    from sqlalchemy.orm import joinedload
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent)
+            .where(AssetEvent.source_dag_id == dagrun.dag_id, AssetEvent.source_run_id == dagrun.run_id)
+            .options(joinedload(AssetEvent.asset))
+        )
+        return [
+            {
+                "asset": event.asset.uri,
+                "source_task_id": event.source_task_id,
+                "partition_key": event.partition_key,
+                "extra": event.extra,
+            }
+            for event in session.scalars(query).unique()
+        ]
 
 
 def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
@@ -156,6 +180,10 @@ def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
         print()
         say(f"_SUCCESS summary ({table}/_SUCCESS):")
         print(json.dumps(success.summary(), indent=2))
+    for event in asset_events(dagrun):
+        print()
+        say(f"asset event of {event['source_task_id']} (what daily_events_report is scheduled on):")
+        print(json.dumps(event, indent=2))
     return str(dagrun.state) == "success" and success is not None
 
 

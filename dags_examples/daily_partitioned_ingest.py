@@ -11,13 +11,21 @@
    (job ID from the writer's XCom), lists ``dt=<day>`` and is newer than the data interval;
 4. ``check_partition`` counts the partition's rows and compares them with what was landed.
 
+``write_partition`` declares the table as its outlet asset (``s3://<bucket>/warehouse/events``).
+After the commit is verified, the task's asset event carries the job ID, committer, files, bytes,
+rows and the partitions written, and on Airflow 3.3 the partition key ``dt=<day>``: the
+``daily_events_report`` DAG runs on it for exactly that day. With the OpenLineage provider enabled,
+the write is one output dataset with its statistics and partitions, and the Spark job gets the
+parent-job confs that link Spark's own lineage to the task.
+
 Re-running a day or backfilling several days leaves exactly one copy of each day and never touches
 the other days. A failed try of ``write_partition`` leaves nothing behind (its job is aborted) and the
 retry is a new job. ``max_active_runs=1``: runs share the table's ``_SUCCESS``, so one day at a time.
 
 Connections: ``aws_default`` (endpoint_url in the extras for S3-compatible stores) for ``s3://``
-roots, ``spark_default`` (host ``local[*]`` runs Spark locally). The root is the DAG param ``root``
-(default: ``$DAILY_INGEST_ROOT`` or ``s3://commit-demo``); ``file://`` roots work too.
+roots, ``spark_default`` (host ``local[*]`` runs Spark locally). The root is ``$DAILY_INGEST_ROOT``
+(default ``s3://commit-demo``; ``file://`` roots work too), read when the DAG is parsed: the table's
+asset URI is fixed then, as every asset's is.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ from airflow_commit_provider.sensors import SuccessManifestSensor
 
 DAG_ID = "daily_partitioned_ingest"
 JOB = Path(__file__).resolve().parent / "jobs" / "daily_ingest_job.py"
-DEFAULT_ROOT = os.environ.get("DAILY_INGEST_ROOT", "s3://commit-demo")
-TABLE = "{{ params.root }}/warehouse/events"
+ROOT = os.environ.get("DAILY_INGEST_ROOT", "s3://commit-demo")
+TABLE = f"{ROOT}/warehouse/events"
 
 
 def events_for(day: str) -> list[dict[str, Any]]:
@@ -67,7 +75,6 @@ with DAG(
     catchup=False,
     max_active_runs=4,
     params={
-        "root": Param(DEFAULT_ROOT, type="string", description="s3:// or file:// root of landing and table"),
         "fail_on_try": Param(0, type="integer", description="make the Spark job fail on this try (demo)"),
     },
     default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
@@ -76,12 +83,12 @@ with DAG(
 ) as dag:
 
     @task
-    def land_source_data(params: dict[str, Any], ds: str) -> dict[str, Any]:
+    def land_source_data(ds: str) -> dict[str, Any]:
         """Write the day's events as one CSV object; re-landing a day overwrites it."""
         from airflow_commit_provider.core.paths import StorePath
         from airflow_commit_provider.hooks import CommitStoreHook
 
-        path = f"{params['root']}/landing/events/dt={ds}/events.csv"
+        path = f"{ROOT}/landing/events/dt={ds}/events.csv"
         events = events_for(ds)
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(events[0]))
@@ -133,16 +140,14 @@ with DAG(
     )
 
     @task
-    def check_partition(
-        landed: dict[str, Any], success: dict[str, Any], params: dict[str, Any], ds: str
-    ) -> dict:
+    def check_partition(landed: dict[str, Any], success: dict[str, Any], ds: str) -> dict:
         """The day's partition holds exactly the landed rows: one copy, complete."""
         import pyarrow.parquet as pq
 
         from airflow_commit_provider.core.paths import StorePath
         from airflow_commit_provider.hooks import CommitStoreHook
 
-        partition = StorePath.parse(f"{params['root']}/warehouse/events/dt={ds}")
+        partition = StorePath.parse(f"{TABLE}/dt={ds}")
         store = CommitStoreHook().get_store(partition)
         try:
             files = sorted(s.path for s in store.list_files(partition) if s.path.name.endswith(".parquet"))

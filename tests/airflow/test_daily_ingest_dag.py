@@ -10,6 +10,10 @@ One scenario, in order, because each step checks what the previous ones left:
 Each day's sensor waits on the day's partition ``_SUCCESS``, which lists exactly the day's files;
 a day whose job no longer owns the table's ``_SUCCESS`` is still proven by its job record.
 
+Each verified write emits the table's asset event with the partition key ``dt=<day>``: the
+scheduler's run-creation step then makes one run of ``daily_events_report`` for the day (its
+partition key ``<day>``), which reads exactly the files the day's partition ``_SUCCESS`` lists.
+
 Spark runs four times here (fail, retry, day 2, re-run): the slowest test of the suite.
 """
 
@@ -19,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from dag_runs import load_dag, run_dag, task_instances, xcom
+from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, task_instances, xcom
 
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
@@ -85,15 +89,35 @@ def run_day(day: datetime, **conf: Any) -> Any:
     return run_dag(dag, day, {"fail_on_try": 0, **conf})
 
 
+def report_day(written: dict[str, Any], day: str) -> dict[str, Any]:
+    """The one run of daily_events_report the day's asset event makes: what its task read."""
+    [report_run] = create_asset_triggered_runs("daily_events_report")
+    assert report_run.partition_key == day
+    assert run_task("daily_events_report", "report_day", report_run.run_id).state == "success"
+    report = xcom(report_run, "report_day")
+    assert (report["day"], report["partition_key"], report["job_id"]) == (day, day, written["job_id"])
+    assert report["event"] == {
+        **{key: written[key] for key in ("job_id", "committer", "files", "bytes", "rows")},
+        "partitions": [f"dt={day}"],
+        "partition_count": 1,
+    }
+    return report
+
+
 def test_failed_try_retry_backfill_and_rerun(
-    airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
+    airflow_db: Any,
+    aws_default: EmbeddedS3,
+    spark_default: None,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow_commit_provider.core.success_check import check_success, load_success
 
     store = aws_default.store()
     root = StorePath("s3", s3_bucket, "")
     table = root.join("warehouse", "events")
-    conf = {"root": f"s3://{s3_bucket}"}
+    monkeypatch.setenv("DAILY_INGEST_ROOT", f"s3://{s3_bucket}")  # read when the DAGs are parsed
+    conf: dict[str, Any] = {}
 
     # 1. Day 1: the first try's Spark job fails, the retry writes the day.
     run1 = run_day(DAY1, **conf, fail_on_try=1)
@@ -110,6 +134,7 @@ def test_failed_try_retry_backfill_and_rerun(
     assert aws_default.secret_key not in repr([written, landed, checked])
     assert load_success(store, table).job_id == written["job_id"]
     assert_clean(store, root, table)
+    assert report_day(written, "2024-01-01")["rows"] == landed["rows"], "the report read the whole day"
     after_day1 = table_files(store, table)
     day1_first = day_files(after_day1, "2024-01-01")
     assert day1_first and all(written["job_id"] in path for path in data_paths(day1_first)), (
@@ -133,6 +158,7 @@ def test_failed_try_retry_backfill_and_rerun(
         day1_proof.state == "accepted" and day1_proof.path == JobLayout(table, written["job_id"]).job_record
     )
     assert_clean(store, root, table)
+    assert report_day(written2, "2024-01-02")["rows"] == xcom(run2, "land_source_data")["rows"]
 
     # 3. Day 1 again: exactly one new copy of day 1; day 2 stays as it was.
     rerun = run_day(DAY1, **conf)
@@ -151,4 +177,5 @@ def test_failed_try_retry_backfill_and_rerun(
     assert day_files(after_rerun, "2024-01-02") == day2_files, "the re-run did not touch day 2"
     assert_day_marker(store, table, "2024-01-01", rewritten["job_id"], xcom(rerun, "wait_for_success"))
     assert_clean(store, root, table)
+    assert report_day(rewritten, "2024-01-01")["rows"] == landed["rows"], "the re-run's copy, once"
     store.close()
