@@ -121,7 +121,8 @@ def parent_job_conf(conf: Mapping[str, Any], context: Mapping[str, Any]) -> dict
     Spark's own OpenLineage listener, where a cluster runs it, then links its events to this
     task's run. They are IDs and names only (never the transport, which can hold an API key).
     Properties the user set already are kept; without the provider, or with it disabled, `conf` is
-    returned as it is.
+    returned as it is. Lineage never fails a write: if the properties cannot be made (a task
+    instance the provider cannot name), the job runs without them and a warning says so.
     """
     try:
         from airflow.providers.openlineage import conf as openlineage_conf
@@ -132,7 +133,11 @@ def parent_job_conf(conf: Mapping[str, Any], context: Mapping[str, Any]) -> dict
         return dict(conf)
     if openlineage_conf.is_disabled():
         return dict(conf)
-    return inject_parent_job_information_into_spark_properties(dict(conf), context)
+    try:
+        return inject_parent_job_information_into_spark_properties(dict(conf), context)
+    except Exception as error:  # the provider's own listener never fails a task either
+        log.warning("OpenLineage parent-job confs not passed to Spark: %s: %s", type(error).__name__, error)
+        return dict(conf)
 
 
 def _partition_subset(partitions: list[str]) -> Any:

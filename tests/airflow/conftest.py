@@ -7,7 +7,9 @@ it finds in a DAG bundle.
 
 The OpenLineage provider is enabled with its file transport (`support.openlineage` reads the
 events back), emitting from a thread rather than a fork of the test process. New DAGs are not
-paused, so an asset event queues the DAGs scheduled on it, as in a running deployment.
+paused, so an asset event queues the DAGs scheduled on it, as in a running deployment. An
+asset's URI stays the same for the session: Airflow keeps what it first saw of an asset-scheduled
+DAG's timetable for the partition keys it queues, and the tests parse the DAG folder many times.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ AIRFLOW_ENV = {
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
     "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(_HOME / "logs"),
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+    # The daily example's root (its table is an asset: one URI per session, see test_daily_ingest_dag).
+    "DAILY_INGEST_ROOT": f"s3://daily-ingest-{uuid.uuid4().hex[:12]}",
     **openlineage_file_transport(_HOME),
     # Spark's Python workers must be this interpreter (it has pyarrow), not `python3` from PATH.
     "PYSPARK_PYTHON": sys.executable,

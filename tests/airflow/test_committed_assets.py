@@ -11,6 +11,8 @@ spark-submit (fake_spark_submit.py) writing one partition to a file:// table.
 
 from __future__ import annotations
 
+import os
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,10 +35,10 @@ def fake_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_default: N
 
 
 @pytest.fixture
-def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The writer's destination, a file:// table of this test (read when the DAGs are parsed)."""
-    path = tmp_path / "warehouse" / "events"
-    monkeypatch.setenv("COMMITTED_ASSETS_DESTINATION", f"file://{path}")
+def table() -> Path:
+    """The writer's destination (the test DAGs' one table), emptied for this test."""
+    path = Path(os.environ["AIRFLOW_HOME"], "committed-assets", "table")
+    shutil.rmtree(path, ignore_errors=True)
     return path
 
 

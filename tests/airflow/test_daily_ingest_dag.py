@@ -19,6 +19,8 @@ Spark runs four times here (fail, retry, day 2, re-run): the slowest test of the
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -104,19 +106,22 @@ def report_day(written: dict[str, Any], day: str) -> dict[str, Any]:
     return report
 
 
+@pytest.fixture
+def s3_bucket(embedded_s3: EmbeddedS3) -> Iterator[str]:
+    """The example's bucket, named by the session's DAILY_INGEST_ROOT (tests/airflow/conftest.py)."""
+    bucket = embedded_s3.create_bucket(StorePath.parse(os.environ["DAILY_INGEST_ROOT"]).bucket)
+    yield bucket
+    embedded_s3.delete_bucket(bucket)
+
+
 def test_failed_try_retry_backfill_and_rerun(
-    airflow_db: Any,
-    aws_default: EmbeddedS3,
-    spark_default: None,
-    s3_bucket: str,
-    monkeypatch: pytest.MonkeyPatch,
+    airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
 ) -> None:
     from airflow_commit_provider.core.success_check import check_success, load_success
 
     store = aws_default.store()
     root = StorePath("s3", s3_bucket, "")
     table = root.join("warehouse", "events")
-    monkeypatch.setenv("DAILY_INGEST_ROOT", f"s3://{s3_bucket}")  # read when the DAGs are parsed
     conf: dict[str, Any] = {}
 
     # 1. Day 1: the first try's Spark job fails, the retry writes the day.
