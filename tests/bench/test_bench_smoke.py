@@ -22,7 +22,7 @@ if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SCENARIOS = ("job_commit", "committers_s3", "local", "cleanup")
+SCENARIOS = ("job_commit", "committers_s3", "local", "cleanup", "datasource")
 TOP_LEVEL_KEYS = {
     "schema_version",
     "scenario",
