@@ -27,7 +27,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 demo: bootstrap
-	$(PY) -m airflow_commit_provider.demo
+	$(PY) -m airflow_commit_provider.devtools.demo
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 test: bootstrap

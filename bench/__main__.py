@@ -33,7 +33,7 @@ from bench.common import (
 from bench.report import write_report
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 SCENARIOS = {
     "job_commit": "bench.job_commit",

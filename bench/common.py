@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 SIZES = ("tiny", "small", "full")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -310,7 +310,7 @@ class BenchEnv:
     @property
     def s3(self) -> EmbeddedS3:
         if self._s3 is None:
-            from airflow_commit_provider.embedded_s3 import EmbeddedS3
+            from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
             log("starting the embedded S3 (SeaweedFS)")
             self._s3 = EmbeddedS3().start()

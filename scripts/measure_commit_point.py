@@ -21,7 +21,7 @@ import uuid
 from typing import Any
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 TASKS, FILES_PER_TASK, PARTITIONS = 150, 6, 5
 CASES = [("magic", "append"), ("directory", "append"), ("partitioned", "replace")]

@@ -20,7 +20,7 @@ from airflow_commit_provider.core.store import Store
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.store.s3 import S3Store
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def embedded_s3() -> Iterator[EmbeddedS3]:
     """One SeaweedFS server for the session, always stopped at the end."""
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
     with EmbeddedS3() as server:
         yield server

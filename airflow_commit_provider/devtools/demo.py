@@ -25,7 +25,7 @@ from datetime import datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 DAG_ID = "daily_partitioned_ingest"
 BUCKET = "commit-demo"
@@ -52,7 +52,7 @@ def quiet_warnings() -> None:
 
 
 def find_dags_folder() -> Path:
-    folder = Path(__file__).resolve().parents[1] / "dags_examples"
+    folder = Path(__file__).resolve().parents[2] / "dags_examples"
     if not (folder / f"{DAG_ID}.py").is_file():
         raise SystemExit(
             f"the example DAGs are not next to the package ({folder}): run the demo from the repository"

@@ -31,7 +31,7 @@ import pytest
 from support.openlineage import openlineage_file_transport
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "dags_examples"

@@ -15,7 +15,7 @@ from airflow_commit_provider.core.committers import CommitOptions, create_commit
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.sensors import SuccessManifestSensor
 

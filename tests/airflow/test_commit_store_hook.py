@@ -12,7 +12,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.spark.config import S3Settings
 

@@ -22,7 +22,7 @@ from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, t
 from fake_spark import FakeSpark, install_fake_spark
 from support.openlineage import lineage_events
 
-from airflow_commit_provider.demo import asset_events
+from airflow_commit_provider.devtools.demo import asset_events
 
 WRITER = "test_committed_assets_writer"
 READER = "test_committed_assets_reader"

@@ -35,7 +35,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.tries import TaskKey, try_job_id
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook, CommittedSparkSubmitHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
 

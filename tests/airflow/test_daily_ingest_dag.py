@@ -30,7 +30,7 @@ from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, t
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

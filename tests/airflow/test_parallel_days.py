@@ -30,7 +30,7 @@ import pytest
 
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from support.committed_jobs import commit, set_up
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.sensors import SuccessManifestSensor
 from airflow_commit_provider.triggers import SuccessManifestTrigger
 

@@ -12,7 +12,7 @@ from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not an installed package

@@ -20,7 +20,7 @@ import pytest
 from support.openlineage import openlineage_file_transport
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO = Path(__file__).resolve().parents[2]
 _HOME = os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-cleanup-"))

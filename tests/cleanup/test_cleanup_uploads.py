@@ -20,7 +20,7 @@ from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import NoSuchUploadError, StoreError
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 pytestmark = pytest.mark.s3
 

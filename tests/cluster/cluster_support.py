@@ -22,7 +22,7 @@ from airflow_commit_provider.core.paths import StorePath
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.store import Store
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "cluster_app.py"

@@ -25,7 +25,7 @@ import pytest
 from support.standalone import StandaloneCluster
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "cluster_app.py"

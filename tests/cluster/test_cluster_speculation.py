@@ -26,7 +26,7 @@ from cluster_support import (
 from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.spark import config as cfg
 
 ROWS = 2000

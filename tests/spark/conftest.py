@@ -27,7 +27,7 @@ import spark_hooks
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ from support.workload import make_options
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.store.s3 import S3Store
-    from airflow_commit_provider.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 
 @dataclass
