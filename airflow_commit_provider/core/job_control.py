@@ -68,11 +68,15 @@ def finish_or_fence(
     A fenced job can never set up, commit a task or commit: an orphaned driver that comes back
     later aborts itself. `committer` is used only when the job has no outcome naming its own.
     """
-    status = inspect_job(store, destination, job_id)
-    job = create_committer(status.committer or committer, store, destination, job_id, options)
-    if job.abort_job(reason) is not None:
-        log.info("job %s had reached its commit point: it is now committed", job_id)
-    return inspect_job(store, destination, job_id)
+    ctx = _context(store, destination, job_id, committer="")
+    outcome = job_state.read_outcome(ctx)
+    name = outcome.committer if outcome is not None and outcome.committer else committer
+    record = create_committer(name, store, destination, job_id, options).abort_job(reason)
+    delivered = store.get_status(ctx.layout.delivery_marker) is not None
+    if record is None:
+        return JobStatus(job_id, JobState.ABORTED, name, None, delivered)
+    log.info("job %s had reached its commit point: it is now committed", job_id)
+    return JobStatus(job_id, JobState.COMMITTED, name, record, delivered)
 
 
 def abort_job(

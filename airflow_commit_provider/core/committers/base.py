@@ -98,7 +98,7 @@ class Committer(abc.ABC):
             self.job_id,
             self.layout.outcome,
         )
-        return self._roll_forward(outcome)
+        return self._roll_forward(outcome, success.read_job_record(self.context))
 
     def abort_job(self, reason: str = "aborted") -> SuccessData | None:
         """Fence the job, or finish it if it already reached its commit point.
@@ -109,25 +109,22 @@ class Committer(abc.ABC):
         """
         self.context.count_store_requests_from_here()
         outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
-        if outcome.committing and success.read_job_record(self.context) is None:
+        if not outcome.committing:
+            cleanup.cleanup_job(self.context, committed_attempts=set())
+            return None
+        record = success.read_job_record(self.context)
+        if record is None:
             log.warning(
                 "job %s had already reached its commit point (%s): completing the commit instead of aborting",
                 self.job_id,
                 self.layout.outcome,
             )
-        return self._follow(outcome)
+        return self._roll_forward(outcome, record)
 
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
         committing = outcome is not None and outcome.committing
         cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed) if committing else set())
-
-    def _follow(self, outcome: JobOutcome) -> SuccessData | None:
-        """Carry out the decision that stands: roll a commit forward, or clean up after an abort."""
-        if outcome.committing:
-            return self._roll_forward(outcome)
-        cleanup.cleanup_job(self.context, committed_attempts=set())
-        return None
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
         cleanup.cleanup_job(self.context, committed_attempts=set())
@@ -169,9 +166,9 @@ class Committer(abc.ABC):
         with ctx.statistics.timed("committer_commit_job"):
             return self._finish(outcome, loaded)
 
-    def _roll_forward(self, outcome: JobOutcome) -> SuccessData:
-        """Finish a job past its commit point; every step is idempotent, so repeating is safe."""
-        record = success.read_job_record(self.context)
+    def _roll_forward(self, outcome: JobOutcome, record: SuccessData | None) -> SuccessData:
+        """Finish a job past its commit point, given its record if it has one (then only cleanup
+        may be left); every step is idempotent, so repeating is safe."""
         if record is not None:
             if not self.options.skip_cleanup:
                 cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed))
