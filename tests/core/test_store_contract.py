@@ -11,6 +11,7 @@ import contextlib
 import gc
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,8 +24,12 @@ from airflow_commit_provider.core.store import (
     StoreError,
     open_store,
 )
+from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV, chosen_request_path
 
 StoreRoot = tuple[Store, StorePath]
+
+#: S3's request paths for the hot calls (complete, abort, part, put); every contract test runs on both.
+REQUEST_PATHS = ("crt", "boto3")
 
 #: The smallest size S3 accepts for a part that is not the last one.
 MIN_PART = 5 * 1024 * 1024
@@ -35,6 +40,32 @@ SPECIAL_NAMES = [
     "ünïcødé/日本語.txt",
     "year=2024/k=v=w.txt",
 ]
+
+
+@pytest.fixture(
+    params=["local", *(pytest.param(f"s3-{path}", marks=pytest.mark.s3) for path in REQUEST_PATHS)]
+)
+def store_root(request: pytest.FixtureRequest) -> Iterator[StoreRoot]:
+    """The suite's `store_root`, with S3 once per request path (both are part of the contract)."""
+    if request.param == "local":
+        yield request.getfixturevalue("local_store_root")
+        return
+    path = request.param.removeprefix("s3-")
+    if path == "crt":
+        pytest.importorskip("awscrt", reason="the CRT request path needs awscrt (the [crt] extra)")
+    store = request.getfixturevalue("embedded_s3").store(request_path=path)
+    assert store.hot.name == path
+    yield store, StorePath("s3", request.getfixturevalue("s3_bucket"), "root")
+    store.close()
+
+
+@pytest.fixture
+def local_store_root(local_root: StorePath) -> Iterator[StoreRoot]:
+    from airflow_commit_provider.core.store.local import LocalStore
+
+    local = LocalStore()
+    yield local, local_root
+    local.close()
 
 
 def listed(store: Store, directory: StorePath) -> set[StorePath]:
@@ -429,3 +460,92 @@ def test_s3_endpoint_from_environment(
     store.write_bytes(path, b"via env")
     assert [status.path for status in store.list_files(path.parent)] == [path]
     store.close()
+
+
+# Request paths of the hot calls -------------------------------------------------------------------
+HOT_KEYS = [*SPECIAL_NAMES, "reports %41.bin", "a#b?q=1&x=+.bin", "tilde~/(paren)*.bin"]
+
+
+def _hot_call_outcomes(store: Store, root: StorePath) -> list[str]:
+    """What each hot call did, in words, so two request paths can be compared exactly."""
+    outcomes = []
+    for name in HOT_KEYS:
+        path = root.join(name)
+        upload_id = store.create_multipart_upload(path)
+        first = store.upload_part(path, upload_id, 1, b"a" * MIN_PART)
+        second = store.upload_part(path, upload_id, 2, b"b")
+        with pytest.raises(StoreError) as wrong_etag:
+            store.complete_multipart_upload(path, upload_id, [first, '"0123"'])
+        outcomes.append(
+            f"{name}: wrong ETag -> {type(wrong_etag.value).__name__} {'InvalidPart' in str(wrong_etag.value)}"
+        )
+        etag = store.complete_multipart_upload(path, upload_id, [first, second])
+        data = store.read_bytes(path)
+        outcomes.append(f"{name}: completed {bool(etag)} {len(data)} {data[-1:]!r}")
+        store.write_bytes(root.join(name + ".put"), b"once", if_absent=True)
+        with pytest.raises(FileAlreadyExistsError):
+            store.write_bytes(root.join(name + ".put"), b"twice", if_absent=True)
+        outcomes.append(f"{name}: put {store.read_bytes(root.join(name + '.put'))!r}")
+        doomed = store.create_multipart_upload(root.join(name + ".aborted"))
+        store.abort_multipart_upload(root.join(name + ".aborted"), doomed)
+    outcomes.append(f"listed {sorted(p.key for p in listed(store, root))}")
+    outcomes.append(f"pending {list(store.list_multipart_uploads(root))}")
+    return outcomes
+
+
+@pytest.mark.s3
+def test_request_paths_agree_on_keys_results_and_errors(embedded_s3: object, s3_bucket: str) -> None:
+    """The same calls give the same keys, bytes, ETags and errors through the CRT and boto3."""
+    pytest.importorskip("awscrt")
+    outcomes = {}
+    for path in REQUEST_PATHS:
+        store = embedded_s3.store(request_path=path)  # type: ignore[attr-defined]
+        try:
+            root = StorePath("s3", s3_bucket, f"paths/{path}")
+            outcomes[path] = [line.replace(f"paths/{path}/", "") for line in _hot_call_outcomes(store, root)]
+            assert store.hot.name == path
+        finally:
+            store.close()
+    assert outcomes["crt"] == outcomes["boto3"]
+    assert all("InvalidPart" not in line or "True" in line for line in outcomes["crt"])
+
+
+def test_request_path_is_chosen_by_argument_then_environment() -> None:
+    from airflow_commit_provider.core.store.s3 import S3Store
+
+    assert chosen_request_path(None, {}) == "auto"
+    assert chosen_request_path(None, {REQUEST_PATH_ENV: " BOTO3 "}) == "boto3"
+    assert chosen_request_path("crt", {REQUEST_PATH_ENV: "boto3"}) == "crt"
+    with pytest.raises(StoreError, match=r"request_path='http2'.*auto, crt, boto3"):
+        chosen_request_path("http2", {})
+    with pytest.raises(StoreError, match=REQUEST_PATH_ENV):
+        chosen_request_path(None, {REQUEST_PATH_ENV: "fast"})
+    with pytest.raises(StoreError, match="request_path='fast'"):
+        S3Store(request_path="fast")
+    assert S3Store(client=object(), request_path="crt").request_path == "boto3"
+
+
+@pytest.mark.s3
+def test_crt_request_path_works_in_a_forked_child(embedded_s3: object, s3_bucket: str) -> None:
+    """Spark and the tests fork: a store whose CRT client lives in the parent must work in the child."""
+    import multiprocessing
+
+    pytest.importorskip("awscrt")
+    store = embedded_s3.store(request_path="crt")  # type: ignore[attr-defined]
+    root = StorePath("s3", s3_bucket, "fork")
+    store.write_bytes(root.join("parent"), b"p")
+
+    def child() -> None:
+        store.write_bytes(root.join("child"), b"c")
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(120)
+    try:
+        assert process.exitcode == 0, f"child exit code {process.exitcode}"
+        assert store.read_bytes(root.join("child")) == b"c"
+        store.write_bytes(root.join("parent-again"), b"p")
+    finally:
+        if process.is_alive():
+            process.kill()
+        store.close()

@@ -33,6 +33,7 @@ from airflow_commit_provider.core.store.base import (
     StoreError,
     UploadedPart,
 )
+from airflow_commit_provider.core.store.s3_requests import HotRequests, chosen_request_path, hot_requests
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 #: S3's limit on keys per DeleteObjects request.
@@ -59,6 +60,10 @@ class S3Store(Store):
     Configuration follows boto3: the endpoint comes from `endpoint_url` or `AWS_ENDPOINT_URL(_S3)`,
     credentials from the arguments, the profile or the default chain. The client is created on first
     use, so building a store never touches the network or the credential chain.
+
+    The hot calls (complete, abort, part, put) go by `request_path` (see
+    :mod:`airflow_commit_provider.core.store.s3_requests`): through AWS's CRT when it is installed,
+    else through the boto3 client. A client passed in is always used as it is.
     """
 
     capabilities = StoreCapabilities(
@@ -85,8 +90,10 @@ class S3Store(Store):
         profile_name: str | None = None,
         verify: bool | str | None = None,
         client: Any = None,
+        request_path: str | None = None,
     ) -> None:
         super().__init__()
+        self.request_path = "boto3" if client is not None else chosen_request_path(request_path)
         self.max_pool_connections = max_pool_connections
         self.endpoint_url = endpoint_url
         self.region_name = region_name
@@ -101,6 +108,8 @@ class S3Store(Store):
         self._client = client
         self._owns_client = client is None
         self._client_lock = threading.Lock()
+        self._session: Any = None
+        self._hot: tuple[int, HotRequests] | None = None
 
     def __repr__(self) -> str:
         endpoint = self.endpoint_url or endpoint_from_environment() or "aws"
@@ -118,9 +127,37 @@ class S3Store(Store):
                 client = self._client
         return client
 
+    @property
+    def hot(self) -> HotRequests:
+        """The request path of the hot calls, made again in a forked child (CRT threads do not fork)."""
+        hot = self._hot
+        if hot is None or hot[0] != os.getpid():
+            client = self.client
+            with self._client_lock:
+                if self._hot is None or self._hot[0] != os.getpid():
+                    self._hot = (os.getpid(), self._make_hot_requests(client))
+                hot = self._hot
+        return hot[1]
+
+    def _make_hot_requests(self, client: Any) -> HotRequests:
+        return hot_requests(
+            self.request_path,
+            client,
+            self._session,
+            max_connections=self.max_pool_connections,
+            max_attempts=self._max_attempts(),
+            verify=self.verify,
+        )
+
+    @staticmethod
+    def _max_attempts() -> int:
+        return int(os.environ.get("AWS_MAX_ATTEMPTS") or 10)
+
     def _make_client(self) -> Any:
         try:
-            session = boto3.session.Session(profile_name=self.profile_name, **self._credentials)
+            self._session = session = boto3.session.Session(
+                profile_name=self.profile_name, **self._credentials
+            )
         except BotoCoreError as exc:  # e.g. ProfileNotFound
             raise StoreError(f"cannot configure S3 ({self!r}): {exc}") from exc
         path_style = bool(self.endpoint_url or endpoint_from_environment())
@@ -130,7 +167,7 @@ class S3Store(Store):
             # AWS_RETRY_MODE / AWS_MAX_ATTEMPTS still override, as everywhere in boto3.
             retries={
                 "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
-                "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 10),
+                "max_attempts": self._max_attempts(),
             },
             s3={"addressing_style": "path"} if path_style else None,
         )
@@ -145,6 +182,9 @@ class S3Store(Store):
     def close(self) -> None:
         """Close the client this store created; a client passed in belongs to the caller."""
         with self._client_lock:
+            if self._hot is not None:
+                self._hot[1].close()
+                self._hot = None
             if self._client is not None and self._owns_client:
                 self._client.close()
                 self._client = None
@@ -178,13 +218,12 @@ class S3Store(Store):
 
     def _put(self, path: StorePath, body: Any, size: int, *, if_absent: bool = False) -> None:
         bucket, key = _object(path)
-        extra = {"IfNoneMatch": "*"} if if_absent else {}
         for attempt in range(1, CONDITIONAL_CONFLICT_ATTEMPTS + 1):
             if hasattr(body, "seek"):
                 body.seek(0)
             try:
                 with self._request("op_put", path, "PutObject"):
-                    self.client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+                    self.hot.put_object(bucket, key, body, size, if_absent=if_absent)
             except StoreError as exc:
                 code, status = _code_and_status(exc.__cause__)
                 if if_absent and (code == "PreconditionFailed" or status == 412):
@@ -370,20 +409,14 @@ class S3Store(Store):
     def upload_part(self, path: StorePath, upload_id: str, part_number: int, data: bytes) -> str:
         bucket, key = _object(path)
         with self._request("op_multipart_part", path, f"UploadPart {part_number} of upload {upload_id} to"):
-            response = self.client.upload_part(
-                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=data
-            )
+            etag = self.hot.upload_part(bucket, key, upload_id, part_number, data)
         self.statistics.increment("bytes_uploaded", len(data))
-        return cast(str, response["ETag"])
+        return etag
 
     def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
         bucket, key = _object(path)
-        parts = [{"ETag": etag, "PartNumber": number} for number, etag in enumerate(etags, start=1)]
         with self._request("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of"):
-            response = self.client.complete_multipart_upload(
-                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
-            )
-        return cast(str, response.get("ETag", ""))
+            return self.hot.complete_multipart_upload(bucket, key, upload_id, etags)
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
         """Abort the upload: one AbortMultipartUpload request.
@@ -394,7 +427,7 @@ class S3Store(Store):
         """
         bucket, key = _object(path)
         with self._request("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of"):
-            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            self.hot.abort_multipart_upload(bucket, key, upload_id)
 
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
         # The original failure matters more; leftover uploads are purged by age later.

@@ -1,0 +1,128 @@
+"""The request paths for S3's hot, repetitive calls, and the choice between them.
+
+Job commit completes one upload per file, cleanup aborts one per orphan, and tasks send a part or
+an object per write: thousands of identical small requests, where botocore's own CPU per request
+(1.5-2.5 ms, under one GIL) rather than the store bounds the rate. `HotRequests` is the narrow
+interface for exactly those four calls. `Boto3HotRequests` sends them through the boto3 client;
+`airflow_commit_provider.core.store.s3_crt.CrtHotRequests` through AWS's CRT, which signs, sends
+and retries from native threads. Both raise botocore's exceptions for the same responses, so
+`S3Store` maps errors once, whichever path is in use.
+
+The choice is `S3Store(request_path=...)`, else the environment variable `REQUEST_PATH_ENV`:
+``auto`` (the default) takes the CRT when `awscrt` is installed (``pip install
+'airflow-commit-provider[crt]'``), ``crt`` requires it, ``boto3`` never uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, BinaryIO, Protocol, cast
+
+from airflow_commit_provider.core.store.base import StoreError
+
+log = logging.getLogger(__name__)
+
+#: The environment variable that picks the request path when `S3Store` is not told.
+REQUEST_PATH_ENV = "AIRFLOW_COMMIT_S3_REQUEST_PATH"
+REQUEST_PATHS = ("auto", "crt", "boto3")
+
+Body = bytes | BinaryIO
+
+
+class HotRequests(Protocol):
+    """The four calls sent thousands of times per job; each raises botocore exceptions."""
+
+    name: str
+
+    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str: ...
+
+    def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None: ...
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str: ...
+
+    def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Boto3HotRequests:
+    """The hot calls through the boto3 client itself: the reference path, and the fallback."""
+
+    name = "boto3"
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
+        parts = [{"ETag": etag, "PartNumber": number} for number, etag in enumerate(etags, start=1)]
+        response = self._client.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+        return cast(str, response.get("ETag", ""))
+
+    def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
+        response = self._client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
+        )
+        return cast(str, response["ETag"])
+
+    def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None:
+        extra = {"IfNoneMatch": "*"} if if_absent else {}
+        self._client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+
+    def close(self) -> None:
+        """The client belongs to the store."""
+
+
+def chosen_request_path(requested: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """`requested`, else the environment's choice, else ``auto``; an unknown name is an error."""
+    environ = os.environ if environ is None else environ
+    where = "request_path"
+    if not requested:
+        requested, where = environ.get(REQUEST_PATH_ENV) or "auto", REQUEST_PATH_ENV
+    choice = requested.strip().lower()
+    if choice not in REQUEST_PATHS:
+        raise StoreError(
+            f"{where}={requested!r}: the S3 request path must be one of {', '.join(REQUEST_PATHS)}"
+        )
+    return choice
+
+
+def hot_requests(
+    choice: str,
+    client: Any,
+    session: Any,
+    *,
+    max_connections: int,
+    max_attempts: int,
+    verify: bool | str | None,
+) -> HotRequests:
+    """The request path for `choice` over this client's endpoint, credentials and retry budget.
+
+    ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
+    (boto3 then raises its own, clearer, error on first use).
+    """
+    if choice == "boto3":
+        return Boto3HotRequests(client)
+    try:
+        from airflow_commit_provider.core.store.s3_crt import CrtHotRequests
+    except ImportError as exc:
+        if choice == "crt":
+            raise StoreError(
+                f"request_path='crt' needs the awscrt package (pip install 'airflow-commit-provider[crt]'): {exc}"
+            ) from exc
+        log.debug("awscrt is not installed; S3 requests go through boto3")
+        return Boto3HotRequests(client)
+    credentials = session.get_credentials()
+    if credentials is None:
+        if choice == "crt":
+            raise StoreError("request_path='crt': boto3 found no AWS credentials to sign with")
+        return Boto3HotRequests(client)
+    return CrtHotRequests(
+        client, credentials, max_connections=max_connections, max_attempts=max_attempts, verify=verify
+    )
