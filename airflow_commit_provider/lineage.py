@@ -1,12 +1,16 @@
-"""OpenLineage for committed writes and cleanups: one dataset per destination or scope, never per file.
+"""OpenLineage for committed writes and cleanups: one dataset per destination or removed area, never per file.
 
 The OpenLineage provider asks an operator for ``get_openlineage_facets_on_start/complete/failure``;
 the operators answer with what is built here. A write is one output dataset for its destination,
 with what the commit made visible (``outputStatistics``: rows, bytes, files), the partitions
 written (the standard ``subset`` facet, one ``Partition`` each) and, for ``replace``, the lifecycle
-change ``OVERWRITE``. A cleanup is one input dataset for its scope with the lifecycle change
-``DROP``, as the Amazon provider's ``S3DeleteObjectsOperator`` reports what it deleted, narrowed by
-the ``subset`` facet to the locations removed, and ``inputStatistics`` for how much.
+change ``OVERWRITE``.
+
+A cleanup reports what it removed as input datasets with the lifecycle change ``DROP``, as the
+Amazon provider's ``S3DeleteObjectsOperator`` does for the keys it deletes. Each is named after
+what was removed, never after the table the cleanup ran in: Marquez soft-deletes a dataset it
+sees dropped (MarquezProject/marquez#1847) whatever the ``subset`` facet says, so a DROP named
+after the scope would hide a live table after every hourly cleanup of its leftovers.
 
 Names follow OpenLineage's conventions: namespace ``s3://bucket`` and the key as name for S3 (any
 of ``s3``, ``s3a``, ``s3n``), namespace ``file`` and the absolute path for local files.
@@ -17,13 +21,21 @@ Only the OpenLineage provider calls into this module, so its imports are made wh
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_commit_provider.core.cleanup.records import RecordPruneReport
+from airflow_commit_provider.core.cleanup.temp_trees import TempCleanReport
+from airflow_commit_provider.core.cleanup.uploads import AbortReport
+from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 
 if TYPE_CHECKING:
+    from airflow.providers.common.compat.openlineage.facet import InputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from airflow_commit_provider.core.cleanup.reports import CleanupReport
 
 __all__ = ["dataset_id", "parent_job_conf", "removal_lineage", "write_lineage"]
 
@@ -31,6 +43,12 @@ log = logging.getLogger(__name__)
 
 #: Partitions and removed locations listed in a facet; statistics count all of them.
 FACET_LOCATIONS = 100
+#: Datasets one cleanup reports dropped: enough for a table's leftovers, few enough for one event.
+DROPPED_DATASETS = 50
+#: Under a cleanup's scope, the dataset standing for the temporary trees past `DROPPED_DATASETS`.
+OTHER_TEMPORARY_TREES = "_other_temporary_trees"
+#: Under a cleanup's scope, the dataset standing for the multipart uploads it aborted.
+PENDING_UPLOADS = "_pending_uploads"
 #: Spark conf keys that name the parent job: present means the user chose them.
 PARENT_JOB_CONF_PREFIX = "spark.openlineage.parent"
 
@@ -73,21 +91,88 @@ def write_lineage(
     return OperatorLineage(outputs=[dataset])
 
 
-def removal_lineage(
-    scope: str | StorePath, *, removed: Sequence[StorePath], files: int | None, size: int | None
-) -> OperatorLineage:
-    """The input dataset of a cleanup that removed `removed` under `scope` (nothing: no dataset)."""
+def removal_lineage(report: CleanupReport[Any, Any] | None) -> OperatorLineage:
+    """The datasets a cleanup dropped, each named after a removed area (a dry run drops nothing).
+
+    Temporary trees are the unit a cleanup deletes, so each deleted tree (``<table>/_temporary/<job>``,
+    ``<table>/__magic_job-<job>``, ``<table>/.spark-staging-<job>``, or ``<table>/_temporary`` for
+    files loose in it) is one dataset with the files and bytes it held. Past `DROPPED_DATASETS`,
+    the last dataset, ``<scope>/_other_temporary_trees``, stands for the rest: their sum, and their
+    names in its ``subset`` facet. Pruned job records are ``<table>/_airflow_commit``, the records
+    directory, with the record files in ``subset``.
+
+    Aborted uploads are one dataset, ``<scope>/_pending_uploads``, with their keys in ``subset``.
+    An upload's key is where its object would have appeared: in the table or one of its live
+    partitions, so neither its key's directory nor the scope may be the dropped name. A name per
+    partition would also leave a new dropped dataset in the lineage graph for every day with an
+    abandoned upload, where one name per scope stays one node however many cleanups run.
+    """
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    if report is None or report.dry_run:
+        return OperatorLineage()
+    if isinstance(report, TempCleanReport):
+        dropped = _temporary_trees(report)
+    elif isinstance(report, AbortReport):
+        dropped = _pending_uploads(report)
+    elif isinstance(report, RecordPruneReport):
+        dropped = _job_records(report)
+    else:
+        raise TypeError(f"no lineage for a {type(report).__name__}")
+    return OperatorLineage(inputs=[_dropped_dataset(area) for area in dropped])
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    """One dataset a cleanup dropped, and what it held (None: not measured)."""
+
+    location: StorePath
+    files: int | None
+    bytes: int | None
+    locations: tuple[StorePath, ...] = ()
+    """What the dataset stands for, when it is not itself one removed location."""
+
+
+def _temporary_trees(report: TempCleanReport) -> list[_Dropped]:
+    trees = [_Dropped(o.tree.path, o.files, o.bytes) for o in sorted(report.acted, key=lambda o: o.tree.path)]
+    if len(trees) <= DROPPED_DATASETS:
+        return trees
+    named, rest = trees[: DROPPED_DATASETS - 1], trees[DROPPED_DATASETS - 1 :]
+    other = _Dropped(
+        report.listing.scope.join(OTHER_TEMPORARY_TREES),
+        sum(tree.files or 0 for tree in rest),
+        sum(tree.bytes or 0 for tree in rest),
+        tuple(tree.location for tree in rest),
+    )
+    return [*named, other]
+
+
+def _pending_uploads(report: AbortReport) -> list[_Dropped]:
+    aborted = report.acted
+    if not aborted:
+        return []
+    keys = tuple(sorted({o.upload.path for o in aborted}))
+    return [_Dropped(report.listing.scope.join(PENDING_UPLOADS), len(aborted), report.bytes_reclaimed, keys)]
+
+
+def _job_records(report: RecordPruneReport) -> list[_Dropped]:
+    files = sorted((status for o in report.acted for status in o.job.files), key=lambda s: s.path)
+    if not files:
+        return []
+    directory = report.listing.scope.join(RECORDS_DIR)
+    return [_Dropped(directory, len(files), sum(s.size for s in files), tuple(s.path for s in files))]
+
+
+def _dropped_dataset(dropped: _Dropped) -> InputDataset:
+    """The input dataset, with ``inputStatistics`` and, when it stands for several locations, ``subset``."""
     from airflow.providers.common.compat.openlineage.facet import (
         InputDataset,
         LifecycleStateChange,
         LifecycleStateChangeDatasetFacet,
         PreviousIdentifier,
     )
-    from airflow.providers.openlineage.extractors import OperatorLineage
 
-    if not removed:
-        return OperatorLineage()
-    namespace, name = dataset_id(scope)
+    namespace, name = dataset_id(dropped.location)
     facets = {
         "lifecycleStateChange": LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=LifecycleStateChange.DROP.value,
@@ -106,13 +191,15 @@ def removal_lineage(
     except ImportError:  # an OpenLineage client older than the subset and input statistics facets
         log.debug("this OpenLineage client has no subset or inputStatistics facet")
     else:
-        locations = [dataset_id(path)[1] for path in removed[:FACET_LOCATIONS]]
-        input_facets["subset"] = InputSubsetInputDatasetFacet(
-            inputCondition=LocationSubsetCondition(locations=locations)
+        if dropped.locations:
+            locations = [dataset_id(path)[1] for path in dropped.locations[:FACET_LOCATIONS]]
+            input_facets["subset"] = InputSubsetInputDatasetFacet(
+                inputCondition=LocationSubsetCondition(locations=locations)
+            )
+        input_facets["inputStatistics"] = InputStatisticsInputDatasetFacet(
+            size=dropped.bytes, fileCount=dropped.files
         )
-        input_facets["inputStatistics"] = InputStatisticsInputDatasetFacet(size=size, fileCount=files)
-    dataset = InputDataset(namespace=namespace, name=name, facets=facets, inputFacets=input_facets)
-    return OperatorLineage(inputs=[dataset])
+    return InputDataset(namespace=namespace, name=name, facets=facets, inputFacets=input_facets)
 
 
 def parent_job_conf(conf: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:

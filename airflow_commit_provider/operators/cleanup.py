@@ -2,8 +2,9 @@
 
 They are thin over `core.cleanup`, which the CLI shares. The scope is validated before any
 request (at DAG parse time when it is not templated), because a scope that is too broad is how
-a cleanup once destroyed a neighbouring dataset. For OpenLineage each reports what it removed as
-one dataset per scope with the lifecycle change DROP (:func:`airflow_commit_provider.lineage.removal_lineage`).
+a cleanup once destroyed a neighbouring dataset. For OpenLineage each reports what it removed with
+the lifecycle change DROP, named after the removed areas and never after the table
+(:func:`airflow_commit_provider.lineage.removal_lineage`).
 """
 
 from __future__ import annotations
@@ -65,9 +66,8 @@ class _CleanupOperator(BaseOperator):
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
         self.sample_size = sample_size
-        # What this try removed, for OpenLineage (nothing in a dry run).
-        self._removed: list[StorePath] = []
-        self._removed_json: dict[str, Any] = {}
+        # What this try did, for OpenLineage.
+        self._report: CleanupReport[Any, Any] | None = None
         # Fail at DAG parse time when nothing is left to render.
         if not is_template(scope):
             parse_scope(scope, argument="scope", allow_bucket_root=allow_bucket_root)
@@ -82,7 +82,7 @@ class _CleanupOperator(BaseOperator):
         Every item is tried before the task fails, so one bad item does not shield the others.
         """
         path, age, job_id, dry_run = self._resolve()
-        self._removed, self._removed_json = [], {}
+        self._report = None
         store = self._store(path)
         try:
             report = self._clean(
@@ -96,9 +96,8 @@ class _CleanupOperator(BaseOperator):
             )
         finally:
             store.close()
+        self._report = report
         result = report.to_json(sample=self.sample_size)
-        if not dry_run:
-            self._removed, self._removed_json = self._removed_paths(path, report), result
         self.log.info("%s: %s", path, self._summary(result, format_duration(age.total_seconds()), dry_run))
         if report.failed:
             raise RuntimeError(self._failure(path, report))
@@ -111,13 +110,8 @@ class _CleanupOperator(BaseOperator):
         return path, age, (self.job_id or None), parse_bool(self.dry_run, "dry_run")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        """What was removed, as one dataset for the scope with the lifecycle change DROP."""
-        return lineage.removal_lineage(
-            self.scope,
-            removed=self._removed,
-            files=self._removed_json.get("files", len(self._removed)),
-            size=self._removed_json.get("bytes"),
-        )
+        """What was removed, as datasets with the lifecycle change DROP."""
+        return lineage.removal_lineage(self._report)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         """What was removed before some items failed: the task fails only after trying them all."""
@@ -132,10 +126,6 @@ class _CleanupOperator(BaseOperator):
 
     def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
         """The log line for `result` (the report's JSON), after the scope."""
-        raise NotImplementedError
-
-    def _removed_paths(self, path: StorePath, report: Any) -> list[StorePath]:
-        """The locations `report` removed under `path` (for lineage)."""
         raise NotImplementedError
 
     def _failure(self, path: StorePath, report: Any) -> str:
@@ -184,9 +174,6 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
             f"{result['committing']} kept for jobs past their commit point, {result['failed']} failed"
         )
 
-    def _removed_paths(self, path: StorePath, report: AbortReport) -> list[StorePath]:
-        return [outcome.upload.path for outcome in report.acted]
-
     def _failure(self, path: StorePath, report: AbortReport) -> str:
         first = report.failed[0]
         return (
@@ -224,9 +211,6 @@ class CleanupTemporaryOperator(_CleanupOperator):
             f"{result['uploads_aborted']} uploads aborted); {result['skipped_active']} active left "
             f"alone ({result['kept_committing']} of jobs past their commit point), {result['failed']} failed"
         )
-
-    def _removed_paths(self, path: StorePath, report: TempCleanReport) -> list[StorePath]:
-        return [outcome.tree.path for outcome in report.acted]
 
     def _failure(self, path: StorePath, report: TempCleanReport) -> str:
         first = report.failed[0]
@@ -270,9 +254,6 @@ class PruneCommitRecordsOperator(_CleanupOperator):
             f"recent, {result['kept_committing']} committing, {result['kept_unreadable']} unreadable, "
             f"{result['changed']} written to meanwhile; {result['failed']} failed"
         )
-
-    def _removed_paths(self, path: StorePath, report: RecordPruneReport) -> list[StorePath]:
-        return [status.path for outcome in report.acted for status in outcome.job.files]
 
     def _failure(self, path: StorePath, report: RecordPruneReport) -> str:
         first = report.failed[0]

@@ -224,27 +224,37 @@ def test_example_dag_reclaims_and_reports(
     assert summary["record_jobs_pruned"] == 1 and summary["record_jobs_kept_committing"] == 1
     assert summary["bytes_reclaimed"] == 2010 + summary["record_bytes"] and summary["record_bytes"] > 0
 
-    # OpenLineage: what each task removed, as one DROP dataset for its scope (t1 is map index 0).
+    # OpenLineage: each task's DROP names what it removed, never its table (t1 is map index 0).
     def dropped(task_id: str, map_index: int) -> dict[str, Any]:
         [dataset] = lineage_events(run.run_id, task_id, map_index)["COMPLETE"]["inputs"]
         assert dataset["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+        assert dataset["namespace"] == f"s3://{s3_bucket}"
         return dataset
 
     uploads = dropped("abort_stale_uploads", 0)
-    assert (uploads["namespace"], uploads["name"]) == (f"s3://{s3_bucket}", "lake/t1")
+    assert uploads["name"] == "lake/t1/_pending_uploads"
     assert uploads["inputFacets"]["subset"]["inputCondition"]["locations"] == ["lake/t1/day=1/part-0"]
     statistics = uploads["inputFacets"]["inputStatistics"]
     assert (statistics["size"], statistics["fileCount"]) == (2000, 1)
     trees = dropped("clean_stale_temp_trees", 1)
-    assert (trees["name"], trees["inputFacets"]["subset"]["inputCondition"]["locations"]) == (
-        "lake/t2",
-        ["lake/t2/_temporary/j"],
-    )
+    assert trees["name"] == "lake/t2/_temporary/j" and "subset" not in trees["inputFacets"]
+    statistics = trees["inputFacets"]["inputStatistics"]
+    assert (statistics["size"], statistics["fileCount"]) == (10, 1)
     records = dropped("prune_commit_records", 0)
+    assert records["name"] == "lake/t1/_airflow_commit"
     assert all(
         name.startswith("lake/t1/_airflow_commit/job-done.")
         for name in records["inputFacets"]["subset"]["inputCondition"]["locations"]
     )
+    reported = [
+        dataset["name"]
+        for task_id in ("abort_stale_uploads", "clean_stale_temp_trees", "prune_commit_records")
+        for map_index in (0, 1)
+        for event in lineage_events(run.run_id, task_id, map_index).values()
+        for dataset in event["inputs"] + event["outputs"]
+    ]
+    assert reported and not {"lake/t1", "lake/t2"} & set(reported), "a live table is never dropped"
+    assert all(name.startswith(("lake/t1/", "lake/t2/")) for name in reported), "nor lake/t10"
     assert lineage_events(run.run_id, "abort_stale_uploads", 1)["COMPLETE"]["inputs"] == [], (
         "t2 had no uploads"
     )
