@@ -3,8 +3,9 @@
 A committed write knows exactly what became visible, so its asset event says so: the job, the
 committer, files, bytes, rows and the partitions written. On Airflow 3.3 each partition written is
 also the event's partition key (``outlet_events[asset].add_partitions``), so a partition-aware DAG
-(:func:`day_partition_schedule`) runs once for each day committed; older Airflow versions get one
-plain event whose ``extra`` lists the partitions.
+(:func:`day_partition_schedule`) runs once for each day committed. Airflow 3.1 and 3.2 get one plain
+event whose ``extra`` lists the partitions (3.2 has partitioned asset events, but an event's key is
+its DAG run's: a task cannot set one), and :func:`day_partition_schedule` is a plain asset schedule.
 
 Asset URIs follow Airflow's conventions: ``s3://bucket/key`` for ``s3://``, ``s3a://`` and
 ``s3n://`` alike (as the Amazon provider's ``create_asset``), ``file:///path`` for local paths (as
@@ -29,6 +30,7 @@ __all__ = [
     "day_partition_schedule",
     "destination_asset",
     "emit_commit_event",
+    "partition_keys_supported",
 ]
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,15 @@ class _PartitionsNotEmitted:
     """Remembers that this Airflow was said to have no ``add_partitions``, so it is said once."""
 
     logged = False
+
+
+def partition_keys_supported() -> bool:
+    """Whether a task can give its asset events partition keys here (``add_partitions``: Airflow 3.3)."""
+    try:
+        from airflow.sdk.execution_time.context import OutletEventAccessor
+    except ImportError:
+        return False
+    return hasattr(OutletEventAccessor, "add_partitions")
 
 
 def asset_uri(location: str | StorePath) -> str:
@@ -79,8 +90,9 @@ def emit_commit_event(
     """Attach `extra` to this task's event for `asset`, and each partition written as a partition key.
 
     A context without ``outlet_events`` (an operator run outside a task) emits nothing. Partition
-    keys need Airflow 3.3's ``add_partitions``; before it the event is one plain event, and this is
-    logged once per process. A key longer than Airflow stores is left out, with a warning.
+    keys need Airflow 3.3's ``add_partitions``; before it the event is one plain event (on 3.2 its
+    partition key is the DAG run's, if any), and this is logged once per process. A key longer than
+    Airflow stores is left out, with a warning.
     """
     outlet_events = context.get("outlet_events")
     if outlet_events is None:
@@ -106,8 +118,9 @@ def emit_commit_event(
         if not _PartitionsNotEmitted.logged:
             _PartitionsNotEmitted.logged = True
             log.info(
-                "This Airflow has no outlet_events[...].add_partitions (Airflow 3.3 adds it): asset events "
-                "carry the partitions written in their extra only, not as partition keys"
+                "This Airflow (%s) has no outlet_events[...].add_partitions (Airflow 3.3 adds it): asset "
+                "events carry the partitions written in their extra only, not as partition keys",
+                _airflow_version(),
             )
         return
     add_partitions(keys)
@@ -117,10 +130,17 @@ def day_partition_schedule(asset: Asset, column: str = "dt") -> Any:
     """A schedule on `asset` that runs once for each ``<column>=YYYY-MM-DD`` partition committed.
 
     On Airflow 3.3 this is a ``PartitionedAssetTimetable`` whose ``StartOfDayMapper`` reads the
-    partition key ``dt=2024-01-01`` as the day ``2024-01-01``: the run's ``partition_key``. Where
-    those names are missing or take other arguments (they changed between 3.2 and 3.3), it is the
-    plain asset schedule, and a run finds the days in its triggering events' ``extra``.
+    partition key ``dt=2024-01-01`` as the day ``2024-01-01``: the run's ``partition_key``.
+
+    Elsewhere it is the plain asset schedule, and a run finds the days in its triggering events'
+    ``extra``: where tasks cannot emit partition keys (Airflow 3.1 and 3.2, see
+    :func:`partition_keys_supported`), or where those names are missing or take other arguments
+    (they changed between 3.2 and 3.3). Airflow 3.2 has both names, but a partition-aware DAG there
+    would never run on these events, which carry no key (the scheduler logs "Listening Dags are
+    partition-aware but the run has no partition key" and queues nothing).
     """
+    if not partition_keys_supported():
+        return [asset]
     try:
         from airflow.sdk import PartitionedAssetTimetable, StartOfDayMapper
 
@@ -128,3 +148,9 @@ def day_partition_schedule(asset: Asset, column: str = "dt") -> Any:
         return PartitionedAssetTimetable(assets=asset, default_partition_mapper=mapper)
     except (ImportError, TypeError):
         return [asset]
+
+
+def _airflow_version() -> str:
+    from airflow import __version__
+
+    return __version__

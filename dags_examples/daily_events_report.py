@@ -7,15 +7,20 @@ that asset:
 - on Airflow 3.3 it is partition-aware (:func:`~airflow_commit_provider.assets.day_partition_schedule`):
   the event's partition key ``dt=2024-01-01`` becomes this run's ``partition_key`` ``2024-01-01``,
   one run per day committed, however many days one job wrote;
-- on older Airflow it runs on each event and takes the day from the event's ``extra``.
+- on Airflow 3.1 and 3.2 (whose tasks cannot give an event a partition key) it is a plain asset
+  schedule and takes the days from its triggering events' ``extra``. The scheduler then makes one
+  run of all the events queued since the last one, so a run can cover several days (a backfill's
+  parallel days): it reports each of them.
 
 ``report_day`` reads the day's partition ``_SUCCESS`` (the ``partitioned`` committer writes one per
 partition it commits) and then exactly the files it lists: not whatever else the directory holds.
+It returns the day's report; a run of several days returns ``{"days": [<report>, ...]}``.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import os
 from datetime import datetime, timezone
 from typing import Any
@@ -29,15 +34,31 @@ ROOT = os.environ.get("DAILY_INGEST_ROOT", "s3://commit-demo")
 TABLE = f"{ROOT}/warehouse/events"
 EVENTS = destination_asset(TABLE)
 
+log = logging.getLogger(__name__)
 
-def committed_day(partition_key: str | None, events: list[Any]) -> str:
-    """The day this run is for: its partition key (Airflow 3.3), else the one day its events wrote."""
+
+def event_days(event: Any) -> list[str]:
+    """The ``dt=`` days an event's ``extra`` lists (its first path segment: ``dt=2024-01-01/...``)."""
+    extra = event.extra or {}
+    partitions = list(extra.get("partitions") or ())
+    if extra.get("partition_count", len(partitions)) > len(partitions):
+        log.warning(
+            "an event lists %d of its %s partitions in its extra: the days of the others are not reported",
+            len(partitions),
+            extra["partition_count"],
+        )
+    segments = (partition.split("/", 1)[0] for partition in partitions)
+    return [segment.removeprefix("dt=") for segment in segments if segment.startswith("dt=")]
+
+
+def committed_days(partition_key: str | None, events: list[Any]) -> list[str]:
+    """The days this run is for: its partition key (Airflow 3.3), else the days its events wrote."""
     if partition_key:
-        return partition_key
-    days = {p.removeprefix("dt=") for event in events for p in event.extra.get("partitions", ())}
-    if len(days) != 1:
-        raise ValueError(f"the triggering events wrote {sorted(days)}: expected exactly one dt= day")
-    return days.pop()
+        return [partition_key]
+    days = sorted({day for event in events for day in event_days(event)})
+    if not days:
+        raise ValueError("the triggering events name no dt= partition in their extra: nothing to report")
+    return days
 
 
 with DAG(
@@ -52,7 +73,7 @@ with DAG(
 
     @task
     def report_day(**context: Any) -> dict[str, Any]:
-        """Rows and files of the committed day, read through its partition ``_SUCCESS``."""
+        """Rows and files of each committed day, read through its partition ``_SUCCESS``."""
         import pyarrow.parquet as pq
 
         from airflow_commit_provider.core.paths import StorePath
@@ -61,23 +82,29 @@ with DAG(
 
         events = list(context["triggering_asset_events"][EVENTS])
         partition_key = context.get("partition_key")
-        day = committed_day(partition_key, events)
-        partition = StorePath.parse(TABLE).join(f"dt={day}")
-        store = CommitStoreHook().get_store(partition)
-        try:
-            committed = load_success(store, partition)
-            files = [StorePath.from_uri(f.uri) for f in committed.iter_files()]
-            rows = sum(pq.ParquetFile(io.BytesIO(store.read_bytes(f))).metadata.num_rows for f in files)
-        finally:
-            store.close()
-        return {
-            "day": day,
-            "partition_key": partition_key,
-            "job_id": committed.job_id,
-            "rows": rows,
-            "files": len(files),
-            "event": events[-1].extra if events else None,
-        }
+
+        def report(day: str) -> dict[str, Any]:
+            partition = StorePath.parse(TABLE).join(f"dt={day}")
+            store = CommitStoreHook().get_store(partition)
+            try:
+                committed = load_success(store, partition)
+                files = [StorePath.from_uri(f.uri) for f in committed.iter_files()]
+                rows = sum(pq.ParquetFile(io.BytesIO(store.read_bytes(f))).metadata.num_rows for f in files)
+            finally:
+                store.close()
+            # The day's latest event (Airflow 3.3: the run's events are all the day's).
+            day_events = [e for e in events if partition_key or day in event_days(e)]
+            return {
+                "day": day,
+                "partition_key": partition_key,
+                "job_id": committed.job_id,
+                "rows": rows,
+                "files": len(files),
+                "event": day_events[-1].extra if day_events else None,
+            }
+
+        reports = [report(day) for day in committed_days(partition_key, events)]
+        return reports[0] if len(reports) == 1 else {"days": reports}
 
     report_day()
 

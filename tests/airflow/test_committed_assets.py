@@ -4,6 +4,9 @@ spark-submit (fake_spark_submit.py) writing one partition to a file:// table.
 - the writer's asset event carries the commit's extra and the partition key ``dt=<day>``;
 - the scheduler step that turns queued asset events into runs creates one run of the reader DAG
   (scheduled with ``day_partition_schedule``) for the day, whose task sees that key and extra;
+- on Airflow 3.1 and 3.2, where a task cannot give its event a partition key (no
+  ``add_partitions``), the event has no key and the commit's extra, this is logged, and the reader
+  DAG is a plain asset schedule whose run sees the extra (and no key);
 - the real OpenLineage provider (file transport, tests/support/openlineage.py) records START and
   COMPLETE (or FAIL) with one output dataset, its statistics and partitions, and the Spark job
   was given the parent-job confs naming the task's OpenLineage run.
@@ -11,6 +14,7 @@ spark-submit (fake_spark_submit.py) writing one partition to a file:// table.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from datetime import datetime, timezone
@@ -18,15 +22,103 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow import __version__ as AIRFLOW_VERSION
 from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, task_instances, xcom
 from fake_spark import FakeSpark, install_fake_spark
+from packaging.version import Version
 from support.openlineage import lineage_events
 
+from airflow_commit_provider import assets
 from airflow_commit_provider.devtools.demo import asset_events
 
 WRITER = "test_committed_assets_writer"
 READER = "test_committed_assets_reader"
 DAY = datetime(2024, 1, 2, tzinfo=timezone.utc)
+
+#: Airflow 3.3 added ``outlet_events[asset].add_partitions``: before it a task's asset event carries
+#: no partition key of its own (3.1 has none at all; on 3.2 it is the DAG run's, here none).
+PARTITION_KEYS = Version(Version(AIRFLOW_VERSION).base_version) >= Version("3.3")
+#: What the writer's event and the reader see as the partition key, on this Airflow.
+EVENT_KEY = "dt=2024-01-02" if PARTITION_KEYS else None
+RUN_KEY = "2024-01-02" if PARTITION_KEYS else None
+NOT_EMITTED = "has no outlet_events[...].add_partitions"
+
+
+@pytest.fixture
+def not_emitted_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Any:
+    """The info lines of this test saying partition keys are not emitted (said once per process)."""
+    monkeypatch.setattr(assets._PartitionsNotEmitted, "logged", False)
+    caplog.set_level(logging.INFO, logger=assets.__name__)
+    return lambda: [r.getMessage() for r in caplog.records if NOT_EMITTED in r.getMessage()]
+
+
+def start_run(dagrun: Any) -> None:
+    """Start a queued run as the scheduler does before any of its tasks runs.
+
+    ``airflow tasks test`` on a run the scheduler never started works on Airflow 3.2 and 3.3, but 3.1's
+    execution API refuses to start a task of a run without a ``start_date``.
+    """
+    from airflow.models.dagrun import DagRun
+    from airflow.utils import timezone
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+
+    with create_session() as session:
+        run = session.get(DagRun, dagrun.id)
+        run.state, run.start_date = DagRunState.RUNNING, timezone.utcnow()
+
+
+def test_the_capability_check_agrees_with_the_airflow_version() -> None:
+    assert assets.partition_keys_supported() is PARTITION_KEYS, AIRFLOW_VERSION
+
+
+def test_day_partition_schedule_is_partitioned_only_where_tasks_emit_partition_keys() -> None:
+    table = assets.destination_asset("file:///tmp/table")
+    schedule = assets.day_partition_schedule(table)
+    if PARTITION_KEYS:
+        from airflow.sdk import PartitionedAssetTimetable
+
+        assert isinstance(schedule, PartitionedAssetTimetable)
+    else:
+        # Airflow 3.2 has PartitionedAssetTimetable, but a DAG on it would never run on our events.
+        assert schedule == [table], f"Airflow {AIRFLOW_VERSION}: a plain asset schedule"
+
+
+class _Event:
+    """An outlet event accessor as Airflow 3.1/3.2 have it (no add_partitions), or with one (3.3)."""
+
+    def __init__(self, with_add_partitions: bool) -> None:
+        self.extra: dict[str, Any] = {}
+        self.keys: list[str] = []
+        if with_add_partitions:
+            self.add_partitions = self.keys.extend
+
+
+class _Outlets:
+    """``context["outlet_events"]`` for one asset (not a dict: Airflow 3.1's ``Asset`` is unhashable)."""
+
+    def __init__(self, asset: Any, event: _Event) -> None:
+        self.asset, self.event = asset, event
+
+    def __getitem__(self, asset: Any) -> _Event:
+        assert asset == self.asset
+        return self.event
+
+
+@pytest.mark.parametrize("with_add_partitions", [True, False], ids=["3.3", "3.1-3.2"])
+def test_emit_commit_event_adds_the_keys_or_says_once_that_it_cannot(
+    with_add_partitions: bool, not_emitted_log: Any
+) -> None:
+    table = assets.destination_asset("file:///tmp/table")
+    extra = {"job_id": "j", "partitions": ["dt=2024-01-01", "dt=2024-01-02"], "partition_count": 2}
+    for _ in range(2):
+        event = _Event(with_add_partitions)
+        context = {"outlet_events": _Outlets(table, event)}
+        assets.emit_commit_event(context, table, dict(extra), ["dt=2024-01-01", "dt=2024-01-02"])
+        assert event.extra == extra
+        assert event.keys == (["dt=2024-01-01", "dt=2024-01-02"] if with_add_partitions else [])
+    assert len(not_emitted_log()) == (0 if with_add_partitions else 1), "logged once per process"
+    assets.emit_commit_event({}, table, extra, ["dt=1"])  # outside a task (no outlet_events): a no-op
 
 
 @pytest.fixture
@@ -43,7 +135,7 @@ def table() -> Path:
 
 
 def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
-    airflow_db: Any, fake_spark: FakeSpark, table: Path, monkeypatch: pytest.MonkeyPatch
+    airflow_db: Any, fake_spark: FakeSpark, table: Path, monkeypatch: pytest.MonkeyPatch, not_emitted_log: Any
 ) -> None:
     monkeypatch.setenv("FAKE_SPARK_PARTITION", "dt=2024-01-02")
     run = run_dag(load_dag(WRITER), DAY)
@@ -62,16 +154,22 @@ def test_a_committed_day_runs_the_reader_for_that_day_with_the_commits_extra(
     assert event == {
         "asset": f"file://{table}",
         "source_task_id": "write",
-        "partition_key": "dt=2024-01-02",
+        "partition_key": EVENT_KEY,
         "extra": extra,
     }
+    # Before Airflow 3.3 the task says (once per process) that the event carries no partition key.
+    assert len(not_emitted_log()) == (0 if PARTITION_KEYS else 1), AIRFLOW_VERSION
 
     [reader_run] = create_asset_triggered_runs(READER)
-    assert reader_run.partition_key == "2024-01-02", "StartOfDayMapper read the day from dt=2024-01-02"
+    start_run(reader_run)
+    if PARTITION_KEYS:
+        assert reader_run.partition_key == "2024-01-02", "StartOfDayMapper read the day from dt=2024-01-02"
+    else:  # a plain asset-triggered run (3.1 has no partition_key column at all)
+        assert getattr(reader_run, "partition_key", None) is None
     assert run_task(READER, "read", reader_run.run_id).state == "success"
     assert xcom(reader_run, "read") == {
-        "partition_key": "2024-01-02",
-        "events": [{"extra": extra, "partition_key": "dt=2024-01-02"}],
+        "partition_key": RUN_KEY,
+        "events": [{"extra": extra, "partition_key": EVENT_KEY}],
     }
     assert create_asset_triggered_runs(READER) == [], "one event, one run"
 
@@ -105,10 +203,11 @@ def test_a_retry_adopting_the_committed_try_emits_that_jobs_event(
     assert written["adopted_from_try"] == 1
     [event] = asset_events(run)
     assert (event["partition_key"], event["extra"]["job_id"], event["extra"]["rows"]) == (
-        "dt=2024-01-02",
+        EVENT_KEY,
         written["job_id"],
         20,
     )
+    assert event["extra"]["partitions"] == ["dt=2024-01-02"]
     statistics = lineage_events(run.run_id, "write")["COMPLETE"]["outputs"][0]["outputFacets"]
     assert statistics["outputStatistics"]["rowCount"] == 20
 

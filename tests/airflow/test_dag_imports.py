@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from airflow_commit_provider.assets import partition_keys_supported
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
 
 
 @pytest.fixture(scope="module")
 def dagbag():  # type: ignore[no-untyped-def]
-    from airflow.dag_processing.dagbag import DagBag
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+    except ImportError:  # Airflow 3.1 has it in airflow.models
+        from airflow.models.dagbag import DagBag
 
     return DagBag(dag_folder=str(EXAMPLES))  # Airflow 3.3: examples are never included here
 
@@ -42,6 +49,41 @@ def test_daily_partitioned_ingest_shape(dagbag) -> None:  # type: ignore[no-unty
     assert isinstance(dag.get_task("wait_for_success"), SuccessManifestSensor)
     assert dag.get_task("check_partition").upstream_task_ids == {"land_source_data", "wait_for_success"}
     assert dag.max_active_runs >= 4, "days of a backfill commit in parallel (per-partition _SUCCESS)"
+
+
+def test_daily_events_report_schedule(dagbag) -> None:  # type: ignore[no-untyped-def]
+    """Partition-aware where tasks emit partition keys (Airflow 3.3), else a plain schedule on the table."""
+    from airflow import __version__ as airflow_version
+    from packaging.version import Version
+
+    dag = dagbag.dags.get("daily_events_report")
+    assert dag is not None
+    assert partition_keys_supported() is (Version(Version(airflow_version).base_version) >= Version("3.3"))
+    if partition_keys_supported():
+        from airflow.sdk import PartitionedAssetTimetable
+
+        assert isinstance(dag.timetable, PartitionedAssetTimetable)
+    else:  # Airflow 3.1, 3.2: a partition-aware DAG would never run on events without a key
+        # (airflow.timetables.simple's on 3.1, the Task SDK's on 3.2)
+        assert type(dag.timetable).__name__ == "AssetTriggeredTimetable", airflow_version
+
+
+def test_daily_events_report_days() -> None:
+    """The days a run reports: its partition key (3.3), else every dt= day its events' extra lists."""
+    spec = importlib.util.spec_from_file_location("daily_events_report", EXAMPLES / "daily_events_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def event(*partitions: str, **extra: object) -> SimpleNamespace:
+        return SimpleNamespace(extra={"partitions": list(partitions), **extra})
+
+    two_days = [event("dt=2024-01-02"), event("dt=2024-01-01/hour=3", "dt=2024-01-02")]
+    assert module.committed_days("2024-01-05", two_days) == ["2024-01-05"]
+    assert module.committed_days(None, two_days) == ["2024-01-01", "2024-01-02"]
+    assert module.committed_days(None, [event("dt=2024-01-03")]) == ["2024-01-03"]
+    with pytest.raises(ValueError, match="no dt= partition"):
+        module.committed_days(None, [event("region=eu"), SimpleNamespace(extra=None)])
 
 
 def test_provider_info_entry_point() -> None:

@@ -46,7 +46,10 @@ with DAG(
         events = context["triggering_asset_events"][TABLE]
         return {
             "partition_key": context.get("partition_key"),
-            "events": [{"extra": e.extra, "partition_key": e.partition_key} for e in events],
+            # A triggering event has a partition_key from Airflow 3.3 on.
+            "events": [
+                {"extra": e.extra, "partition_key": getattr(e, "partition_key", None)} for e in events
+            ],
         }
 
     read()
