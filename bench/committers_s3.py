@@ -10,13 +10,18 @@ driver and inside every task, as the job's `_SUCCESS` reports them in its `iosta
 The write is unpartitioned and in `append` mode for every committer: in append mode `partitioned`
 and `directory` do the same work (they differ only in how `fail`/`replace` resolve conflicts), and
 the raw baseline writes one file per task with no partition columns either.
+
+`BENCH_PARTS_IN_FLIGHT` sets the magic stream's `parts_in_flight` (default: the committer's), to
+compare overlapped part uploads with synchronous ones (1).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
@@ -30,6 +35,7 @@ BASELINE_COMMITTER = "file-v1"
 def run(env: BenchEnv) -> ScenarioResult:
     target_bytes = env.pick(tiny=1024**2, small=256 * 1024**2, full=1024**3)
     partitions = env.pick(tiny=2, small=4, full=8)
+    parts_in_flight = int(os.environ.get("BENCH_PARTS_IN_FLIGHT", CommitOptions().parts_in_flight))
     result = ScenarioResult(
         "committers_s3",
         "Committers on S3, end to end (PySpark write, embedded S3)",
@@ -42,6 +48,7 @@ def run(env: BenchEnv) -> ScenarioResult:
             "committers": [*OURS, BASELINE_COMMITTER],
             "baseline": "raw pyarrow S3FileSystem write of each partition to its final key (no commit)",
             "threads": env.threads,
+            "parts_in_flight": parts_in_flight,
         },
     )
     if env.size != "full":
@@ -82,7 +89,12 @@ def run(env: BenchEnv) -> ScenarioResult:
                 f"s3://{bucket}/{prefix}",
                 format="parquet",
                 committer=name,
-                options={**s3_options, "threads": env.threads, "compression": "snappy"},
+                options={
+                    **s3_options,
+                    "threads": env.threads,
+                    "compression": "snappy",
+                    "parts_in_flight": parts_in_flight,
+                },
             )
         with env.s3.store().session() as store:
             counters = load_success(store, summary.success_file).iostatistics.counters

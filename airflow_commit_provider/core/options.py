@@ -40,6 +40,11 @@ class CommitOptions:
     """file-v2 publishes task output at task commit; a failed task commit leaves mixed output."""
     part_size: int = 8 * 1024 * 1024
     """Multipart part size for magic and staging uploads (S3 needs at least 5 MiB for non-final parts)."""
+    parts_in_flight: int = 4
+    """Magic committer: parts of one file uploading while the task encodes the next, as S3A's
+    `fs.s3a.fast.upload.active.blocks` (also 4). Each open file holds up to this many parts plus
+    the one being filled in memory (40 MiB at the default part size); 1 uploads each part before
+    writing on, holding one part."""
     local_staging_dir: str | None = None
     """Where staging committers buffer task output before upload; default the system temp dir."""
     skip_cleanup: bool = False
@@ -53,6 +58,8 @@ class CommitOptions:
             )
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
+        if self.parts_in_flight < 1:
+            raise ValueError(f"parts_in_flight must be at least 1, got {self.parts_in_flight}")
         if self.part_size < S3_MIN_PART_SIZE:
             raise ValueError(
                 f"part_size must be at least {S3_MIN_PART_SIZE} bytes (S3's minimum), got {self.part_size}"

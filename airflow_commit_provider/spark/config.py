@@ -33,6 +33,7 @@ CONF_CONFLICT_MODE = PREFIX + "conflict_mode"
 CONF_JOB_ID = PREFIX + "job_id"
 CONF_THREADS = PREFIX + "threads"
 CONF_PART_SIZE = PREFIX + "part_size"
+CONF_PARTS_IN_FLIGHT = PREFIX + "parts_in_flight"
 CONF_LOCAL_STAGING_DIR = PREFIX + "local_staging_dir"
 CONF_S3_ENDPOINT_URL = PREFIX + "s3.endpoint_url"
 CONF_S3_ACCESS_KEY_ID = PREFIX + "s3.access_key_id"
@@ -101,7 +102,14 @@ _WRITER_KEYS = (
     "parquet.block.size",
     "orc.stripe.size",
 )
-_COMMITTER_KEYS = ("threads", "part_size", "allow_unsafe_v2", "local_staging_dir", "skip_cleanup")
+_COMMITTER_KEYS = (
+    "threads",
+    "part_size",
+    "parts_in_flight",
+    "allow_unsafe_v2",
+    "local_staging_dir",
+    "skip_cleanup",
+)
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -345,15 +353,23 @@ def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> Co
     defaults = CommitOptions()
     threads = committer_options.get("threads", conf.get(CONF_THREADS) or defaults.threads)
     part_size = committer_options.get("part_size", conf.get(CONF_PART_SIZE) or defaults.part_size)
+    in_flight = committer_options.get(
+        "parts_in_flight", conf.get(CONF_PARTS_IN_FLIGHT) or defaults.parts_in_flight
+    )
     staging = committer_options.get("local_staging_dir", conf.get(CONF_LOCAL_STAGING_DIR))
     try:
         threads = int(threads)
     except (TypeError, ValueError):
         raise ValueError(f"threads must be an integer, got {threads!r}") from None
+    try:
+        in_flight = int(in_flight)
+    except (TypeError, ValueError):
+        raise ValueError(f"parts_in_flight must be an integer, got {in_flight!r}") from None
     return CommitOptions(
         threads=threads,
         allow_unsafe_v2=parse_bool(committer_options.get("allow_unsafe_v2", False), "allow_unsafe_v2"),
         part_size=parse_size(part_size, "part_size"),
+        parts_in_flight=in_flight,
         local_staging_dir=str(staging) if staging else None,
         skip_cleanup=parse_bool(committer_options.get("skip_cleanup", False), "skip_cleanup"),
     )
