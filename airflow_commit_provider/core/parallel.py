@@ -6,10 +6,11 @@ started it, and no pool is shared between jobs.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Protocol, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,6 +76,77 @@ def run_parallel(
     if progress:
         progress(done, total if total is not None else done)
     return done
+
+
+def run_pipelined(
+    items: Iterable[T],
+    start: Callable[[T], Future[Any]],
+    finish: Callable[[T, Future[Any]], object],
+    window: int,
+    *,
+    total: int | None = None,
+    progress: ProgressCallback | None = None,
+    progress_interval: float = 5.0,
+) -> int:
+    """`run_parallel` for requests a store can overlap without a thread each (S3 over the CRT).
+
+    One thread keeps `window` requests in flight: `start(item)` sends one and returns its future,
+    and `finish(item, future)` reads its outcome in this thread once it is done, in completion
+    order. A thread per request in flight costs a wake-up and a GIL hand-over per request, which
+    at job commit is most of the client's CPU once requests are sent from native code. The first
+    failure stops new requests and is re-raised once those in flight have ended, as in
+    `run_parallel`. Returns the number of items finished.
+    """
+    source = iter(items)
+    completed: queue.SimpleQueue[tuple[T, Future[Any]]] = queue.SimpleQueue()
+    in_flight = done = 0
+    failure: BaseException | None = None
+    exhausted = False
+    while True:
+        while failure is None and not exhausted and in_flight < window:
+            try:
+                item = next(source)
+                future = start(item)
+            except StopIteration:
+                exhausted = True
+                break
+            except BaseException as error:
+                failure = error
+                break
+            in_flight += 1
+            future.add_done_callback(lambda finished, item=item: completed.put((item, finished)))
+        if in_flight == 0:
+            break
+        try:
+            item, future = completed.get(timeout=progress_interval if progress else None)
+        except queue.Empty:
+            if progress:
+                progress(done, total if total is not None else -1)
+            continue
+        in_flight -= 1
+        if failure is not None:
+            continue
+        try:
+            finish(item, future)
+        except BaseException as error:
+            failure = error
+            continue
+        done += 1
+    if failure is not None:
+        raise failure
+    if progress:
+        progress(done, total if total is not None else done)
+    return done
+
+
+def completed_future(function: Callable[..., R], *args: Any) -> Future[R]:
+    """The outcome of `function(*args)`, called now, as a finished future."""
+    future: Future[R] = Future()
+    try:
+        future.set_result(function(*args))
+    except Exception as error:
+        future.set_exception(error)
+    return future
 
 
 def parallel_map(

@@ -526,25 +526,41 @@ def test_request_path_is_chosen_by_argument_then_environment() -> None:
 
 
 @pytest.mark.s3
-def test_crt_request_path_works_in_a_forked_child(embedded_s3: object, s3_bucket: str) -> None:
-    """Spark and the tests fork: a store whose CRT client lives in the parent must work in the child."""
+def test_a_child_forked_after_the_crt_started_uses_boto3(embedded_s3: object, s3_bucket: str) -> None:
+    """The CRT does not survive a fork (children using it crashed): a forked child's stores, new
+    and inherited, send their hot calls through boto3, and the parent's CRT path goes on working."""
     import multiprocessing
 
     pytest.importorskip("awscrt")
     store = embedded_s3.store(request_path="crt")  # type: ignore[attr-defined]
     root = StorePath("s3", s3_bucket, "fork")
     store.write_bytes(root.join("parent"), b"p")
+    assert store.hot.name == "crt"
+    paths_seen = multiprocessing.get_context("fork").SimpleQueue()
 
     def child() -> None:
-        store.write_bytes(root.join("child"), b"c")
+        fresh = embedded_s3.store(request_path="crt")  # type: ignore[attr-defined]
+        for name, used in (("inherited", store), ("fresh", fresh)):
+            used.write_bytes(root.join(name), name.encode())
+            upload = used.create_multipart_upload(root.join(f"{name}.mpu"))
+            used.complete_multipart_upload(
+                root.join(f"{name}.mpu"),
+                upload,
+                [used.upload_part(root.join(f"{name}.mpu"), upload, 1, b"m")],
+            )
+            paths_seen.put(used.hot.name)
 
     process = multiprocessing.get_context("fork").Process(target=child)
     process.start()
     process.join(120)
     try:
         assert process.exitcode == 0, f"child exit code {process.exitcode}"
-        assert store.read_bytes(root.join("child")) == b"c"
+        assert [paths_seen.get(), paths_seen.get()] == ["boto3", "boto3"]
+        assert [
+            store.read_bytes(root.join(n)) for n in ("inherited", "fresh", "inherited.mpu", "fresh.mpu")
+        ] == [b"inherited", b"fresh", b"m", b"m"]
         store.write_bytes(root.join("parent-again"), b"p")
+        assert store.hot.name == "crt"
     finally:
         if process.is_alive():
             process.kill()

@@ -21,6 +21,7 @@ however old: rolling that job forward completes them (see `committing`). They ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,7 +37,7 @@ from airflow_commit_provider.core.cleanup.common import (
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
-from airflow_commit_provider.core.parallel import parallel_map
+from airflow_commit_provider.core.parallel import parallel_map, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import parse_upload_records
@@ -389,7 +390,12 @@ def _abort_each(
     progress: Progress,
 ) -> None:
     """One abort of each upload in parallel, recorded in `outcomes` (a repeat if already there)."""
-    results = parallel_map(uploads, lambda u: _abort_once(store, u, attempts, retry_delay), threads, progress)
+    if store.pipelines_requests:
+        results = _abort_pipelined(store, uploads, threads, attempts, retry_delay, progress)
+    else:
+        results = parallel_map(
+            uploads, lambda u: _abort_once(store, u, attempts, retry_delay), threads, progress
+        )
     for upload, (status, used, error) in zip(uploads, results, strict=True):
         earlier = outcomes.get(upload.identity)
         if earlier is None:
@@ -399,6 +405,39 @@ def _abort_each(
             outcomes[upload.identity] = AbortOutcome(
                 upload, status, earlier.attempts + used, earlier.repeats + 1, error
             )
+
+
+def _abort_pipelined(
+    store: Store,
+    uploads: Sequence[UploadInfo],
+    threads: int,
+    attempts: int,
+    retry_delay: float,
+    progress: Progress,
+) -> list[tuple[str, int, str | None]]:
+    """`_abort_once` of each upload, the first attempts `threads` at a time in flight from one thread;
+    an upload whose first abort fails is retried there as `_abort_once` would."""
+    results: list[tuple[str, int, str | None]] = [(FAILED, 0, None)] * len(uploads)
+
+    def start(index: int) -> Future[None]:
+        return store.start_abort_multipart_upload(uploads[index].path, uploads[index].upload_id)
+
+    def finish(index: int, request: Future[None]) -> None:
+        try:
+            request.result()
+            results[index] = (ABORTED, 1, None)
+        except NoSuchUploadError:
+            results[index] = (VANISHED, 1, None)
+        except StoreError as error:
+            if attempts > 1:
+                status, used, last_error = _abort_once(store, uploads[index], attempts - 1, retry_delay)
+                results[index] = (status, used + 1, last_error)
+            else:
+                results[index] = (FAILED, 1, one_line(error))
+        progress.advance()
+
+    run_pipelined(range(len(uploads)), start, finish, threads)
+    return results
 
 
 def _abort_once(

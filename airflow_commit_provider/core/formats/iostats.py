@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,17 @@ class IOStatistics:
             self.record_duration(name, int((time.monotonic() - start) * 1000), failed=True)
             raise
         self.record_duration(name, int((time.monotonic() - start) * 1000))
+
+    def timed_future(self, name: str, future: Future[Any]) -> Future[Any]:
+        """`timed` for a request in flight: its duration is recorded when the future is done."""
+        start = time.monotonic()
+
+        def record(done: Future[Any]) -> None:
+            millis = int((time.monotonic() - start) * 1000)
+            self.record_duration(name, millis, failed=done.exception() is not None)
+
+        future.add_done_callback(record)
+        return future
 
     def merge(self, other: IOStatistics) -> None:
         """Aggregate as IOStatisticsSnapshot.aggregate does: sum, min, max, add means."""

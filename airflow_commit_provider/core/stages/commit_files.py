@@ -7,9 +7,12 @@ counts as recovered rather than failing, so committing the same job again finish
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 
-from airflow_commit_provider.core.parallel import run_parallel
+from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
@@ -19,14 +22,34 @@ from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, No
 EntryAction = Callable[[JobContext, CommitEntry], None]
 
 
-def complete_upload(ctx: JobContext, entry: CommitEntry) -> None:
-    dest = StorePath.from_uri(entry.dest)
+@dataclass(frozen=True)
+class PipelinedAction:
+    """An entry action in two halves, so a store that overlaps requests needs no thread per entry:
+    `start` sends the request, `finish` reads its outcome (and recovers, as the action would)."""
+
+    start: Callable[[JobContext, CommitEntry], Future[object]]
+    finish: Callable[[JobContext, CommitEntry, Future[object]], None]
+
+    def __call__(self, ctx: JobContext, entry: CommitEntry) -> None:
+        self.finish(ctx, entry, self.start(ctx, entry))
+
+
+def _start_completion(ctx: JobContext, entry: CommitEntry) -> Future[object]:
     assert entry.upload_id is not None
+    request = ctx.store.start_complete_multipart_upload(
+        StorePath.from_uri(entry.dest), entry.upload_id, list(entry.etags)
+    )
+    return ctx.statistics.timed_future("committer_materialize_file", request)
+
+
+def _finish_completion(ctx: JobContext, entry: CommitEntry, completion: Future[object]) -> None:
     try:
-        with ctx.statistics.timed("committer_materialize_file"):
-            ctx.store.complete_multipart_upload(dest, entry.upload_id, list(entry.etags))
+        completion.result()
     except NoSuchUploadError:
-        _recover(ctx, entry, dest, f"upload {entry.upload_id}")
+        _recover(ctx, entry, StorePath.from_uri(entry.dest), f"upload {entry.upload_id}")
+
+
+complete_upload = PipelinedAction(_start_completion, _finish_completion)
 
 
 def rename_entry(ctx: JobContext, entry: CommitEntry) -> None:
@@ -60,4 +83,13 @@ def commit_entries(ctx: JobContext, spool: EntrySpool, action: EntryAction) -> i
         if ctx.progress:
             ctx.progress(done, total)
 
+    if isinstance(action, PipelinedAction) and ctx.store.pipelines_requests:
+
+        def finish(entry: CommitEntry, request: Future[object]) -> None:
+            action.finish(ctx, entry, request)
+            ctx.statistics.increment("committer_files_committed")
+            ctx.statistics.increment("committer_bytes_committed", entry.size)
+
+        start = functools.partial(action.start, ctx)
+        return run_pipelined(spool, start, finish, ctx.options.threads, total=spool.count, progress=report)
     return run_parallel(spool, commit, ctx.options.threads, total=spool.count, progress=report)

@@ -73,9 +73,10 @@ def load_committed_manifests(
         with lock:
             for entry in manifest.entries:
                 dest = _checked_destination(ctx, entry.dest, str(path))
-                if not spool.add_destination(dest.uri()):
+                uri = dest.uri()
+                if not spool.add_destination(uri):
                     raise InvalidCommitDataError(f"{path}: duplicate destination {entry.dest}")
-                spool.append(replace(entry, dest=dest.uri()), _partition_of(ctx.layout.destination, dest))
+                spool.append(replace(entry, dest=uri), _partition_of(ctx.layout.destination, dest))
             ctx.statistics.merge(manifest.statistics)
             rows.append(manifest.rows)
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection, Iterable
+from concurrent.futures import Future
 
 from airflow_commit_provider.core.formats.pending import PendingCommit
-from airflow_commit_provider.core.parallel import run_parallel
+from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
@@ -78,14 +79,20 @@ def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]
 def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> int:
     """Abort uploads in parallel; ones already gone (completed or aborted) are fine."""
 
-    def abort(upload: tuple[StorePath, str]) -> None:
+    def finish(_upload: tuple[StorePath, str], request: Future[None]) -> None:
         try:
-            ctx.store.abort_multipart_upload(*upload)
+            request.result()
             ctx.statistics.increment("committer_uploads_aborted")
         except NoSuchUploadError:
             ctx.statistics.increment("committer_uploads_already_gone")
 
-    return run_parallel(list(uploads), abort, ctx.options.threads)
+    def start(upload: tuple[StorePath, str]) -> Future[None]:
+        return ctx.store.start_abort_multipart_upload(*upload)
+
+    uploads = list(uploads)
+    if ctx.store.pipelines_requests:
+        return run_pipelined(uploads, start, finish, ctx.options.threads)
+    return run_parallel(uploads, lambda upload: finish(upload, start(upload)), ctx.options.threads)
 
 
 def discard_attempt_uploads(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.parallel import completed_future
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
@@ -78,6 +80,9 @@ class Store(abc.ABC):
     """
 
     capabilities: StoreCapabilities
+    #: Whether `start_*` calls overlap their requests without a thread each; the commit and abort
+    #: stages then keep many in flight from one thread (`parallel.run_pipelined`).
+    pipelines_requests = False
 
     def __init__(self) -> None:
         self.statistics = IOStatistics()
@@ -150,6 +155,16 @@ class Store(abc.ABC):
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def start_complete_multipart_upload(
+        self, path: StorePath, upload_id: str, etags: list[str]
+    ) -> Future[str]:
+        """`complete_multipart_upload` as a future; here the call is over when this returns."""
+        return completed_future(self.complete_multipart_upload, path, upload_id, etags)
+
+    def start_abort_multipart_upload(self, path: StorePath, upload_id: str) -> Future[None]:
+        """`abort_multipart_upload` as a future; here the call is over when this returns."""
+        return completed_future(self.abort_multipart_upload, path, upload_id)
 
     def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
         """Pending uploads under `directory`, with directory-boundary semantics."""

@@ -15,7 +15,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO, cast
+from concurrent.futures import Future
+from typing import Any, BinaryIO, TypeVar, cast
 
 import boto3
 from botocore.config import Config
@@ -51,6 +52,7 @@ SPOOL_LIMIT = 8 * 1024**2
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+R = TypeVar("R")
 _ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
@@ -195,16 +197,27 @@ class S3Store(Store):
         self.statistics.increment(counter)
         try:
             yield
-        except ClientError as exc:
-            raise _client_error(exc, action, path) from exc
-        except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise StoreError(
-                f"S3 {action} {path}: no usable AWS credentials ({exc}). Set AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY, choose a profile (AWS_PROFILE), or give them in the connection; "
-                "for an S3-compatible server also set AWS_ENDPOINT_URL"
-            ) from exc
-        except BotoCoreError as exc:
-            raise StoreError(f"S3 {action} {path} failed: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise _store_error(exc, action, path) from exc
+
+    def _started(self, counter: str, path: StorePath, action: str, future: Future[R]) -> Future[R]:
+        """`_request` for a request in flight: counted now, its boto error a StoreError when read."""
+        self.statistics.increment(counter)
+        translated: Future[R] = Future()
+
+        def settle(done: Future[R]) -> None:
+            error = done.exception()
+            if error is None:
+                translated.set_result(done.result())
+            else:
+                translated.set_exception(_store_error(error, action, path))
+
+        future.add_done_callback(settle)
+        return translated
+
+    @property  # type: ignore[override]
+    def pipelines_requests(self) -> bool:
+        return self.hot.pipelines
 
     # Objects -----------------------------------------------------------------------------------
     def read_bytes(self, path: StorePath) -> bytes:
@@ -414,9 +427,14 @@ class S3Store(Store):
         return etag
 
     def complete_multipart_upload(self, path: StorePath, upload_id: str, etags: list[str]) -> str:
+        return self.start_complete_multipart_upload(path, upload_id, etags).result()
+
+    def start_complete_multipart_upload(
+        self, path: StorePath, upload_id: str, etags: list[str]
+    ) -> Future[str]:
         bucket, key = _object(path)
-        with self._request("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of"):
-            return self.hot.complete_multipart_upload(bucket, key, upload_id, etags)
+        future = self.hot.start_complete_multipart_upload(bucket, key, upload_id, etags)
+        return self._started("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of", future)
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
         """Abort the upload: one AbortMultipartUpload request.
@@ -425,9 +443,12 @@ class S3Store(Store):
         completed or aborted). Some S3-compatible servers (SeaweedFS) answer 204 for a gone upload
         instead, so there an upload that was already gone looks aborted.
         """
+        self.start_abort_multipart_upload(path, upload_id).result()
+
+    def start_abort_multipart_upload(self, path: StorePath, upload_id: str) -> Future[None]:
         bucket, key = _object(path)
-        with self._request("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of"):
-            self.hot.abort_multipart_upload(bucket, key, upload_id)
+        future = self.hot.start_abort_multipart_upload(bucket, key, upload_id)
+        return self._started("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of", future)
 
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
         # The original failure matters more; leftover uploads are purged by age later.
@@ -551,6 +572,24 @@ def _code_and_status(exc: BaseException | None) -> tuple[str, int | None]:
         code = str(exc.response.get("Error", {}).get("Code", ""))
         return code, exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return "", None
+
+
+def _store_error(exc: BaseException, action: str, path: StorePath) -> BaseException:
+    """The StoreError naming the URL and S3's error code for a boto error; other errors as they are."""
+    if isinstance(exc, ClientError):
+        error = _client_error(exc, action, path)
+    elif isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        error = StoreError(
+            f"S3 {action} {path}: no usable AWS credentials ({exc}). Set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, choose a profile (AWS_PROFILE), or give them in the connection; "
+            "for an S3-compatible server also set AWS_ENDPOINT_URL"
+        )
+    elif isinstance(exc, BotoCoreError):
+        error = StoreError(f"S3 {action} {path} failed: {exc}")
+    else:
+        return exc
+    error.__cause__ = exc
+    return error
 
 
 def _client_error(exc: ClientError, action: str, path: StorePath) -> StoreError:

@@ -20,10 +20,15 @@ part's bytes are checked end to end over plain HTTP as well as TLS.
 
 from __future__ import annotations
 
+import functools
+import html
 import io
 import os
+import re
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree
@@ -32,12 +37,14 @@ from xml.sax.saxutils import escape
 from awscrt import auth, http, s3
 from awscrt import io as crt_io
 from awscrt.s3 import S3RetryConfig  # awscrt >= 0.38: an older one is not used
+from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_commit_provider.core.store.s3_requests import Body
 
 #: A key whose presigned URL shows how the client addresses a bucket; never requested.
 _PROBE_KEY = "airflow-commit-endpoint-probe"
+_RESULT_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
 
 _bootstrap_lock = threading.Lock()
 _bootstrap: tuple[int, crt_io.ClientBootstrap] | None = None
@@ -56,19 +63,28 @@ class _BucketEndpoint:
     """The URL path before the key: ``/bucket/`` (path style) or ``/`` (virtual host)."""
 
 
-@dataclass
 class _Response:
-    """What the CRT callbacks report for one request."""
+    """One request's answer, as the CRT's callbacks report it on its own threads.
 
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: list[bytes] = field(default_factory=list)
-    status: int | None = None
-    error: BaseException | None = None
-    error_body: bytes | None = None
+    `future` resolves when the request is done: to `parse(self)` on success, else to botocore's
+    exception for the failure. Callers that overlap requests hold the future instead of a thread.
+    """
+
+    __slots__ = ("body", "error_body", "etag", "future", "parse", "request", "status")
+
+    def __init__(self, parse: Callable[[_Response], Any]) -> None:
+        self.parse = parse
+        self.future: Future[Any] = Future()
+        self.body: list[bytes] = []
+        self.etag: str | None = None
+        self.status: int | None = None
+        self.error_body: bytes | None = None
+        self.request: Any = None
+        """The CRT request, kept alive until it is done."""
 
     def on_headers(self, status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
         self.status = status_code
-        self.headers = headers
+        self.etag = next((value for name, value in headers if name.lower() == "etag"), None)
 
     def on_body(self, chunk: bytes, **_: Any) -> None:
         self.body.append(bytes(chunk))
@@ -78,21 +94,27 @@ class _Response:
         error: BaseException | None = None,
         error_body: bytes | None = None,
         status_code: int | None = None,
+        operation: str = "",
         **_: Any,
     ) -> None:
-        self.error, self.error_body = error, error_body
+        self.request = None
         if status_code is not None:
             self.status = status_code
-
-    def header(self, name: str) -> str | None:
-        name = name.lower()
-        return next((value for key, value in self.headers if key.lower() == name), None)
+        if error is None:
+            try:
+                self.future.set_result(self.parse(self))
+            except Exception as exc:  # a parse failure is this request's failure, not the CRT thread's
+                self.future.set_exception(exc)
+            return
+        self.error_body = error_body
+        self.future.set_exception(_error(self, operation, error))
 
 
 class CrtHotRequests:
     """The four hot calls over one CRT S3 client, for one boto3 client's configuration."""
 
     name = "crt"
+    pipelines = True
 
     def __init__(
         self,
@@ -108,14 +130,10 @@ class CrtHotRequests:
         self._lock = threading.Lock()
         region = client.meta.region_name or "us-east-1"
 
-        def current_credentials() -> auth.AwsCredentials:
-            frozen = credentials.get_frozen_credentials()
-            return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
-
         signing = auth.AwsSigningConfig(
             algorithm=auth.AwsSigningAlgorithm.V4,
             signature_type=auth.AwsSignatureType.HTTP_REQUEST_HEADERS,
-            credentials_provider=auth.AwsCredentialsProvider.new_delegate(current_credentials),
+            credentials_provider=_credentials_provider(credentials),
             region=region,
             service="s3",
             signed_body_header_type=auth.AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
@@ -134,46 +152,55 @@ class CrtHotRequests:
         )
 
     # The four calls ------------------------------------------------------------------------------
-    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
+    def start_complete_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> Future[str]:
         parts = "".join(
             f"<Part><ETag>{escape(etag)}</ETag><PartNumber>{number}</PartNumber></Part>"
             for number, etag in enumerate(etags, start=1)
         )
         body = f"<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>".encode()
         query = f"?uploadId={quote(upload_id, safe='')}"
-        response = self._send("POST", bucket, key, query, "CompleteMultipartUpload", body=body)
-        return _xml_text(b"".join(response.body), "ETag")
+        return self._start("POST", bucket, key, query, "CompleteMultipartUpload", _result_etag, body=body)
+
+    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]:
+        query = f"?uploadId={quote(upload_id, safe='')}"
+        return self._start("DELETE", bucket, key, query, "AbortMultipartUpload", _nothing)
+
+    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
+        return self.start_complete_multipart_upload(bucket, key, upload_id, etags).result()
 
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
-        query = f"?uploadId={quote(upload_id, safe='')}"
-        self._send("DELETE", bucket, key, query, "AbortMultipartUpload")
+        self.start_abort_multipart_upload(bucket, key, upload_id).result()
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str:
         query = f"?partNumber={part_number}&uploadId={quote(upload_id, safe='')}"
-        response = self._send("PUT", bucket, key, query, "UploadPart", body=body)
-        return response.header("ETag") or ""
+        return self._start("PUT", bucket, key, query, "UploadPart", _header_etag, body=body).result()
 
     def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None:
         headers = [("If-None-Match", "*")] if if_absent else []
-        self._send("PUT", bucket, key, "", "PutObject", body=body, size=size, headers=headers)
+        self._start(
+            "PUT", bucket, key, "", "PutObject", _nothing, body=body, size=size, headers=headers
+        ).result()
 
     def close(self) -> None:
         """Drop the CRT client; its connections close once in-flight requests finish."""
         self._crt = None  # type: ignore[assignment]
 
     # Sending ---------------------------------------------------------------------------------------
-    def _send(
+    def _start(
         self,
         method: str,
         bucket: str,
         key: str,
         query: str,
         operation: str,
+        parse: Callable[[_Response], Any],
         *,
         body: Body | None = None,
         size: int | None = None,
         headers: list[tuple[str, str]] | None = None,
-    ) -> _Response:
+    ) -> Future[Any]:
         endpoint = self._endpoint(bucket)
         request_headers = http.HttpHeaders([("Host", endpoint.host), *(headers or ())])
         stream = None
@@ -181,22 +208,19 @@ class CrtHotRequests:
             stream = io.BytesIO(body) if isinstance(body, bytes) else body
             request_headers.add("Content-Length", str(len(body) if isinstance(body, bytes) else size))
         path = endpoint.path_prefix + quote(key, safe="/~") + query
-        response = _Response()
+        response = _Response(parse)
         request = self._crt.make_request(
             type=s3.S3RequestType.DEFAULT,
             request=http.HttpRequest(method, path, request_headers, stream),
             operation_name=operation,
-            on_headers=response.on_headers,
-            on_body=response.on_body,
-            on_done=response.on_done,
+            # Each callback is a trip from a native thread into Python: ask only for what is read.
+            on_headers=response.on_headers if parse is _header_etag else None,
+            on_body=response.on_body if parse is _result_etag else None,
+            on_done=functools.partial(response.on_done, operation=operation),
         )
-        try:
-            request.finished_future.result()
-        except Exception as exc:  # the details are in on_done's arguments, read below
-            response.error = response.error or exc
-        if response.error is not None:
-            raise _error(response, operation)
-        return response
+        if not response.future.done():
+            response.request = request
+        return response.future
 
     def _endpoint(self, bucket: str) -> _BucketEndpoint:
         endpoint = self._endpoints.get(bucket)
@@ -212,18 +236,29 @@ class CrtHotRequests:
         return endpoint
 
 
-def _error(response: _Response, operation: str) -> Exception:
+def _error(response: _Response, operation: str, error: BaseException) -> Exception:
     """botocore's exception for this failure, so the store maps both request paths alike."""
     if response.status is None:
-        return CrtRequestError(operation=operation, error=response.error)
+        return CrtRequestError(operation=operation, error=error)
     body = response.error_body or b"".join(response.body)
     code = _xml_text(body, "Code") or str(response.status)
     message = _xml_text(body, "Message")
-    error = {"Code": code, "Message": message} if message else {"Code": code}
-    return ClientError(
-        {"Error": error, "ResponseMetadata": {"HTTPStatusCode": response.status}},
-        operation,
-    )
+    details = {"Code": code, "Message": message} if message else {"Code": code}
+    return ClientError({"Error": details, "ResponseMetadata": {"HTTPStatusCode": response.status}}, operation)
+
+
+def _result_etag(response: _Response) -> str:
+    """The ETag of a CompleteMultipartUploadResult (the CRT has already failed a 200 with an error)."""
+    found = _RESULT_ETAG.search(b"".join(response.body))
+    return html.unescape(found.group(1).decode()) if found else ""
+
+
+def _header_etag(response: _Response) -> str:
+    return response.etag or ""
+
+
+def _nothing(_: _Response) -> None:
+    return None
 
 
 def _xml_text(document: bytes, tag: str) -> str:
@@ -240,6 +275,24 @@ def _xml_text(document: bytes, tag: str) -> str:
     return ""
 
 
+def _credentials_provider(credentials: Any) -> auth.AwsCredentialsProvider:
+    """boto3's credentials for the CRT's signer.
+
+    Fixed credentials are handed over once; refreshable ones (roles, SSO, web identity) are asked
+    for at every signature, so they refresh here exactly when boto3 would refresh them. Asking
+    costs a trip from a native thread into Python, so it is paid only when it can change anything.
+    """
+    if not isinstance(credentials, RefreshableCredentials):
+        frozen = credentials.get_frozen_credentials()
+        return auth.AwsCredentialsProvider.new_static(frozen.access_key, frozen.secret_key, frozen.token)
+
+    def current() -> auth.AwsCredentials:
+        frozen = credentials.get_frozen_credentials()
+        return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return auth.AwsCredentialsProvider.new_delegate(current)
+
+
 def _tls_options(verify: bool | str | None) -> crt_io.TlsConnectionOptions:
     """TLS as boto3's `verify` says: False skips verification, a path is the CA bundle."""
     options = crt_io.TlsContextOptions()
@@ -251,11 +304,21 @@ def _tls_options(verify: bool | str | None) -> crt_io.TlsConnectionOptions:
     return crt_io.ClientTlsContext(options).new_connection_options()
 
 
+def started_in_a_parent() -> bool:
+    """Whether this process was forked from one whose CRT threads were running.
+
+    The CRT's native state (threads, locks they held, its allocator) does not survive a fork: a
+    child that used it crashed here with a segmentation fault. Such a child sends its requests
+    through boto3 instead; a process that forks before using the CRT, or spawns, is unaffected.
+    """
+    return _bootstrap is not None and _bootstrap[0] != os.getpid()
+
+
 def _process_bootstrap() -> crt_io.ClientBootstrap:
-    """One event loop group per process, made again in a forked child (a fork keeps no threads)."""
+    """One event loop group per process, shared by its stores."""
     global _bootstrap
     with _bootstrap_lock:
-        if _bootstrap is None or _bootstrap[0] != os.getpid():
+        if _bootstrap is None:
             group = crt_io.EventLoopGroup()
             _bootstrap = (os.getpid(), crt_io.ClientBootstrap(group, crt_io.DefaultHostResolver(group)))
         return _bootstrap[1]

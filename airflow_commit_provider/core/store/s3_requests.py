@@ -18,8 +18,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any, BinaryIO, Protocol, cast
 
+from airflow_commit_provider.core.parallel import completed_future
 from airflow_commit_provider.core.store.base import StoreError
 
 log = logging.getLogger(__name__)
@@ -32,9 +34,19 @@ Body = bytes | BinaryIO
 
 
 class HotRequests(Protocol):
-    """The four calls sent thousands of times per job; each raises botocore exceptions."""
+    """The four calls sent thousands of times per job; each raises botocore exceptions.
+
+    `start_*` return futures; where `pipelines` is true they are still in flight when returned.
+    """
 
     name: str
+    pipelines: bool
+
+    def start_complete_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> Future[str]: ...
+
+    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]: ...
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str: ...
 
@@ -51,9 +63,18 @@ class Boto3HotRequests:
     """The hot calls through the boto3 client itself: the reference path, and the fallback."""
 
     name = "boto3"
+    pipelines = False
 
     def __init__(self, client: Any) -> None:
         self._client = client
+
+    def start_complete_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> Future[str]:
+        return completed_future(self.complete_multipart_upload, bucket, key, upload_id, etags)
+
+    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]:
+        return completed_future(self.abort_multipart_upload, bucket, key, upload_id)
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
         parts = [{"ETag": etag, "PartNumber": number} for number, etag in enumerate(etags, start=1)]
@@ -105,18 +126,25 @@ def hot_requests(
     """The request path for `choice` over this client's endpoint, credentials and retry budget.
 
     ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
-    (boto3 then raises its own, clearer, error on first use).
+    (boto3 then raises its own, clearer, error on first use). Any choice falls back to boto3 in a
+    process forked after its parent started the CRT, which cannot use it safely.
     """
     if choice == "boto3":
         return Boto3HotRequests(client)
     try:
-        from airflow_commit_provider.core.store.s3_crt import CrtHotRequests
+        from airflow_commit_provider.core.store.s3_crt import CrtHotRequests, started_in_a_parent
     except ImportError as exc:
         if choice == "crt":
             raise StoreError(
                 f"request_path='crt' needs the awscrt package (pip install 'airflow-commit-provider[crt]'): {exc}"
             ) from exc
         log.debug("awscrt is not installed; S3 requests go through boto3")
+        return Boto3HotRequests(client)
+    if started_in_a_parent():
+        log.log(
+            logging.WARNING if choice == "crt" else logging.DEBUG,
+            "this process was forked after its parent started the CRT; S3 requests go through boto3",
+        )
         return Boto3HotRequests(client)
     credentials = session.get_credentials()
     if credentials is None:
