@@ -95,7 +95,9 @@ def migrate(env: dict[str, str]) -> None:
 
 
 def run_dag(dags: Path, logical_date: datetime, fail_first_try: bool, verbose: bool) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_commit_provider.compat import dag_bag_class
+
+    DagBag = dag_bag_class()
 
     if not verbose:  # after Airflow's import, which sets up its own warning filters
         quiet_warnings()
@@ -137,7 +139,7 @@ def asset_events(dagrun: Any) -> list[dict[str, Any]]:
             {
                 "asset": event.asset.uri,
                 "source_task_id": event.source_task_id,
-                "partition_key": event.partition_key,
+                "partition_key": getattr(event, "partition_key", None),  # Airflow 3.2+
                 "extra": event.extra,
             }
             for event in session.scalars(query).unique()

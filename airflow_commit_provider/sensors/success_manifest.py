@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
 from airflow_commit_provider.core.success_check import SuccessExpectations

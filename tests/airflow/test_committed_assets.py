@@ -23,9 +23,17 @@ from typing import Any
 
 import pytest
 from airflow import __version__ as AIRFLOW_VERSION
-from dag_runs import create_asset_triggered_runs, load_dag, run_dag, run_task, task_instances, xcom
+from dag_runs import (
+    PARTITION_KEYS,
+    create_asset_triggered_runs,
+    load_dag,
+    run_dag,
+    run_task,
+    start_run,
+    task_instances,
+    xcom,
+)
 from fake_spark import FakeSpark, install_fake_spark
-from packaging.version import Version
 from support.openlineage import lineage_events
 
 from airflow_commit_provider import assets
@@ -35,9 +43,6 @@ WRITER = "test_committed_assets_writer"
 READER = "test_committed_assets_reader"
 DAY = datetime(2024, 1, 2, tzinfo=timezone.utc)
 
-#: Airflow 3.3 added ``outlet_events[asset].add_partitions``: before it a task's asset event carries
-#: no partition key of its own (3.1 has none at all; on 3.2 it is the DAG run's, here none).
-PARTITION_KEYS = Version(Version(AIRFLOW_VERSION).base_version) >= Version("3.3")
 #: What the writer's event and the reader see as the partition key, on this Airflow.
 EVENT_KEY = "dt=2024-01-02" if PARTITION_KEYS else None
 RUN_KEY = "2024-01-02" if PARTITION_KEYS else None
@@ -50,22 +55,6 @@ def not_emitted_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFi
     monkeypatch.setattr(assets._PartitionsNotEmitted, "logged", False)
     caplog.set_level(logging.INFO, logger=assets.__name__)
     return lambda: [r.getMessage() for r in caplog.records if NOT_EMITTED in r.getMessage()]
-
-
-def start_run(dagrun: Any) -> None:
-    """Start a queued run as the scheduler does before any of its tasks runs.
-
-    ``airflow tasks test`` on a run the scheduler never started works on Airflow 3.2 and 3.3, but 3.1's
-    execution API refuses to start a task of a run without a ``start_date``.
-    """
-    from airflow.models.dagrun import DagRun
-    from airflow.utils import timezone
-    from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState
-
-    with create_session() as session:
-        run = session.get(DagRun, dagrun.id)
-        run.state, run.start_date = DagRunState.RUNNING, timezone.utcnow()
 
 
 def test_the_capability_check_agrees_with_the_airflow_version() -> None:

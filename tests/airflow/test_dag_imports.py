@@ -18,10 +18,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples"
 
 @pytest.fixture(scope="module")
 def dagbag():  # type: ignore[no-untyped-def]
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-    except ImportError:  # Airflow 3.1 has it in airflow.models
-        from airflow.models.dagbag import DagBag
+    from airflow_commit_provider.compat import dag_bag_class
+
+    DagBag = dag_bag_class()
 
     return DagBag(dag_folder=str(EXAMPLES))  # Airflow 3.3: examples are never included here
 

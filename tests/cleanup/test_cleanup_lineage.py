@@ -49,7 +49,9 @@ def test_dropped_datasets_are_the_removed_areas_never_the_table(
     s3_store: S3Store,
     s3_bucket: str,
 ) -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_commit_provider.compat import dag_bag_class
+
+    DagBag = dag_bag_class()
 
     table, neighbour = (StorePath("s3", s3_bucket, f"out/{name}") for name in ("dataset1", "dataset10"))
     for root in (table, neighbour):  # the same leftovers in both: only the scope tells them apart

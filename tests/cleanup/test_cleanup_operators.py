@@ -162,7 +162,9 @@ def test_prune_records_operator_keeps_young_and_committing_jobs(tmp_path: Path) 
 
 
 def test_example_dag_imports() -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_commit_provider.compat import dag_bag_class
+
+    DagBag = dag_bag_class()
 
     bag = DagBag(dag_folder=str(DAG_FILE))
     assert bag.import_errors == {}
@@ -174,7 +176,8 @@ def test_example_dag_imports() -> None:
         "prune_commit_records",
         "report",
     }
-    assert dag.catchup is False and "0 * * * *" in repr(dag.timetable)
+    # Airflow 3.3 shows the cron expression, 3.2 the preset: both are hourly.
+    assert dag.catchup is False and any(hourly in repr(dag.timetable) for hourly in ("0 * * * *", "@hourly"))
 
 
 @pytest.mark.s3
@@ -187,7 +190,9 @@ def test_example_dag_reclaims_and_reports(
     s3_bucket: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_commit_provider.compat import dag_bag_class
+
+    DagBag = dag_bag_class()
 
     roots = [f"s3://{s3_bucket}/lake/t1", f"s3://{s3_bucket}/lake/t2"]
     monkeypatch.setenv("AIRFLOW_VAR_COMMIT_CLEANUP_ROOTS", json.dumps(roots))
