@@ -9,13 +9,13 @@ from unittest import mock
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow.sdk.exceptions import (
-    AirflowFailException,
-    AirflowRescheduleException,
-    AirflowSensorTimeout,
-    AirflowSkipException,
-    TaskDeferred,
-)
+
+from airflow_commit_provider.compat import AirflowFailException, AirflowSensorTimeout
+
+try:
+    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
 from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer

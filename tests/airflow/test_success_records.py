@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from support.committed_jobs import commit, set_up
 
+from airflow_commit_provider.compat import AirflowFailException, AirflowSensorTimeout
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
