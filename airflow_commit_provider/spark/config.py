@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from airflow_commit_provider.core.options import CommitOptions, parse_bool
+from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV
 
 PREFIX = "spark.airflow_commit."
 #: The output directory; ``write_committed(df)`` writes there when given no path.
@@ -42,6 +43,8 @@ CONF_S3_SESSION_TOKEN = PREFIX + "s3.session_token"
 CONF_S3_REGION = PREFIX + "s3.region"
 #: TLS verification: false, true, or a CA bundle path (boto3's `verify`).
 CONF_S3_VERIFY = PREFIX + "s3.verify"
+#: auto | crt | boto3: how the hot S3 calls are sent (`core.store.s3_requests`).
+CONF_S3_REQUEST_PATH = PREFIX + "s3.request_path"
 #: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
 OPERATOR_CONFS = (
     CONF_JOB_ID,
@@ -69,6 +72,7 @@ _S3_SOURCES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("s3.session_token", CONF_S3_SESSION_TOKEN, ("AWS_SESSION_TOKEN",), "aws_session_token"),
     ("s3.region", CONF_S3_REGION, ("AWS_DEFAULT_REGION", "AWS_REGION"), "region_name"),
     ("s3.verify", CONF_S3_VERIFY, (ENV_S3_VERIFY, "AWS_CA_BUNDLE"), "verify"),
+    ("s3.request_path", CONF_S3_REQUEST_PATH, (REQUEST_PATH_ENV,), "request_path"),
 )
 
 #: Options passed to Spark's `to_csv` (the same CSVOptions Spark's CSV writer uses).
@@ -218,6 +222,8 @@ class S3Settings:
     region_name: str | None = None
     verify: bool | str | None = None
     """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
+    request_path: str | None = None
+    """auto, crt or boto3 for the hot S3 calls; None leaves it to the executor's environment, then auto."""
 
     def store_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
@@ -235,6 +241,7 @@ class S3Settings:
             "AWS_SESSION_TOKEN": self.aws_session_token,
             "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
             ENV_S3_VERIFY: "false" if self.verify is False else None,
+            REQUEST_PATH_ENV: self.request_path,
         }
         return {key: value for key, value in env.items() if value}
 

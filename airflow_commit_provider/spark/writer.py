@@ -85,10 +85,12 @@ def write_committed(
 
     ``options``: writer options (``maxRecordsPerFile``, ``maxBytesPerFile``, ``compression``,
     csv ``header`` (default true), ``sep``, ``quote``, ``escape``..., json ``timestampFormat``...),
-    committer options (``threads``, ``part_size``, ``allow_unsafe_v2``, ``local_staging_dir``) and S3
-    options (``s3.endpoint_url``, ``s3.access_key_id``, ``s3.secret_access_key``, ``s3.session_token``,
-    ``s3.region``, ``s3.verify`` (false or a CA bundle); else ``spark.airflow_commit.s3.*`` confs, else the
-    driver's environment: ``AWS_*``, and ``AIRFLOW_COMMIT_S3_VERIFY`` or ``AWS_CA_BUNDLE`` for ``s3.verify``).
+    committer options (``threads``, ``part_size``, ``parts_in_flight``, ``allow_unsafe_v2``,
+    ``local_staging_dir``) and S3 options (``s3.endpoint_url``, ``s3.access_key_id``,
+    ``s3.secret_access_key``, ``s3.session_token``, ``s3.region``, ``s3.verify`` (false or a CA bundle),
+    ``s3.request_path`` (auto, crt or boto3); else ``spark.airflow_commit.s3.*`` confs, else the driver's
+    environment: ``AWS_*``, ``AIRFLOW_COMMIT_S3_VERIFY`` or ``AWS_CA_BUNDLE`` for ``s3.verify``, and
+    ``AIRFLOW_COMMIT_S3_REQUEST_PATH``).
     """
     plan = plan_write(
         path,
