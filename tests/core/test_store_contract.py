@@ -572,3 +572,23 @@ def test_a_child_forked_after_the_crt_started_uses_boto3(embedded_s3: object, s3
         if process.is_alive():
             process.kill()
         store.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-23T15:24:08.000Z",
+        "2026-11-23T15:24:08Z",
+        "2026-11-23T15:24:08.123456789Z",  # more than microseconds: botocore's parser
+        "Mon, 23 Nov 2026 15:24:08 GMT",  # an HTTP date (HeadObject): botocore's parser
+        "2026-11-23T15:24:08+01:00",
+    ],
+)
+def test_s3_timestamps_read_as_botocore_reads_them(text: str) -> None:
+    """The store's fast timestamp parser (listings) gives exactly botocore's instants."""
+    import botocore.utils
+
+    from airflow_commit_provider.core.store.s3 import parse_timestamp
+
+    assert parse_timestamp(text) == botocore.utils.parse_timestamp(text)
+    assert parse_timestamp(text).utcoffset() is not None
