@@ -148,6 +148,7 @@ class CrtHotRequests:
             tls_connection_options=_tls_options(verify) if secure else None,
             signing_config=signing,
             max_active_connections_override=max_connections,
+            # The CRT reads 0 retries as its default (5), so one retry is the fewest it can be told.
             retry_config=S3RetryConfig(max_retries=max(1, max_attempts - 1)),
         )
 
