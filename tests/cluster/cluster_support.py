@@ -129,6 +129,28 @@ def spark_submit_command(
 
 
 # Event logs ---------------------------------------------------------------------------------------
+def run_submit(command: list[str], embedded_s3: EmbeddedS3, bound: float) -> None:
+    """Run one spark-submit in a process group of its own, always killed afterwards; a failed
+    submit fails the test with the end of its output.
+
+    The group goes even when the submit ends or times out first: executors' Python workers
+    outlive a driver that was told to stop.
+    """
+    process = subprocess.Popen(
+        command,
+        env=submit_env(embedded_s3),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=bound)
+    finally:
+        kill_group(process.pid)
+    assert process.returncode == 0, output[-5000:]
+
+
 def event_log(directory: Path, app_id: str | None = None) -> list[dict[str, Any]]:
     """Every event of every application (or of ``app_id``) logged under ``directory`` (JSON lines).
 

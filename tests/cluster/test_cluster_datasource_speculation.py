@@ -40,7 +40,6 @@ and no pending upload, magic directory or other temp object remain.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -50,11 +49,10 @@ from cluster_support import (
     assert_speculated,
     cluster_conf,
     event_log,
-    kill_group,
     read_marker,
     relative_files,
+    run_submit,
     spark_submit_command,
-    submit_env,
 )
 from support.standalone import StandaloneCluster
 
@@ -113,19 +111,7 @@ def test_speculative_duplicate_of_a_data_source_task(
         spark_cluster, cluster_conf(event_log_dir), build_py_files_zip(tmp_path), []
     )
     command = [*submit[:-1], str(APP), *app_args]  # the same submit, another application file
-    process = subprocess.Popen(
-        command,
-        env=submit_env(embedded_s3),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=SUBMIT_BOUND_SECONDS)
-    finally:
-        kill_group(process.pid)
-    assert process.returncode == 0, output[-5000:]
+    run_submit(command, embedded_s3, SUBMIT_BOUND_SECONDS)
     result = read_marker(markers / "result.json")
     assert result["ok"], result
     assert result["stages"] and not any(stage["active"] for stage in result["stages"]), result

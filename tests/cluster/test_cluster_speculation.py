@@ -9,7 +9,6 @@ exactly one copy of every row: the straggler's uploads and files are gone, nothi
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ from cluster_support import (
     assert_one_copy,
     assert_speculated,
     cluster_conf,
-    kill_group,
     read_marker,
+    run_submit,
     spark_submit_command,
-    submit_env,
 )
 from support.standalone import StandaloneCluster
 
@@ -69,19 +67,7 @@ def test_speculative_attempt_leaves_one_copy(
         build_py_files_zip(tmp_path),
         app_args,
     )
-    process = subprocess.Popen(
-        command,
-        env=submit_env(embedded_s3),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=SUBMIT_BOUND_SECONDS)
-    finally:
-        kill_group(process.pid)
-    assert process.returncode == 0, output[-5000:]
+    run_submit(command, embedded_s3, SUBMIT_BOUND_SECONDS)
 
     # Spark really speculated: a second attempt of partition 0, marked speculative, on the other host.
     assert_speculated(event_log_dir)
