@@ -55,8 +55,8 @@ SPOOL_LIMIT = 8 * 1024**2
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
-R = TypeVar("R")
 _ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+R = TypeVar("R")
 
 
 class S3Store(Store):
