@@ -20,11 +20,13 @@ part's bytes are checked end to end over plain HTTP as well as TLS.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import html
 import io
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -48,6 +50,7 @@ _RESULT_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
 
 _bootstrap_lock = threading.Lock()
 _bootstrap: tuple[int, crt_io.ClientBootstrap] | None = None
+_native_thread = threading.local()
 
 
 class CrtRequestError(BotoCoreError):
@@ -97,6 +100,7 @@ class _Response:
         operation: str = "",
         **_: Any,
     ) -> None:
+        _keep_thread_state()
         self.request = None
         if status_code is not None:
             self.status = status_code
@@ -303,6 +307,22 @@ def _tls_options(verify: bool | str | None) -> crt_io.TlsConnectionOptions:
     elif bundle:
         options.override_default_trust_store_from_path(ca_filepath=bundle)
     return crt_io.ClientTlsContext(options).new_connection_options()
+
+
+def _keep_thread_state() -> None:
+    """Give the CRT thread running this callback one Python thread state for its whole life.
+
+    The CRT enters Python from its own threads through `PyGILState_Ensure`, four or five times per
+    request (reading the body, headers, done, shutdown). A native thread without a thread state
+    gets a new one at each entry and frees it at the exit, mapping and unmapping its frame stack
+    each time; on this host that churn (page faults, TLB shootdowns across cores) was a fifth of
+    a job commit's CPU. One extra `PyGILState_Ensure`, never released, keeps the state: each
+    later entry only takes the GIL. Python frees the state at shutdown, after which the CRT no
+    longer calls into Python.
+    """
+    if sys.implementation.name == "cpython" and not getattr(_native_thread, "kept", False):
+        ctypes.pythonapi.PyGILState_Ensure()
+        _native_thread.kept = True
 
 
 def started_in_a_parent() -> bool:
