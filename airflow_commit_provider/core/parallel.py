@@ -166,13 +166,17 @@ class _Completions(Generic[T]):
             return ready
 
 
-def completed_future(function: Callable[..., R], *args: Any) -> Future[R]:
-    """The outcome of `function(*args)`, called now, as a finished future."""
+def completed_future(
+    function: Callable[..., R],
+    *args: Any,
+    errors: Callable[[BaseException], BaseException] | None = None,
+) -> Future[R]:
+    """The outcome of `function(*args)`, called now, as a finished future (a failure as `errors(it)`)."""
     future: Future[R] = Future()
     try:
         future.set_result(function(*args))
     except Exception as error:
-        future.set_exception(error)
+        future.set_exception(errors(error) if errors else error)
     return future
 
 

@@ -9,6 +9,7 @@ requests per committed file.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import tempfile
@@ -17,7 +18,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, cast
 
 import boto3
 import botocore.session
@@ -37,7 +38,12 @@ from airflow_commit_provider.core.store.base import (
     StoreError,
     UploadedPart,
 )
-from airflow_commit_provider.core.store.s3_requests import HotRequests, chosen_request_path, hot_requests
+from airflow_commit_provider.core.store.s3_requests import (
+    ErrorMapper,
+    HotRequests,
+    chosen_request_path,
+    hot_requests,
+)
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 #: S3's limit on keys per DeleteObjects request.
@@ -56,7 +62,6 @@ CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 _ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-R = TypeVar("R")
 
 
 class S3Store(Store):
@@ -205,20 +210,10 @@ class S3Store(Store):
         except (ClientError, BotoCoreError) as exc:
             raise _store_error(exc, action, path) from exc
 
-    def _started(self, counter: str, path: StorePath, action: str, future: Future[R]) -> Future[R]:
+    def _errors(self, counter: str, path: StorePath, action: str) -> ErrorMapper:
         """`_request` for a request in flight: counted now, its boto error a StoreError when read."""
         self.statistics.increment(counter)
-        translated: Future[R] = Future()
-
-        def settle(done: Future[R]) -> None:
-            error = done.exception()
-            if error is None:
-                translated.set_result(done.result())
-            else:
-                translated.set_exception(_store_error(error, action, path))
-
-        future.add_done_callback(settle)
-        return translated
+        return functools.partial(_store_error, action=action, path=path)
 
     @property  # type: ignore[override]
     def pipelines_requests(self) -> bool:
@@ -438,8 +433,8 @@ class S3Store(Store):
         self, path: StorePath, upload_id: str, etags: list[str]
     ) -> Future[str]:
         bucket, key = _object(path)
-        future = self.hot.start_complete_multipart_upload(bucket, key, upload_id, etags)
-        return self._started("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of", future)
+        errors = self._errors("op_multipart_complete", path, f"CompleteMultipartUpload {upload_id} of")
+        return self.hot.start_complete_multipart_upload(bucket, key, upload_id, etags, errors)
 
     def abort_multipart_upload(self, path: StorePath, upload_id: str) -> None:
         """Abort the upload: one AbortMultipartUpload request.
@@ -452,8 +447,8 @@ class S3Store(Store):
 
     def start_abort_multipart_upload(self, path: StorePath, upload_id: str) -> Future[None]:
         bucket, key = _object(path)
-        future = self.hot.start_abort_multipart_upload(bucket, key, upload_id)
-        return self._started("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of", future)
+        errors = self._errors("op_multipart_abort", path, f"AbortMultipartUpload {upload_id} of")
+        return self.hot.start_abort_multipart_upload(bucket, key, upload_id, errors)
 
     def _abort_quietly(self, path: StorePath, upload_id: str) -> None:
         # The original failure matters more; leftover uploads are purged by age later.

@@ -42,7 +42,7 @@ from awscrt.s3 import S3RetryConfig  # awscrt >= 0.38: an older one is not used
 from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import BotoCoreError, ClientError
 
-from airflow_commit_provider.core.store.s3_requests import Body
+from airflow_commit_provider.core.store.s3_requests import Body, ErrorMapper
 
 #: A key whose presigned URL shows how the client addresses a bucket; never requested.
 _PROBE_KEY = "airflow-commit-endpoint-probe"
@@ -69,14 +69,16 @@ class _BucketEndpoint:
 class _Response:
     """One request's answer, as the CRT's callbacks report it on its own threads.
 
-    `future` resolves when the request is done: to `parse(self)` on success, else to botocore's
-    exception for the failure. Callers that overlap requests hold the future instead of a thread.
+    `future` resolves when the request is done: to `parse(self)` on success, else to `errors` of
+    botocore's exception for the failure. Callers that overlap requests hold the future instead
+    of a thread.
     """
 
-    __slots__ = ("body", "error_body", "etag", "future", "parse", "request", "status")
+    __slots__ = ("body", "error_body", "errors", "etag", "future", "parse", "request", "status")
 
-    def __init__(self, parse: Callable[[_Response], Any]) -> None:
+    def __init__(self, parse: Callable[[_Response], Any], errors: ErrorMapper | None) -> None:
         self.parse = parse
+        self.errors = errors
         self.future: Future[Any] = Future()
         self.body: list[bytes] = []
         self.etag: str | None = None
@@ -108,10 +110,11 @@ class _Response:
             try:
                 self.future.set_result(self.parse(self))
             except Exception as exc:  # a parse failure is this request's failure, not the CRT thread's
-                self.future.set_exception(exc)
+                self.future.set_exception(self.errors(exc) if self.errors else exc)
             return
         self.error_body = error_body
-        self.future.set_exception(_error(self, operation, error))
+        failure = _error(self, operation, error)
+        self.future.set_exception(self.errors(failure) if self.errors else failure)
 
 
 class CrtHotRequests:
@@ -158,7 +161,7 @@ class CrtHotRequests:
 
     # The four calls ------------------------------------------------------------------------------
     def start_complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, etags: list[str]
+        self, bucket: str, key: str, upload_id: str, etags: list[str], errors: ErrorMapper | None = None
     ) -> Future[str]:
         parts = "".join(
             f"<Part><ETag>{escape(etag)}</ETag><PartNumber>{number}</PartNumber></Part>"
@@ -166,11 +169,15 @@ class CrtHotRequests:
         )
         body = f"<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>".encode()
         query = f"?uploadId={quote(upload_id, safe='')}"
-        return self._start("POST", bucket, key, query, "CompleteMultipartUpload", _result_etag, body=body)
+        return self._start(
+            "POST", bucket, key, query, "CompleteMultipartUpload", _result_etag, body=body, errors=errors
+        )
 
-    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]:
+    def start_abort_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, errors: ErrorMapper | None = None
+    ) -> Future[None]:
         query = f"?uploadId={quote(upload_id, safe='')}"
-        return self._start("DELETE", bucket, key, query, "AbortMultipartUpload", _nothing)
+        return self._start("DELETE", bucket, key, query, "AbortMultipartUpload", _nothing, errors=errors)
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
         return self.start_complete_multipart_upload(bucket, key, upload_id, etags).result()
@@ -205,6 +212,7 @@ class CrtHotRequests:
         body: Body | None = None,
         size: int | None = None,
         headers: list[tuple[str, str]] | None = None,
+        errors: ErrorMapper | None = None,
     ) -> Future[Any]:
         endpoint = self._endpoint(bucket)
         request_headers = http.HttpHeaders([("Host", endpoint.host), *(headers or ())])
@@ -213,7 +221,7 @@ class CrtHotRequests:
             stream = io.BytesIO(body) if isinstance(body, bytes) else body
             request_headers.add("Content-Length", str(len(body) if isinstance(body, bytes) else size))
         path = endpoint.path_prefix + quote(key, safe="/~") + query
-        response = _Response(parse)
+        response = _Response(parse, errors)
         request = self._crt.make_request(
             type=s3.S3RequestType.DEFAULT,
             request=http.HttpRequest(method, path, request_headers, stream),

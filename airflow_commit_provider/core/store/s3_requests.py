@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, BinaryIO, Protocol, cast
 
@@ -31,22 +31,28 @@ REQUEST_PATH_ENV = "AIRFLOW_COMMIT_S3_REQUEST_PATH"
 REQUEST_PATHS = ("auto", "crt", "boto3")
 
 Body = bytes | BinaryIO
+ErrorMapper = Callable[[BaseException], BaseException]
+"""What a failed request's future holds instead of botocore's exception (the store's own error)."""
 
 
 class HotRequests(Protocol):
     """The four calls sent thousands of times per job; each raises botocore exceptions.
 
     `start_*` return futures; where `pipelines` is true they are still in flight when returned.
+    A failed one holds `errors(botocore's exception)`, mapped where it fails, so a caller that
+    overlaps thousands of requests needs no second future per request to translate it.
     """
 
     name: str
     pipelines: bool
 
     def start_complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, etags: list[str]
+        self, bucket: str, key: str, upload_id: str, etags: list[str], errors: ErrorMapper | None = None
     ) -> Future[str]: ...
 
-    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]: ...
+    def start_abort_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, errors: ErrorMapper | None = None
+    ) -> Future[None]: ...
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str: ...
 
@@ -69,12 +75,14 @@ class Boto3HotRequests:
         self._client = client
 
     def start_complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, etags: list[str]
+        self, bucket: str, key: str, upload_id: str, etags: list[str], errors: ErrorMapper | None = None
     ) -> Future[str]:
-        return completed_future(self.complete_multipart_upload, bucket, key, upload_id, etags)
+        return completed_future(self.complete_multipart_upload, bucket, key, upload_id, etags, errors=errors)
 
-    def start_abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> Future[None]:
-        return completed_future(self.abort_multipart_upload, bucket, key, upload_id)
+    def start_abort_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, errors: ErrorMapper | None = None
+    ) -> Future[None]:
+        return completed_future(self.abort_multipart_upload, bucket, key, upload_id, errors=errors)
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> str:
         parts = [{"ETag": etag, "PartNumber": number} for number, etag in enumerate(etags, start=1)]
