@@ -7,8 +7,10 @@ already chosen a home, DAG folder and database, and these tests simply use those
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,10 @@ if TYPE_CHECKING:
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO = Path(__file__).resolve().parents[2]
-_HOME = os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow-home-cleanup-"))
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-home-cleanup-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], True)
+_HOME = os.environ["AIRFLOW_HOME"]
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags_examples"))
 os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_HOME}/airflow.db")

@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 
 @dataclass(frozen=True)
@@ -25,27 +26,32 @@ class CommitEntry:
         return json.dumps([self.dest, self.size, self.task_id, self.source, self.upload_id, list(self.etags)])
 
     @classmethod
-    def from_line(cls, line: str) -> CommitEntry:
+    def from_line(cls, line: str | bytes) -> CommitEntry:
         dest, size, task_id, source, upload_id, etags = json.loads(line)
         return cls(dest, size, task_id, source, upload_id, tuple(etags))
 
 
+#: Entries job commit keeps in memory before spilling the rest to a local file (about 4 MB).
+MEMORY_ENTRIES = 10_000
+
+
 @dataclass
 class EntrySpool:
-    """Validated entries of all committed tasks, streamed through a local file.
+    """Validated entries of all committed tasks, with job commit's memory bounded (HADOOP-16570).
 
-    Memory holds one 8-byte digest per destination, for the duplicate check.
+    The first `memory_entries` stay in memory, which covers most jobs without encoding each
+    entry twice; the rest go through a local file as JSON lines. That file is unlinked as soon
+    as it exists, so a driver killed mid-commit leaves nothing in the temp directory. Memory
+    also holds one 8-byte digest per destination, for the duplicate check.
     """
 
+    memory_entries: int = MEMORY_ENTRIES
     count: int = 0
     total_bytes: int = 0
     partitions: set[str] = field(default_factory=set)
-    _path: str = ""
     _digests: set[int] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        fd, self._path = tempfile.mkstemp(prefix="commit-entries-", suffix=".jsonl")
-        self._file = os.fdopen(fd, "w", encoding="utf-8")
+    _memory: list[CommitEntry] = field(default_factory=list)
+    _spill: BinaryIO | None = None
 
     def add_destination(self, dest: str) -> bool:
         """Record a destination URI; False if some entry already has it."""
@@ -59,28 +65,44 @@ class EntrySpool:
         return _digest(dest) in self._digests
 
     def append(self, entry: CommitEntry, partition: str) -> None:
-        self._file.write(entry.to_line() + "\n")
+        if len(self._memory) < self.memory_entries:
+            self._memory.append(entry)
+        else:
+            if self._spill is None:
+                self._spill = tempfile.TemporaryFile(prefix="commit-entries-", suffix=".jsonl")  # noqa: SIM115 - closed by close()
+            self._spill.write(entry.to_line().encode("utf-8") + b"\n")
         self.count += 1
         self.total_bytes += entry.size
         if partition:
             self.partitions.add(partition)
 
     def __iter__(self) -> Iterator[CommitEntry]:
-        self._file.flush()
-        with open(self._path, encoding="utf-8") as handle:
-            for line in handle:
+        yield from self._memory
+        if self._spill is not None:
+            self._spill.flush()
+            for line in _lines(self._spill.fileno()):
                 yield CommitEntry.from_line(line)
 
     def close(self) -> None:
-        self._file.close()
-        if os.path.exists(self._path):
-            os.unlink(self._path)
+        self._memory = []
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
     def __enter__(self) -> EntrySpool:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _lines(fd: int, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The file's lines, each read at its own offset: passes over the spool never share a position."""
+    offset, rest = 0, b""
+    while data := os.pread(fd, chunk, offset):
+        offset += len(data)
+        *lines, rest = (rest + data).split(b"\n")
+        yield from lines
 
 
 def _digest(dest: str) -> int:
