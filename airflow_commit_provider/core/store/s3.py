@@ -223,8 +223,7 @@ class S3Store(Store):
     def read_bytes(self, path: StorePath) -> bytes:
         bucket, key = _object(path)
         with self._request("op_get", path, "GetObject"):
-            response = self.client.get_object(Bucket=bucket, Key=key)
-            return cast(bytes, response["Body"].read())
+            return self.hot.get_object(bucket, key)
 
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         self._put(path, data, len(data), if_absent=if_absent)

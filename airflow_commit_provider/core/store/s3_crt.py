@@ -118,7 +118,7 @@ class _Response:
 
 
 class CrtHotRequests:
-    """The four hot calls over one CRT S3 client, for one boto3 client's configuration."""
+    """The hot calls over one CRT S3 client, for one boto3 client's configuration."""
 
     name = "crt"
     pipelines = True
@@ -159,7 +159,7 @@ class CrtHotRequests:
             retry_config=S3RetryConfig(max_retries=max(1, max_attempts - 1)),
         )
 
-    # The four calls ------------------------------------------------------------------------------
+    # The hot calls ------------------------------------------------------------------------------
     def start_complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, etags: list[str], errors: ErrorMapper | None = None
     ) -> Future[str]:
@@ -195,6 +195,9 @@ class CrtHotRequests:
             "PUT", bucket, key, "", "PutObject", _nothing, body=body, size=size, headers=headers
         ).result()
 
+    def get_object(self, bucket: str, key: str) -> bytes:
+        return self._start("GET", bucket, key, "", "GetObject", _whole_body).result()
+
     def close(self) -> None:
         """Drop the CRT client; its connections close once in-flight requests finish."""
         self._crt = None  # type: ignore[assignment]
@@ -227,8 +230,8 @@ class CrtHotRequests:
             request=http.HttpRequest(method, path, request_headers, stream),
             operation_name=operation,
             # Each callback is a trip from a native thread into Python: ask only for what is read.
-            on_headers=response.on_headers if parse is _header_etag else None,
-            on_body=response.on_body if parse is _result_etag else None,
+            on_headers=response.on_headers if parse in _READS_HEADERS else None,
+            on_body=response.on_body if parse in _READS_BODY else None,
             on_done=functools.partial(response.on_done, operation=operation),
         )
         if not response.future.done():
@@ -270,8 +273,16 @@ def _header_etag(response: _Response) -> str:
     return response.etag or ""
 
 
+def _whole_body(response: _Response) -> bytes:
+    return b"".join(response.body)
+
+
 def _nothing(_: _Response) -> None:
     return None
+
+
+_READS_HEADERS = {_header_etag}
+_READS_BODY = {_result_etag, _whole_body}
 
 
 def _xml_text(document: bytes, tag: str) -> str:

@@ -1,9 +1,10 @@
 """The request paths for S3's hot, repetitive calls, and the choice between them.
 
-Job commit completes one upload per file, cleanup aborts one per orphan, and tasks send a part or
-an object per write: thousands of identical small requests, where botocore's own CPU per request
+Job commit completes one upload per file and reads one manifest per task, cleanup aborts one
+upload per orphan, and tasks send a part or an object per write: thousands of identical small
+requests, where botocore's own CPU per request
 (1.5-2.5 ms, under one GIL) rather than the store bounds the rate. `HotRequests` is the narrow
-interface for exactly those four calls. `Boto3HotRequests` sends them through the boto3 client;
+interface for exactly those calls. `Boto3HotRequests` sends them through the boto3 client;
 `airflow_commit_provider.core.store.s3_crt.CrtHotRequests` through AWS's CRT, which signs, sends
 and retries from native threads. Both raise botocore's exceptions for the same responses, so
 `S3Store` maps errors once, whichever path is in use.
@@ -36,7 +37,7 @@ ErrorMapper = Callable[[BaseException], BaseException]
 
 
 class HotRequests(Protocol):
-    """The four calls sent thousands of times per job; each raises botocore exceptions.
+    """The calls sent thousands of times per job; each raises botocore exceptions.
 
     `start_*` return futures; where `pipelines` is true they are still in flight when returned.
     A failed one holds `errors(botocore's exception)`, mapped where it fails, so a caller that
@@ -61,6 +62,8 @@ class HotRequests(Protocol):
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int, body: bytes) -> str: ...
 
     def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None: ...
+
+    def get_object(self, bucket: str, key: str) -> bytes: ...
 
     def close(self) -> None: ...
 
@@ -103,6 +106,9 @@ class Boto3HotRequests:
     def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None:
         extra = {"IfNoneMatch": "*"} if if_absent else {}
         self._client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        return cast(bytes, self._client.get_object(Bucket=bucket, Key=key)["Body"].read())
 
     def close(self) -> None:
         """The client belongs to the store."""
