@@ -575,6 +575,42 @@ def test_a_child_forked_after_the_crt_started_uses_boto3(embedded_s3: object, s3
         store.close()
 
 
+@pytest.mark.s3
+def test_crt_threads_enter_python_with_one_lasting_thread_state(
+    embedded_s3: object, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CRT thread keeps its Python thread state between callbacks (a new one per callback mapped
+    and unmapped a frame stack each time): a thread-local set in one callback is there in the next."""
+    pytest.importorskip("awscrt")
+    import threading
+
+    from airflow_commit_provider.core.store import s3_crt
+
+    local = threading.local()
+    visits: list[tuple[int, int]] = []
+    keep = s3_crt._keep_thread_state
+
+    def counting() -> None:
+        keep()
+        local.count = getattr(local, "count", 0) + 1
+        visits.append((threading.get_ident(), local.count))
+
+    monkeypatch.setattr(s3_crt, "_keep_thread_state", counting)
+    store = embedded_s3.store(request_path="crt")  # type: ignore[attr-defined]
+    try:
+        root = StorePath("s3", s3_bucket, "thread-state")
+        for index in range(12):
+            store.write_bytes(root.join(str(index)), b"x")
+            assert store.read_bytes(root.join(str(index))) == b"x"
+    finally:
+        store.close()
+    threads = {ident for ident, _ in visits}
+    assert len(visits) == 24 and threading.get_ident() not in threads
+    for ident in threads:
+        counts = [count for thread, count in visits if thread == ident]
+        assert counts == list(range(1, len(counts) + 1)), f"thread {ident} lost its state: {counts}"
+
+
 @pytest.mark.parametrize(
     "text",
     [
