@@ -5,7 +5,9 @@
 delete on S3, twice per file). The limit: the same Spark job writing each partition straight to
 its final key with pyarrow's own S3 filesystem, uncommitted (`bench.spark_tasks.raw_parquet_task`).
 Measured per write: total time, job-commit time, bytes copied (the stores' own counters, in the
-driver and inside every task, as the job's `_SUCCESS` reports them in its `iostatistics`). Target: magic, directory and partitioned within 1.2× of the raw write.
+driver and inside every task, as the job's `_SUCCESS` reports them in its `iostatistics`). Targets:
+magic at most 1.0× of the raw write (its parts upload while the task encodes the next, as
+pyarrow's do), directory and partitioned within 1.2×.
 
 The write is unpartitioned and in `append` mode for every committer: in append mode `partitioned`
 and `directory` do the same work (they differ only in how `fail`/`replace` resolve conflicts), and
@@ -28,6 +30,7 @@ from bench import spark_tasks
 from bench.common import BenchEnv, ScenarioResult, log, new_id, timer
 
 TARGET_RATIO = 1.2
+MAGIC_TARGET_RATIO = 1.0
 OURS = ("magic", "directory", "partitioned")
 BASELINE_COMMITTER = "file-v1"
 
@@ -130,7 +133,7 @@ def run(env: BenchEnv) -> ScenarioResult:
                     ours_label=f"write_committed({ours})",
                     baseline_label="raw pyarrow write",
                     unit="s",
-                    target=TARGET_RATIO,
+                    target=MAGIC_TARGET_RATIO if ours == "magic" else TARGET_RATIO,
                     group="committers_s3",
                 ).add(seconds[ours], seconds["raw"])
             result.comparison(
