@@ -351,10 +351,16 @@ def test_file_v1_needs_the_commit_coordinator(commit_env: CommitEnv) -> None:
     assert "_SUCCESS" not in store_files(env.store, env.dest)
 
 
+#: Steps of a job's cleanup, each a predicate on a store call and the job's ID.
 CLEANUP_POINTS = {
-    "before-marker-delete": lambda call: call.op == "delete" and call.path.endswith("/job.json"),
-    "before-upload-records-listing": lambda call: call.op == "list_files" and call.path.endswith("/uploads"),
-    "before-tree-delete": lambda call: call.op == "delete_tree" and "/00" not in call.path,
+    "before-marker-delete": lambda call, _: call.op == "delete" and call.path.endswith("/job.json"),
+    "before-upload-records-listing": lambda call, _: (
+        call.op == "list_files" and call.path.endswith("/uploads")
+    ),
+    # the job's own directory, named by its ID, not a task's or an attempt's inside it
+    "before-tree-delete": lambda call, job_id: (
+        call.op == "delete_tree" and call.path.rstrip("/").endswith(job_id)
+    ),
 }
 
 
@@ -380,7 +386,7 @@ def test_attempt_committing_during_job_cleanup_leaves_nothing(
     outcome: list[str] = []
 
     def interleave(call: StoreCall) -> None:
-        if not outcome and CLEANUP_POINTS[point](call):
+        if not outcome and CLEANUP_POINTS[point](call, job.job_id):
             write_files(zombie, {"dt=5/zombie.bin": b"zombie output"})
             try:
                 zombie.commit_task()
