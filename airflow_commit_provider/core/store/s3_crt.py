@@ -51,6 +51,7 @@ _RESULT_ETAG = re.compile(rb"<ETag>([^<]*)</ETag>")
 _bootstrap_lock = threading.Lock()
 _bootstrap: tuple[int, crt_io.ClientBootstrap] | None = None
 _native_thread = threading.local()
+_CPYTHON = sys.implementation.name == "cpython"
 
 
 class CrtRequestError(BotoCoreError):
@@ -78,7 +79,7 @@ class _Response:
 
     def __init__(self, parse: Callable[[_Response], Any], errors: ErrorMapper | None) -> None:
         self.parse = parse
-        self.errors = errors
+        self.errors: ErrorMapper = errors or _as_is
         self.future: Future[Any] = Future()
         self.body: list[bytes] = []
         self.etag: str | None = None
@@ -110,11 +111,10 @@ class _Response:
             try:
                 self.future.set_result(self.parse(self))
             except Exception as exc:  # a parse failure is this request's failure, not the CRT thread's
-                self.future.set_exception(self.errors(exc) if self.errors else exc)
+                self.future.set_exception(self.errors(exc))
             return
         self.error_body = error_body
-        failure = _error(self, operation, error)
-        self.future.set_exception(self.errors(failure) if self.errors else failure)
+        self.future.set_exception(self.errors(_error(self, operation, error)))
 
 
 class CrtHotRequests:
@@ -281,6 +281,10 @@ def _nothing(_: _Response) -> None:
     return None
 
 
+def _as_is(error: BaseException) -> BaseException:
+    return error
+
+
 _READS_HEADERS = {_header_etag}
 _READS_BODY = {_result_etag, _whole_body}
 
@@ -339,7 +343,7 @@ def _keep_thread_state() -> None:
     later entry only takes the GIL. Python frees the state at shutdown, after which the CRT no
     longer calls into Python.
     """
-    if sys.implementation.name == "cpython" and not getattr(_native_thread, "kept", False):
+    if _CPYTHON and not getattr(_native_thread, "kept", False):
         ctypes.pythonapi.PyGILState_Ensure()
         _native_thread.kept = True
 
