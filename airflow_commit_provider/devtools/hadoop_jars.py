@@ -1,0 +1,220 @@
+"""Hadoop's S3A committers and Spark's cloud commit protocol, fetched once for the PySpark we ship.
+
+PyPI's PySpark bundles Hadoop's client (with the manifest committer) but neither ``hadoop-aws`` (the
+S3A filesystem and its magic, directory and partitioned committers) nor ``spark-hadoop-cloud``
+(``PathOutputCommitProtocol`` and ``BindingParquetOutputCommitter``, without which Spark hands an
+S3A or manifest committer no task output). The tests and benchmarks run those peers beside our
+committers, so the jars must match the Hadoop inside PySpark and be the same bytes on every machine:
+each is pinned here by coordinate and SHA-256, fetched with Maven into Maven's local repository
+(outside any checkout, so a fresh clone reuses it) and checked again before it is used.
+
+``python -m airflow_commit_provider.devtools.hadoop_jars fetch`` fetches what is missing and
+verifies every jar (``scripts/bootstrap.sh`` runs it); ``classpath`` prints the verified jars.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Overrides where the jars are cached (Maven's ``maven.repo.local``); default ``~/.m2/repository``.
+REPOSITORY_ENV = "AIRFLOW_COMMIT_MAVEN_REPO"
+
+
+@dataclass(frozen=True)
+class JvmArtifact:
+    """One jar from Maven Central, pinned by its SHA-256."""
+
+    group: str
+    artifact: str
+    version: str
+    sha256: str
+    why: str
+
+    @property
+    def coordinate(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+    def path(self, repository: Path) -> Path:
+        """Where Maven keeps it in a local repository."""
+        return (
+            repository.joinpath(*self.group.split("."))
+            / self.artifact
+            / self.version
+            / f"{self.artifact}-{self.version}.jar"
+        )
+
+
+#: The Hadoop that PySpark 4.2.0 bundles (``pyspark/jars/hadoop-client-api-3.5.0.jar``).
+HADOOP_VERSION = "3.5.0"
+
+#: hadoop-aws and what it declares at compile scope in its 3.5.0 pom (``hadoop-project``:
+#: ``aws-java-sdk-v2.version`` 2.35.4, ``amazon-s3-analyticsaccelerator-s3.version`` 1.3.1).
+#: spark-hadoop-cloud is the newest release Maven Central serves: 4.2.0 is not published there
+#: (its metadata lists 4.0.0-4.1.2); its three classes are unchanged against Spark 4.2's
+#: ``HadoopMapReduceCommitProtocol``, which the tests that run it prove.
+PEER_ARTIFACTS: tuple[JvmArtifact, ...] = (
+    JvmArtifact(
+        "org.apache.hadoop",
+        "hadoop-aws",
+        HADOOP_VERSION,
+        "66bd9eefb938b1a1657487324b63c13df2d8b17164a1dd24e0ef37b905bc5baa",
+        "S3AFileSystem and the S3A committers",
+    ),
+    JvmArtifact(
+        "software.amazon.awssdk",
+        "bundle",
+        "2.35.4",
+        "db4b55f24ad1b4e70f17eb1717a4de76a8dadc5a27d764be7c44ff67b2c1c677",
+        "the AWS SDK v2 that hadoop-aws 3.5.0 is built against (shaded, one jar)",
+    ),
+    JvmArtifact(
+        "software.amazon.s3.analyticsaccelerator",
+        "analyticsaccelerator-s3",
+        "1.3.1",
+        "4959a9747cbb479c73c3ffbcd479bee5b014f8b2880994585a8693fb9d24675e",
+        "hadoop-aws 3.5.0's input stream factory links against it",
+    ),
+    JvmArtifact(
+        "org.apache.spark",
+        "spark-hadoop-cloud_2.13",
+        "4.1.2",
+        "672d7d872f434cb7fe1c90f7edcd19b1e8c67a335a578288426fbd4db5096915",
+        "PathOutputCommitProtocol and BindingParquetOutputCommitter",
+    ),
+)
+
+
+class HadoopJarsError(RuntimeError):
+    """A pinned jar is missing, could not be fetched, or is not the pinned bytes."""
+
+
+def repository() -> Path:
+    """Maven's local repository that holds the jars (``$AIRFLOW_COMMIT_MAVEN_REPO`` overrides)."""
+    configured = os.environ.get(REPOSITORY_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".m2" / "repository"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _problem(artifact: JvmArtifact, repo: Path) -> str | None:
+    """Why the cached jar cannot be used, or None when it is the pinned one."""
+    jar = artifact.path(repo)
+    if not jar.is_file():
+        return f"{artifact.coordinate} is not in {repo}"
+    actual = _sha256(jar)
+    if actual != artifact.sha256:
+        return f"{jar} has SHA-256 {actual}, not the pinned {artifact.sha256}"
+    return None
+
+
+def bundled_hadoop_version() -> str | None:
+    """The Hadoop version of the client jars inside the installed PySpark, if it has them."""
+    import pyspark
+
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    return None
+
+
+def fetch(repo: Path | None = None) -> list[Path]:
+    """Fetch every pinned jar that is missing or wrong with Maven, verify all, and return them.
+
+    Raises HadoopJarsError naming each artifact that could not be made available.
+    """
+    repo = repo or repository()
+    bundled = bundled_hadoop_version()
+    if bundled is not None and bundled != HADOOP_VERSION:
+        raise HadoopJarsError(
+            f"PySpark bundles Hadoop {bundled} but the pinned hadoop-aws is {HADOOP_VERSION}: "
+            "update PEER_ARTIFACTS in airflow_commit_provider/devtools/hadoop_jars.py"
+        )
+    failures = []
+    for artifact in PEER_ARTIFACTS:
+        if _problem(artifact, repo) is None:
+            continue
+        artifact.path(repo).unlink(missing_ok=True)
+        error = _maven_get(artifact, repo)
+        problem = error or _problem(artifact, repo)
+        if problem:
+            failures.append(f"{artifact.coordinate} ({artifact.why}): {problem}")
+    if failures:
+        raise HadoopJarsError("could not fetch from Maven Central: " + "; ".join(failures))
+    return [artifact.path(repo) for artifact in PEER_ARTIFACTS]
+
+
+def _maven_get(artifact: JvmArtifact, repo: Path) -> str | None:
+    """Let Maven download one jar (checksums from the repository enforced); the error, if any."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        return "Maven ('mvn') is not on PATH (Debian: apt-get install maven)"
+    command = [
+        mvn,
+        "--batch-mode",
+        "--quiet",
+        "--strict-checksums",
+        "-Dstyle.color=never",
+        "dependency:get",
+        f"-Dartifact={artifact.coordinate}",
+        "-Dtransitive=false",
+        f"-Dmaven.repo.local={repo}",
+    ]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return None
+    errors = [line.removeprefix("[ERROR]").strip() for line in done.stdout.splitlines() if "[ERROR]" in line]
+    first = next((error for error in errors if error), f"mvn exited with {done.returncode}")
+    return first.split("Couldn't download artifact: ")[-1]
+
+
+def peer_jars(repo: Path | None = None) -> list[Path]:
+    """The pinned jars, verified; HadoopJarsError says what is missing and how to fetch it."""
+    repo = repo or repository()
+    problems = [problem for artifact in PEER_ARTIFACTS if (problem := _problem(artifact, repo))]
+    if problems:
+        raise HadoopJarsError(
+            "; ".join(problems) + f" (run: python -m {__spec__.name if __spec__ else __name__} fetch)"
+        )
+    return [artifact.path(repo) for artifact in PEER_ARTIFACTS]
+
+
+def classpath_conf(jars: list[Path]) -> dict[str, str]:
+    """Spark conf putting `jars` on the driver's and executors' JVM classpath at launch.
+
+    ``spark.jars`` would copy them (the SDK bundle is 650 MB) into every executor's work directory;
+    a classpath entry reads them in place, which is right when every JVM runs on this machine.
+    """
+    classpath = os.pathsep.join(str(jar) for jar in jars)
+    return {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("command", choices=("fetch", "classpath"))
+    args = parser.parse_args(argv)
+    try:
+        jars = fetch() if args.command == "fetch" else peer_jars()
+    except HadoopJarsError as error:
+        print(f"hadoop_jars: ERROR: {error}", file=sys.stderr)
+        return 1
+    if args.command == "classpath":
+        print(os.pathsep.join(str(jar) for jar in jars))
+    else:
+        print(f"hadoop_jars: {len(jars)} jars verified in {repository()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
