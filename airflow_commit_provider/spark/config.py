@@ -409,8 +409,11 @@ class TaskConfig:
     """csv: the header line, or None."""
     writer: WriterOptions
     spark_schema_json: str | None = None
-    """parquet: the data schema as Spark writes it into the footer (org.apache.spark.sql.parquet.row.metadata)."""
+    """parquet: the data schema as Spark writes it into the footer (org.apache.spark.sql.parquet.row.metadata);
+    orc: the data schema whose Spark types the files' layout follows (``orc_layout``)."""
     spark_version: str | None = None
+    timestamp_rebase: Any = None
+    """orc: how Spark's ORC writer rebases timestamps in the JVM's time zone (``orc_layout.TimestampRebase``)."""
     empty_schema: Any = None
     """The Arrow schema of the written columns, for the empty file of an empty write (pyarrow.Schema)."""
 

@@ -43,6 +43,9 @@ Spark cannot be asked to sort a Python data source's input (``PythonWrite`` does
 file per partition directory per batch, fewer with ``df.sortWithinPartitions(*partition_by)``
 first (then each batch is already in order and is not sorted again). Formats: ``parquet`` and ``orc`` (csv and json rows are encoded by Spark's own functions in
 ``write_committed``, which a data source cannot call). Compression defaults to Spark's defaults.
+Column types are checked as in ``write_committed`` (``type_support``); for orc, the JVM time zone
+whose calendar table Spark's ORC writer rebases old timestamps with is taken from this worker's
+environment (``orc_layout.process_time_zone``): there is no session to ask.
 
 **Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
 Spark's ``PythonBatchWrite`` keeps ``BatchWrite.useCommitCoordinator()``'s default (true), so
@@ -72,7 +75,9 @@ from airflow_commit_provider.core.committers import TaskCommitResult
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
+from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
 from airflow_commit_provider.spark.tasks import TaskOutcome, current_task_info, run_task_attempt
+from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
 from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
 from airflow_commit_provider.spark.writer import abort_after_failure, finish_job, open_committer, set_up_job
 
@@ -231,6 +236,11 @@ def plan_source_write(
                 f"partition column {column!r} has type {type_name}; data source {SHORT_NAME!r} "
                 f"partitions by {', '.join(PARTITION_TYPES)} (cast it to string first)"
             )
+    data_schema = _data_schema(schema, partition_columns)
+    try:
+        refuse_unfaithful_types(data_schema, fmt)
+    except ValueError as error:
+        raise ValueError(f"data source {SHORT_NAME!r}: {error}") from None
     try:
         plan = plan_write(
             path,
@@ -245,7 +255,7 @@ def plan_source_write(
         raise ValueError(
             f"data source {SHORT_NAME!r}: {error} (its own options: {', '.join(SOURCE_OPTIONS)})"
         ) from None
-    return plan, _task_config(plan, schema, partition_columns)
+    return plan, _task_config(plan, data_schema, partition_columns)
 
 
 def _conflict_mode(overwrite: bool, requested: str | None) -> str:
@@ -258,17 +268,27 @@ def _conflict_mode(overwrite: bool, requested: str | None) -> str:
     return mode
 
 
-def _task_config(
-    plan: SparkWritePlan, schema: StructType, partition_columns: Sequence[str]
-) -> cfg.TaskConfig:
-    import pyspark
+def _data_schema(schema: StructType, partition_columns: Sequence[str]) -> StructType:
     from pyspark.sql.types import StructType
 
-    data_schema = StructType([schema[name] for name in schema.fieldNames() if name not in partition_columns])
+    return StructType([schema[name] for name in schema.fieldNames() if name not in partition_columns])
+
+
+def _task_config(
+    plan: SparkWritePlan, data_schema: StructType, partition_columns: Sequence[str]
+) -> cfg.TaskConfig:
+    import pyspark
+    from pyspark.sql.types import TimestampType
+
     codec, suffix = file_format(plan.format).resolve_codec(
         plan.writer.compression, SPARK_DEFAULT_CODECS[plan.format]
     )
-    parquet = plan.format == "parquet"
+    parquet, orc = plan.format == "parquet", plan.format == "orc"
+    # Spark's ORC writer rebases timestamps in the JVM's default zone; this driver-side worker has
+    # no session to ask, so it takes the zone a JVM started from its environment gets.
+    rebase = (
+        timestamp_rebase(process_time_zone()) if orc and contains_type(data_schema, TimestampType) else None
+    )
     return cfg.TaskConfig(
         committer=plan.commit.committer,
         destination=plan.commit.destination,
@@ -284,8 +304,9 @@ def _task_config(
         line_column=None,
         header=None,
         writer=plan.writer,
-        spark_schema_json=data_schema.json() if parquet else None,
+        spark_schema_json=data_schema.json() if parquet or orc else None,
         spark_version=pyspark.__version__ if parquet else None,
+        timestamp_rebase=rebase,
         empty_schema=empty_file_schema(data_schema, None, "UTC"),
     )
 

@@ -188,13 +188,28 @@ class OrcFileWriter(FormatWriter):
         self._writer = orc.ORCWriter(sink, compression=codec or "uncompressed", stripe_size=stripe_bytes)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write(pa.Table.from_batches([batch]))
+        self._writer.write(pa.Table.from_batches([_unsliced_structs(batch)]))
         self.rows += batch.num_rows
 
     def close(self) -> None:
         if self.rows == 0:
             self._writer.write(self._schema.empty_table())
         self._writer.close()
+
+
+def _unsliced_structs(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its struct columns copied if they are slices: pyarrow's ORC writer ignores a
+    top-level struct column's offset and writes the rows before the slice (checked with pyarrow 26)."""
+    if not any(pa.types.is_struct(column.type) and column.offset for column in batch.columns):
+        return batch
+    import pyarrow.compute as pc
+
+    positions = pa.array(range(batch.num_rows), pa.int64())
+    columns = [
+        pc.take(column, positions) if pa.types.is_struct(column.type) and column.offset else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 class TextFileWriter(FormatWriter):

@@ -2,7 +2,8 @@
 
 Partition values are computed by Spark itself and each Spark partition is sorted by them, so a task
 sees every partition directory's rows together; csv/json rows are encoded by Spark's own writers'
-functions. What the tasks then do with the rows is in ``tasks``.
+functions. Types a format cannot hold as Spark's writer would are refused here, before any work
+(``type_support``). What the tasks then do with the rows is in ``tasks``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
+from airflow_commit_provider.spark.orc_layout import TimestampRebase, process_time_zone, timestamp_rebase
+from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
 from airflow_commit_provider.spark.write_plan import SparkWritePlan
 
 if TYPE_CHECKING:
@@ -70,11 +73,14 @@ def prepare_frame(
     data_columns = [name for name in df.columns if name not in partition_columns]
     fields = {f.name: f for f in df.schema.fields}
     for column in partition_columns:
-        if isinstance(fields[column].dataType, (T.ArrayType, T.MapType, T.StructType, T.BinaryType)):
+        unpartitionable = (T.ArrayType, T.MapType, T.StructType, T.BinaryType, T.VariantType)
+        if isinstance(fields[column].dataType, unpartitionable):
             raise ValueError(
                 f"partition column {column!r} has type {fields[column].dataType.simpleString()}, "
                 "which Spark cannot partition by"
             )
+    data_schema = T.StructType([fields[name] for name in data_columns])
+    refuse_unfaithful_types(data_schema, fmt)
     key_columns = [f"{HIDDEN_PREFIX}p{index}" for index in range(len(partition_columns))]
     keys = []
     for column, key in zip(partition_columns, key_columns, strict=True):
@@ -106,7 +112,6 @@ def prepare_frame(
     if key_columns:
         prepared = prepared.sortWithinPartitions(*key_columns)
 
-    data_schema = T.StructType([fields[name] for name in data_columns])
     return prepared, cfg.TaskConfig(
         committer=plan.commit.committer,
         destination=plan.commit.destination,
@@ -122,10 +127,26 @@ def prepare_frame(
         line_column=line_column,
         header=header,
         writer=writer,
-        spark_schema_json=data_schema.json() if fmt == "parquet" else None,
+        spark_schema_json=data_schema.json() if fmt in ("parquet", "orc") else None,
         spark_version=spark.version if fmt == "parquet" else None,
+        timestamp_rebase=_timestamp_rebase(spark, data_schema) if fmt == "orc" else None,
         empty_schema=empty_file_schema(data_schema, line_column, conf.get("spark.sql.session.timeZone")),
     )
+
+
+def _timestamp_rebase(spark: Any, data_schema: Any) -> TimestampRebase | None:
+    """Spark's ORC writer rebases timestamps in the JVM default time zone (not the session's):
+    ask a JVM of the session which zone that is (``user.timezone``), and take Spark's table for it."""
+    from pyspark.sql import types as T
+
+    if not contains_type(data_schema, T.TimestampType):
+        return None
+    try:
+        zone = spark.sql("SELECT reflect('java.lang.System', 'getProperty', 'user.timezone')").first()[0]
+    except Exception:  # reflection disabled: the zone a JVM started from this environment gets
+        log.debug("cannot ask the JVM for its time zone", exc_info=True)
+        zone = None
+    return timestamp_rebase(zone or process_time_zone())
 
 
 def empty_file_schema(data_schema: Any, line_column: str | None, timezone: str | None) -> Any:

@@ -14,14 +14,17 @@ partitioned write the driver sorts each Spark partition by the partition values
 contiguously and keeps exactly one file open; batches are sliced at partition and size boundaries.
 The task holds at most one Arrow batch plus one parquet row group (``parquet.block.size``).
 
-File names are Spark's: ``part-%05d-<jobId>-c%03d<suffix>`` with the Spark partition ID, the job
-ID and a per-directory counter that increases when ``maxRecordsPerFile``/``maxBytesPerFile`` rolls
-a file over (HadoopMapReduceCommitProtocol.getFilename, FileFormatDataWriter). All attempts of a
-task therefore target the same names; the committer makes exactly one attempt's files visible.
+File names are Spark's: ``part-%05d-<jobId>-c%03d<suffix>`` (in partition directories
+``part-%05d-<jobId>.c%03d<suffix>``, as Spark's dynamic-partition writer names them) with the Spark
+partition ID, the job ID and a per-directory counter that increases when
+``maxRecordsPerFile``/``maxBytesPerFile`` rolls a file over (HadoopMapReduceCommitProtocol.getFilename,
+FileFormatDataWriter's SingleDirectoryDataWriter and BaseDynamicPartitionDataWriter). All attempts of
+a task therefore target the same names; the committer makes exactly one attempt's files visible.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Iterable, Iterator
@@ -37,6 +40,7 @@ from airflow_commit_provider.spark.config import TaskConfig
 from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation
+from airflow_commit_provider.spark.orc_layout import to_spark_layout
 
 log = logging.getLogger("airflow_commit_provider.spark")
 
@@ -202,6 +206,12 @@ class PartitionWriter:
         self._current: _OpenFile | None = None
         self._current_dir: str | None = None
         self._data_schema: pa.Schema | None = None
+        # orc: Spark's types of the data columns, whose layout the files follow (orc_layout).
+        self._orc_fields = (
+            json.loads(config.spark_schema_json)["fields"]
+            if config.format == "orc" and config.spark_schema_json
+            else None
+        )
 
     # Input ----------------------------------------------------------------------------------------
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> None:
@@ -221,7 +231,10 @@ class PartitionWriter:
     def _data(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.config.line_column is not None:
             return batch.select([self.config.line_column])
-        return batch.select(list(self.config.data_columns))
+        data = batch.select(list(self.config.data_columns))
+        if self._orc_fields is not None:
+            return to_spark_layout(data, self._orc_fields, self.config.timestamp_rebase)
+        return data
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         data = self._data(batch)
@@ -288,7 +301,8 @@ class PartitionWriter:
         config = self.config
         counter = self._counters.get(directory, 0)
         self._counters[directory] = counter + 1
-        name = f"part-{self.info.partition:05d}-{config.job_id}-c{counter:03d}{config.file_suffix}"
+        separator = "." if config.partitioned else "-"
+        name = f"part-{self.info.partition:05d}-{config.job_id}{separator}c{counter:03d}{config.file_suffix}"
         relative = f"{directory}/{name}" if directory else name
         stream = self.attempt.create_file(relative)
         try:
@@ -345,7 +359,8 @@ class PartitionWriter:
         if self._data_schema is None:
             if self.config.empty_schema is None:
                 return
-            self._data_schema = self._with_spark_metadata(self.config.empty_schema)
+            empty = pa.RecordBatch.from_pylist([], schema=self.config.empty_schema)
+            self._data_schema = self._with_spark_metadata(self._data(empty).schema)
         self._open("")
 
     def _with_spark_metadata(self, schema: pa.Schema) -> pa.Schema:

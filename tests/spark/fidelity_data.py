@@ -1,5 +1,5 @@
 """One DataFrame with every type Spark SQL writes, edge values and nulls everywhere, and the
-canonical form its values are compared in (NaN, -0.0, maps, nested rows, datetimes).
+canonical form its values are compared in (NaN, -0.0, maps in stored order, nested rows, datetimes).
 
 Row 0 is null in every nullable column; the other rows cycle through edge values with different
 periods, so every value meets the others and each partition column holds several values (nulls,
@@ -74,6 +74,7 @@ _LOCAL_TIMES = [
     _T(1800, 6, 15, 12, 34, 56, 789012),
     _T(1899, 12, 31, 23, 59, 59, 999999),
     _T(1969, 12, 31, 23, 59, 59, 999999),
+    _T(1969, 12, 31, 23, 59, 59, 500000),
     _T(1970, 1, 1),
     _T(2000, 2, 29, 12, 0, 0, 1),
     _T(2024, 3, 10, 2, 30, 0, 500000),
@@ -96,11 +97,24 @@ def _cycle(values: list[Any], index: int) -> Any:
     return values[index % len(values)]
 
 
-def _row(index: int) -> tuple:
+def _orc_writable(moment: dt.datetime) -> dt.datetime:
+    """A UTC time pyarrow's ORC writer can store (see orc_layout): whole seconds before 1970, but
+    for the last second before the epoch."""
+    if moment < _T(1969, 12, 31, 23, 59, 59, tzinfo=UTC) and moment.microsecond:
+        return moment.replace(microsecond=0)
+    return moment
+
+
+def _row(index: int, orc: bool) -> tuple:
     if index == 0:
         return (None,) * 21 + (None,) * 4 + (None,) * 8
     n = index - 1
     local_time = _cycle(_LOCAL_TIMES, n)
+    utc = (
+        (lambda moment: _orc_writable(moment.replace(tzinfo=UTC)))
+        if orc
+        else (lambda moment: moment.replace(tzinfo=UTC))
+    )
     return (
         n % 2 == 0,
         _cycle([-128, 127, 0, -1, 1], n),
@@ -122,15 +136,15 @@ def _row(index: int) -> tuple:
             n,
         ),
         _cycle(_DATES, n),
-        local_time.replace(tzinfo=UTC),
+        utc(local_time),
         _cycle(_LOCAL_TIMES, n + 3),
         _cycle([b"", b"\x00", bytes(range(256)), "ü".encode(), b"\xff\xfe", None], n),
         _cycle([[], [1, None, 3], [None], [-(2**31), 2**31 - 1], None], n),
         _cycle([[[]], [["a", None], None, []], [[""]], [], None], n),
-        _cycle([{}, {"a": 1, "b": None}, {"": 0, "ü": -1}, None], n),
+        _cycle([{}, {"b": 1, "a": None}, {"ü": -1, "": 0, "Z": 7}, None], n),
         _cycle(
             [
-                {1: (1.5, [local_time, None]), 2: None},
+                {2: (1.5, [local_time, None]), -7: None, 1: None},
                 {0: (NAN, None)},
                 {},
                 None,
@@ -140,7 +154,7 @@ def _row(index: int) -> tuple:
         ),
         _cycle(
             [
-                (1, "x", (_cycle(_DATES, n + 1), [Decimal("1.5000"), None]), {"k": b"v", "n": None}),
+                (1, "x", (_cycle(_DATES, n + 1), [Decimal("1.5000"), None]), {"n": None, "k": b"v"}),
                 (None, None, None, None),
                 None,
                 (0, "", (None, []), {}),
@@ -149,7 +163,7 @@ def _row(index: int) -> tuple:
         ),
         _cycle(
             [
-                [(1, {"a": "b", "c": None}, local_time.replace(tzinfo=UTC)), None, (None, None, None)],
+                [(1, {"c": None, "a": "b"}, utc(local_time)), None, (None, None, None)],
                 [],
                 None,
             ],
@@ -167,14 +181,17 @@ def _row(index: int) -> tuple:
         _cycle([1.5, -0.0, NAN, INF, None], n),
         _cycle([0.1, -0.0, NAN, -INF, 1e300, None], n),
         _cycle([Decimal("12345678.90"), Decimal("-0.01"), None], n),
-        _cycle([_T(2024, 1, 1, tzinfo=UTC), _T(1800, 6, 15, 12, 34, 56, 789012, tzinfo=UTC), None], n),
+        _cycle([_T(2024, 1, 1, tzinfo=UTC), utc(_T(1800, 6, 15, 12, 34, 56, 789012)), None], n),
         _cycle([_T(2024, 1, 1, 23, 59, 59, 1), _T(1, 1, 1), None], n),
     )
 
 
-def rich_df(spark: Any, partitions: int = 2) -> Any:
-    """The DataFrame every fidelity test writes: ROWS rows over `partitions` Spark partitions."""
-    return spark.createDataFrame([_row(index) for index in range(ROWS)], DDL).repartition(partitions)
+def rich_df(spark: Any, *, orc: bool = False, partitions: int = 2) -> Any:
+    """The DataFrame every fidelity test writes: ROWS rows over `partitions` Spark partitions. With
+    `orc`, its ``timestamp`` values are ones pyarrow's ORC writer can store (no fraction of a
+    second before 1969-12-31 23:59:59 UTC; the refusal of the others is tested on its own)."""
+    rows = [_row(index, orc) for index in range(ROWS)]
+    return spark.createDataFrame(rows, DDL).repartition(partitions)
 
 
 def canonical(value: Any) -> Any:
@@ -196,8 +213,8 @@ def canonical(value: Any) -> Any:
         return ("date", value.isoformat())
     if isinstance(value, Decimal):
         return ("decimal", str(value))
-    if isinstance(value, dict):
-        return ("map", tuple(sorted(((canonical(k), canonical(v)) for k, v in value.items()), key=repr)))
+    if isinstance(value, dict):  # in stored order: Spark's ORC writer sorts entries by key
+        return ("map", tuple((canonical(k), canonical(v)) for k, v in value.items()))
     if isinstance(value, tuple):  # a Row is a tuple
         return ("struct", tuple(canonical(item) for item in value))
     if isinstance(value, list):
@@ -208,3 +225,60 @@ def canonical(value: Any) -> Any:
 def canonical_rows(rows: Any) -> list[tuple]:
     """Rows (Spark Rows or tuples) in canonical form, sorted."""
     return sorted((tuple(canonical(value) for value in row) for row in rows), key=repr)
+
+
+def _arrow_value(value: Any, arrow_type: Any) -> Any:
+    """A Python value from Arrow's ``to_pylist`` in canonical form, guided by its Arrow type (maps
+    come as lists of pairs, structs as dicts)."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_map(arrow_type):
+        items = (
+            (_arrow_value(k, arrow_type.key_type), _arrow_value(v, arrow_type.item_type)) for k, v in value
+        )
+        return ("map", tuple(items))
+    if pa.types.is_struct(arrow_type):
+        return (
+            "struct",
+            tuple(_arrow_value(value[field.name], field.type) for field in arrow_type),
+        )
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return ("list", tuple(_arrow_value(item, arrow_type.value_type) for item in value))
+    return canonical(value)
+
+
+def _raw_type(arrow_type: Any) -> Any:
+    """The type with dates and timestamps as their integers (days, units since the epoch)."""
+    import pyarrow as pa
+
+    if pa.types.is_date32(arrow_type):
+        return pa.int32()
+    if pa.types.is_timestamp(arrow_type):
+        return pa.int64()
+    if pa.types.is_map(arrow_type):
+        return pa.map_(
+            arrow_type.key_field.with_type(_raw_type(arrow_type.key_type)),
+            arrow_type.item_field.with_type(_raw_type(arrow_type.item_type)),
+        )
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([field.with_type(_raw_type(field.type)) for field in arrow_type])
+    if pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_raw_type(arrow_type.value_type)))
+    return arrow_type
+
+
+def arrow_rows(table: Any, *, raw_datetimes: bool = False) -> list[tuple]:
+    """The rows of an Arrow table in canonical form, sorted (no Python datetime conversion in the
+    local zone, which fails for year 1: Spark's ``collect`` cannot return 0001-01-01 00:00 UTC).
+    `raw_datetimes`: dates and timestamps as integers, for values outside Python's years 1-9999."""
+    if raw_datetimes:
+        import pyarrow as pa
+
+        table = table.cast(pa.schema([field.with_type(_raw_type(field.type)) for field in table.schema]))
+    columns = [
+        [_arrow_value(value, field.type) for value in table.column(index).to_pylist()]
+        for index, field in enumerate(table.schema)
+    ]
+    return sorted(zip(*columns, strict=True), key=repr) if columns else []

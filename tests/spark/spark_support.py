@@ -74,7 +74,8 @@ def assert_committed_write(
     assert listed == files, f"_SUCCESS lists {sorted(listed)}, the destination holds {sorted(files)}"
     assert summary.files == len(files) > 0
     assert summary.bytes == sum(files.values()) > 0, "bytes written must be reported exactly (HADOOP-17414)"
-    pattern = re.compile(rf"^part-\d{{5}}-{re.escape(summary.job_id)}-c\d{{3}}\.[a-z0-9.]+$")
+    # Spark names files -cNNN, and .cNNN in partition directories (its dynamic-partition writer).
+    pattern = re.compile(rf"^part-\d{{5}}-{re.escape(summary.job_id)}[-.]c\d{{3}}\.[a-z0-9.]+$")
     for name in files:
         assert pattern.match(name.rsplit("/", 1)[-1]), f"not a Spark file name: {name}"
     assert_nothing_left_behind(store, dest)

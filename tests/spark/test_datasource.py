@@ -71,7 +71,8 @@ def _check(
         for name, data in store_files(store, dest).items()
         if not is_temp(name) and not is_commit_record(name)
     }
-    written = {name: data for name, data in visible.items() if f"-{job_id}-c" in name.rsplit("/", 1)[-1]}
+    # Spark's names: part-NNNNN-<job>-cNNN, and part-NNNNN-<job>.cNNN in partition directories.
+    written = {name: data for name, data in visible.items() if f"-{job_id}" in name.rsplit("/", 1)[-1]}
     assert written and set(visible) - set(written) == kept
     success = assert_committed(store, dest, visible, job_id=job_id, committed=written)
     if kind == "local":

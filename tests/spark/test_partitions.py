@@ -188,6 +188,6 @@ def test_many_partitions_one_writer_at_a_time(spark, tmp_path):
     summary = write_committed(df, str(tmp_path / "out"), format="csv", partition_by="p")
     files = visible_files(LocalStore(), StorePath.parse(str(tmp_path / "out")))
     assert summary.files == len(files) == 200
-    assert all(name.endswith(f"part-00000-{summary.job_id}-c000.csv") for name in files)
+    assert all(name.endswith(f"part-00000-{summary.job_id}.c000.csv") for name in files)
     back = read_local(spark, "csv", str(tmp_path / "out"), df.schema)
     assert rows_of(back, ("id", "p")) == rows_of(df, ("id", "p"))
