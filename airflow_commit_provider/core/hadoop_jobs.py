@@ -8,16 +8,12 @@ the job's temporary trees carry its job ID.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 from airflow_commit_provider.core.cleanup import TempCleanReport, clean_stale_temp_trees
-from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.pending import is_pending_file, read_pending_commits
-from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.context import log
-from airflow_commit_provider.core.store.base import Store, StoreError
+from airflow_commit_provider.core.stages.uploads import abort_hadoop_magic_uploads
+from airflow_commit_provider.core.store.base import Store
 
 __all__ = ["HadoopAbortReport", "abort_hadoop_job"]
 
@@ -47,20 +43,6 @@ def abort_hadoop_job(store: Store, destination: str | StorePath, job_id: str) ->
     jobs: those are left to the temporary-tree cleanup, which deletes them once they are stale.
     """
     root = StorePath.parse(destination)
-    magic_dir = JobLayout(root, validate_job_id(job_id), magic=True).job_dir
-    aborted = 0
-    if store.capabilities.multipart_upload:
-        for status in list(store.list_files(magic_dir)):
-            if not is_pending_file(status.path.name):
-                continue
-            try:
-                commits = read_pending_commits(store.read_bytes(status.path), str(status.path))
-            except (InvalidCommitDataError, StoreError) as error:
-                log.warning("skipping unreadable %s: %s", status.path, error)
-                continue
-            for commit in commits:
-                with contextlib.suppress(StoreError):
-                    store.abort_multipart_upload(StorePath.from_uri(commit.uri), commit.upload_id)
-                    aborted += 1
+    aborted = abort_hadoop_magic_uploads(store, root, job_id)
     trees = clean_stale_temp_trees(store, root, older_than=0, job_id=job_id, allow_bucket_root=True)
     return HadoopAbortReport(job_id, aborted, trees)

@@ -17,6 +17,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import job_state, success
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.job_state import JobState
+from airflow_commit_provider.core.stages.uploads import abort_hadoop_magic_uploads
 from airflow_commit_provider.core.store.base import Store, StoreError
 
 __all__ = ["JobState", "JobStatus", "abort_job", "finish_or_fence", "inspect_job", "mark_delivered"]
@@ -87,7 +88,10 @@ def abort_job(
     The committer finds exactly this job's uploads from their records. Returns the job's
     SuccessData when it had passed its commit point, so the abort finished the commit instead.
     A committer the store cannot host never ran: only the job's directories are deleted.
+    A job of Hadoop's S3A magic committer (a killed JVM job) is settled too: the uploads its
+    ``.pending``/``.pendingset`` files list are aborted before its directory is deleted with them.
     """
+    abort_hadoop_magic_uploads(store, destination, job_id)
     try:
         job = create_committer(committer, store, destination, job_id)
     except (ValueError, StoreError):

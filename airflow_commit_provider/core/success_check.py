@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import (
+    FILENAMES_LIMIT,
+    HADOOP_FILE_COUNTERS,
     SUCCESS_FILENAME,
     LegacySuccessMarkerError,
     SuccessData,
@@ -45,6 +47,7 @@ __all__ = [
     "parse_newer_than",
     "success_path",
     "verify_success",
+    "with_hadoop_partitions",
 ]
 
 
@@ -67,7 +70,7 @@ def load_success(
     path = success_path(url)
     data = store.read_bytes(path)
     try:
-        return SuccessData.from_bytes(data, str(path))
+        return with_hadoop_partitions(SuccessData.from_bytes(data, str(path)), path.parent)
     except LegacySuccessMarkerError:
         if not allow_legacy:
             raise
@@ -89,17 +92,69 @@ def is_legacy(data: SuccessData) -> bool:
     return data.state == LEGACY_STATE
 
 
+def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessData:
+    """`data` with the partitions its `filenames` lie in, when it is Hadoop's (which lists no
+    partitions): their directories relative to `directory`, the one the `_SUCCESS` is in.
+
+    Hadoop lists at most 100 files, so past that these are the partitions of the first 100.
+    """
+    if data.files is not None or data.partitions or not data.filenames:
+        return data
+    partitions: dict[str, None] = {}
+    for name in data.filenames:
+        try:
+            relative = _listed_path(name, directory).relative_to(directory)
+        except ValueError:
+            continue  # a file outside the directory names no partition of it
+        partition = relative.rpartition("/")[0]
+        if partition:
+            partitions.setdefault(partition)
+    return replace(data, partitions=list(partitions))
+
+
+def _listed_path(name: str, directory: StorePath) -> StorePath:
+    """A Hadoop `filenames` entry as a path: the manifest committer lists percent-encoded URIs
+    (``file:/...`` included), S3A lists ``/<key>``, the raw key in the directory's bucket."""
+    if name.startswith("file:/") and not name.startswith("file://"):
+        name = "file://" + name[len("file:") :]
+    if "://" in name:
+        return StorePath.from_uri(name)
+    if directory.is_local:
+        return StorePath("file", "", name)
+    return StorePath(directory.scheme, directory.bucket, name.lstrip("/"))
+
+
 def _file_count(data: SuccessData) -> tuple[int, bool]:
-    """(count, exact): Hadoop's own files carry only the first 100 `filenames`, a lower bound."""
+    """(count, exact). Hadoop's files list at most 100 `filenames`, so a shorter list is complete;
+    a full one is exact only when its job counted the files it committed in `iostatistics`."""
     if data.file_count is not None:
         return data.file_count, True
     if data.files is not None:
         return len(data.files), True
-    return len(data.filenames), False
+    counted = [
+        data.iostatistics.counters[name]
+        for name in HADOOP_FILE_COUNTERS
+        if name in data.iostatistics.counters
+    ]
+    if counted:
+        return max(counted), True
+    return len(data.filenames), len(data.filenames) < FILENAMES_LIMIT
 
 
 def _partition_key(partition: str) -> str:
     return partition.strip("/")
+
+
+def _committer_matches(recorded: str, wanted: Iterable[str]) -> bool:
+    """Whether the committer a `_SUCCESS` names is one of `wanted`, by our registry's names:
+    Hadoop's manifest committer writes its class name, ``staging`` is the directory committer."""
+    # Imported here: the registry imports the stages, which import this module.
+    from airflow_commit_provider.core.committers.registry import committer_named_in_success
+
+    def canonical(name: str) -> str:
+        return committer_named_in_success(name) or name.lower()
+
+    return canonical(recorded) in {canonical(name) for name in wanted}
 
 
 def verify_success(
@@ -129,7 +184,7 @@ def verify_success(
         reasons.append(f"job ID is {data.job_id!r}, expected {job_id!r}")
     if committers is not None and not is_legacy(data):
         wanted = [committers] if isinstance(committers, str) else list(committers)
-        if data.committer.lower() not in {name.lower() for name in wanted}:
+        if not _committer_matches(data.committer, wanted):
             expected = " or ".join(repr(name) for name in wanted)
             reasons.append(f"committer is {data.committer!r}, expected {expected}")
     if min_files is not None:
@@ -151,7 +206,9 @@ def verify_success(
         present = {_partition_key(p) for p in data.partitions}
         missing = [p for p in required_partitions if _partition_key(p) not in present]
         if missing:
-            reasons.append(f"missing partitions: {', '.join(missing)}")
+            capped = data.files is None and len(data.filenames) >= FILENAMES_LIMIT
+            note = f" (Hadoop lists only the first {FILENAMES_LIMIT} files)" if capped else ""
+            reasons.append(f"missing partitions: {', '.join(missing)}{note}")
     return reasons
 
 

@@ -129,7 +129,9 @@ class CommittedSparkSubmitOperator(BaseOperator):
     :param spark_python: the Python for the driver and executors when the master is ``local``
         (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
     :param jvm_conf_options: more keyword arguments for ``jvm_committer_conf`` (engine="hadoop"), e.g.
-        ``{"bind_commit_protocol": False}`` where spark-hadoop-cloud is not on the classpath.
+        ``{"bind_commit_protocol": False}`` where spark-hadoop-cloud is not on the classpath. For an
+        ``s3a://`` destination, ``store`` defaults to the AWS connection's endpoint and region
+        (S3A reads the credentials from the ``AWS_*`` environment spark-submit gets).
     :param adopt_committed_tries: (engine="python") when an earlier try's job committed but that try
         did not succeed (its worker died, or the application failed after writing), return that
         job's result instead of running again. Jobs that did not commit are fenced either way.
@@ -499,7 +501,11 @@ class CommittedSparkSubmitOperator(BaseOperator):
         if self.engine == "hadoop":
             from airflow_commit_provider.spark.jvm_committers import plan_conf
 
-            conf.update(plan_conf(self.write_plan(), job_id=job_id, **self._jvm_conf_options))
+            options = dict(self._jvm_conf_options)
+            if StorePath.parse(self.destination).scheme == "s3a":
+                # Where S3A finds the store; its credentials travel in the environment only.
+                options.setdefault("store", self.store_hook.s3_settings)
+            conf.update(plan_conf(self.write_plan(), job_id=job_id, **options))
         return conf
 
     def _make_hook(

@@ -5,6 +5,9 @@
 SparkContext starts). :func:`applied_conf` applies the same settings to a running session for the
 writes inside a ``with`` block: at runtime ``spark.hadoop.X`` has no effect, so it sets ``X`` itself
 (Spark copies every session conf entry into each write's Hadoop conf) and restores the old values.
+:func:`s3a_store_conf` says where S3A finds the store (endpoint, region, path style, TLS, conditional
+create); it never carries credentials, which S3A takes from its default chain (``AWS_*`` variables,
+instance roles) or from the session's own ``fs.s3a.*`` settings.
 
 The committers (hadoop-committers.md §4):
 
@@ -16,24 +19,44 @@ The committers (hadoop-committers.md §4):
 - ``file-v1`` / ``file-v2``: the classic FileOutputCommitter, algorithm 1, or 2 only with
   ``allow_unsafe_v2=True`` (v2 exposes task output before job commit). Not on S3.
 
+Whatever Hadoop or spark-hadoop-cloud refuse, this conf refuses first, naming the option (the tests
+in ``tests/spark/test_hadoop_s3a.py`` show Hadoop's own refusal beside each): dynamic partition
+overwrite with an S3A committer (PathOutputCommitProtocol: "does not support
+dynamicPartitionOverwrite"), the manifest committer on s3a ("does not work with the filesystem of type
+s3a"), an unknown committer name or conflict mode, an S3A committer on a scheme S3A does not serve,
+and a job ID that is no single path element ("Path does not represent a magic-commit path").
+It also refuses what they accept but get wrong: dynamic partition overwrite with the manifest
+committer, which declares the capability, passes PathOutputCommitProtocol's check and then leaves
+the replaced partitions' old files in place (Spark 4.2 with spark-hadoop-cloud 4.1.2; see the test).
+
 Spark's default commit protocol only routes task output through a committer's work path when the
 committer IS a FileOutputCommitter; for any other committer (manifest, S3A) it writes task files
 straight into the destination and calls the committer only for job setup/commit. So real use needs
 spark-hadoop-cloud's ``PathOutputCommitProtocol`` and, for Parquet, ``BindingParquetOutputCommitter``
-(``bind_commit_protocol=True``, the default). PySpark from PyPI does not bundle spark-hadoop-cloud
-(nor hadoop-aws); ``bind_commit_protocol=False`` leaves those two keys out, which is only good for
-trying the factory wiring (e.g. our tests parsing the manifest committer's ``_SUCCESS``).
+(``bind_commit_protocol=True``, the default). Since SPARK-47618 (Spark 4.1) a SparkContext that
+finds both classes on its classpath makes them the session's defaults (with the S3A magic committer
+for every bucket), so ``bind_commit_protocol=False`` sets Spark's own protocol and Parquet committer
+explicitly: the flag means the same with or without spark-hadoop-cloud installed. Unbound, the
+manifest committer commits no file (only its factory wiring is exercised) and Parquet gets the
+classic ParquetOutputCommitter.
 
 Job IDs: Spark (3.2+, SPARK-33230) puts a fresh UUID for every write into the job conf as
-``spark.sql.sources.writeJobUUID``, overriding any session value, and the committers use it. But
-Spark's default protocol calls the committer's ``setupJob`` before it sets that UUID, which makes the
-manifest committer fail (NullPointerException in ``buildJobUUID``); so for the manifest committer
-without the protocol binding, or when ``job_id`` is given, the conf carries a session-level
-``spark.sql.sources.writeJobUUID`` (``job_id`` or a new uuid4) as the fallback. For S3A committers we
-set ``fs.s3a.committer.require.uuid=true`` (Hadoop's advice for Spark) so a job without a unique ID
-fails instead of falling back to the reusable MapReduce job ID; a ``job_id`` given here becomes
-``fs.s3a.committer.uuid``, which S3A prefers over Spark's. A conf with a fixed ID is for ONE write.
-Dynamic partition overwrite needs rename (manifest or FileOutputCommitter); S3A refuses it.
+``spark.sql.sources.writeJobUUID``, overriding any session value; the tasks and the job commit use
+it. But since SPARK-56919 (Spark 4.2, apache/spark#56126) ``FileFormatWriter.write`` calls the
+protocol's ``setupJob`` before it sets that UUID, under either protocol:
+
+- the manifest committer then fails in job setup (NullPointerException in
+  ``ManifestCommitterSupport.buildJobUUID``: no UUID and a null JobID), so its conf always carries a
+  session-level ``spark.sql.sources.writeJobUUID`` (``job_id`` or a new uuid4) for job setup alone;
+  its ``_SUCCESS`` still names Spark's per-write UUID;
+- S3A's ``fs.s3a.committer.require.uuid=true`` would fail every write at job setup ("Job/task
+  context does not contain a unique ID"), so it is not set. S3A's job setup takes Spark's MapReduce
+  JobID (``job_<time><random long>_0000``, unique since SPARK-33402) and writes it into the job conf as
+  ``fs.s3a.committer.uuid``, which every task committer reads first, so job and tasks agree (its
+  ``_SUCCESS`` says ``jobIdSource: JobID``). A ``job_id`` given here becomes ``fs.s3a.committer.uuid``,
+  which S3A prefers over both, and is the ``jobId`` of its ``_SUCCESS``.
+
+A conf with a fixed ID is for ONE write.
 """
 
 from __future__ import annotations
@@ -46,6 +69,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
+from airflow_commit_provider.spark.config import S3Settings
 
 S3A_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
@@ -53,6 +77,9 @@ ABFS_MANIFEST_FACTORY = "org.apache.hadoop.fs.azurebfs.commit.AzureManifestCommi
 FILE_OUTPUT_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
 PATH_OUTPUT_COMMIT_PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
 BINDING_PARQUET_COMMITTER = "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter"
+#: Spark's own defaults, set explicitly when the binding is not wanted (see the module docstring).
+SPARK_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+PARQUET_OUTPUT_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 
 _S3_SCHEMES = ("s3", "s3a", "s3n")
 _MANIFEST_SCHEMES = {
@@ -83,9 +110,16 @@ def jvm_committer_conf(
     allow_unsafe_v2: bool = False,
     dynamic_partition_overwrite: bool = False,
     bind_commit_protocol: bool = True,
+    store: S3Settings | None = None,
+    path_style_access: bool | None = None,
+    conditional_create: bool = True,
 ) -> dict[str, str]:
     """Spark conf (``spark.*`` keys) that makes Spark's writers commit ``destination`` with a
-    Hadoop committer; raises ValueError for combinations that are unsafe or cannot work."""
+    Hadoop committer; raises ValueError for combinations that are unsafe or cannot work.
+
+    ``store`` (``s3a://`` only) adds :func:`s3a_store_conf` for it, with ``path_style_access`` and
+    ``conditional_create``; its credentials are never put in the conf.
+    """
     plan = resolve(
         committer.lower(),
         destination,
@@ -98,6 +132,9 @@ def jvm_committer_conf(
         job_id=job_id,
         dynamic_partition_overwrite=dynamic_partition_overwrite,
         bind_commit_protocol=bind_commit_protocol,
+        store=store,
+        path_style_access=path_style_access,
+        conditional_create=conditional_create,
     )
 
 
@@ -107,12 +144,21 @@ def plan_conf(
     job_id: str | None = None,
     dynamic_partition_overwrite: bool = False,
     bind_commit_protocol: bool = True,
+    store: S3Settings | None = None,
+    path_style_access: bool | None = None,
+    conditional_create: bool = True,
 ) -> dict[str, str]:
     """`jvm_committer_conf` for a plan `resolve` made with ``engine="hadoop"``."""
     if job_id is not None and not _UUID_SAFE.match(job_id):
         raise ValueError(f"job_id {job_id!r} must be letters, digits, '.', '_' or '-' (a UUID is ideal)")
     name, jvm, scheme = plan.committer, plan.traits.jvm, _scheme(plan.destination)
     conf: dict[str, str] = {}
+    if store is not None:
+        if scheme != "s3a":
+            raise ValueError(f"store settings are for S3A (s3a:// destinations), not {scheme}://")
+        conf.update(
+            s3a_store_conf(store, path_style_access=path_style_access, conditional_create=conditional_create)
+        )
     if jvm.kind == "s3a":
         if scheme != "s3a":
             raise ValueError(
@@ -121,8 +167,9 @@ def plan_conf(
             )
         if dynamic_partition_overwrite:
             raise ValueError(
-                "dynamic partition overwrite needs a committer that renames staged partitions into place "
-                "(manifest or FileOutputCommitter); the S3A committers cannot do it on S3"
+                "dynamic_partition_overwrite (spark.sql.sources.partitionOverwriteMode=dynamic) needs a "
+                "committer that renames staged partitions into place (manifest or FileOutputCommitter); "
+                "PathOutputCommitProtocol refuses it for the S3A committers"
             )
         conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.s3a"] = S3A_FACTORY
         conf[f"{_HADOOP}fs.s3a.committer.name"] = name
@@ -130,7 +177,6 @@ def plan_conf(
             conf[f"{_HADOOP}fs.s3a.committer.magic.enabled"] = "true"
         if plan.traits.conflicts is not None:
             conf[f"{_HADOOP}fs.s3a.committer.staging.conflict-mode"] = plan.committer_conflict_mode
-        conf[f"{_HADOOP}fs.s3a.committer.require.uuid"] = "true"
         if job_id is not None:
             conf[f"{_HADOOP}fs.s3a.committer.uuid"] = job_id
         conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
@@ -138,21 +184,24 @@ def plan_conf(
         if scheme in _S3_SCHEMES:
             raise ValueError(
                 "the manifest committer renames files at job commit, which S3 cannot do atomically or in "
-                f"O(1): use the {_s3a_committers()} committer on s3a://"
+                f"O(1) (Hadoop refuses it on s3a): use the {_s3a_committers()} committer on s3a://"
             )
         if scheme not in _MANIFEST_SCHEMES:
             raise ValueError(
                 f"no manifest committer factory is known for {scheme}://; supported: "
                 f"{', '.join(sorted(_MANIFEST_SCHEMES))}"
             )
+        if dynamic_partition_overwrite:
+            raise ValueError(
+                "dynamic_partition_overwrite (spark.sql.sources.partitionOverwriteMode=dynamic) with the "
+                "manifest committer appends instead of replacing: PathOutputCommitProtocol deletes a "
+                "partition's old files only for a FileOutputCommitter; use file-v1"
+            )
         conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = _MANIFEST_SCHEMES[scheme]
         conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
-        if not bind_commit_protocol or job_id is not None:
-            # Spark's default protocol calls the committer's setupJob before it puts the write's UUID
-            # into the job conf; without a session value the manifest committer fails there
-            # (NullPointerException in ManifestCommitterSupport.buildJobUUID). Spark's per-write UUID
-            # still replaces it for the tasks and the job commit.
-            conf[SPARK_WRITE_UUID] = job_id or str(uuid.uuid4())
+        # Job setup runs before Spark puts the write's UUID into the job conf (module docstring);
+        # Spark's per-write UUID still replaces this one for the tasks and the job commit.
+        conf[SPARK_WRITE_UUID] = job_id or str(uuid.uuid4())
     else:
         if scheme in _S3_SCHEMES:
             raise ValueError(
@@ -161,10 +210,49 @@ def plan_conf(
             )
         conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = FILE_OUTPUT_FACTORY
         conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = str(jvm.algorithm_version)
-    if bind_commit_protocol:
-        conf["spark.sql.sources.commitProtocolClass"] = PATH_OUTPUT_COMMIT_PROTOCOL
-        conf["spark.sql.parquet.output.committer.class"] = BINDING_PARQUET_COMMITTER
+    bound = bind_commit_protocol
+    conf["spark.sql.sources.commitProtocolClass"] = (
+        PATH_OUTPUT_COMMIT_PROTOCOL if bound else SPARK_COMMIT_PROTOCOL
+    )
+    conf["spark.sql.parquet.output.committer.class"] = (
+        BINDING_PARQUET_COMMITTER if bound else PARQUET_OUTPUT_COMMITTER
+    )
     conf["spark.sql.sources.partitionOverwriteMode"] = "dynamic" if dynamic_partition_overwrite else "static"
+    return conf
+
+
+def s3a_store_conf(
+    settings: S3Settings, *, path_style_access: bool | None = None, conditional_create: bool = True
+) -> dict[str, str]:
+    """``spark.hadoop.fs.s3a.*`` keys that point S3A at the store ``settings`` describe.
+
+    Only where the store is and what it supports: ``endpoint_url`` (its scheme decides TLS),
+    ``region_name`` (``fs.s3a.endpoint.region``, which S3A needs for signing), path-style access
+    (default: on when an endpoint is given, as third-party stores need) and conditional create
+    (``fs.s3a.create.conditional.enabled``: ``If-None-Match`` on PUT and multipart complete; set it
+    False for a store that ignores it). Never the credentials: S3A reads them from its default chain
+    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, instance roles).
+    TLS verification cannot be switched off in S3A, nor a CA bundle file given (the JVM's trust
+    store decides), so an HTTPS endpoint with ``verify`` set to either is refused.
+    """
+    conf: dict[str, str] = {}
+    endpoint = settings.endpoint_url
+    if endpoint:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"s3.endpoint_url {endpoint!r} must be an http:// or https:// URL")
+        if parts.scheme == "https" and settings.verify is not None:
+            raise ValueError(
+                f"s3.verify={settings.verify!r} cannot be honoured by S3A (it verifies TLS against the "
+                "JVM's trust store): import the CA into the trust store and leave s3.verify unset"
+            )
+        conf[f"{_HADOOP}fs.s3a.endpoint"] = endpoint
+        conf[f"{_HADOOP}fs.s3a.connection.ssl.enabled"] = str(parts.scheme == "https").lower()
+    if settings.region_name:
+        conf[f"{_HADOOP}fs.s3a.endpoint.region"] = settings.region_name
+    path_style = bool(endpoint) if path_style_access is None else path_style_access
+    conf[f"{_HADOOP}fs.s3a.path.style.access"] = str(path_style).lower()
+    conf[f"{_HADOOP}fs.s3a.create.conditional.enabled"] = str(conditional_create).lower()
     return conf
 
 

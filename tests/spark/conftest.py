@@ -143,17 +143,17 @@ def arrow_s3(embedded_s3: EmbeddedS3) -> Any:
 def s3a_spark(spark: SparkSession, embedded_s3: EmbeddedS3) -> SparkSession:
     """The shared session, with Hadoop's S3A filesystem pointed at the embedded S3 (``s3a://``).
 
-    Set at runtime on the session, so Spark copies them into every read's and write's Hadoop conf;
-    the credentials stay inside this process (never on a command line).
+    Where the store is comes from ``s3a_store_conf`` (endpoint, region, path style, TLS, conditional
+    create: SeaweedFS honours ``If-None-Match``); the credentials are set here apart, at runtime, so
+    they stay inside this process (never on a command line, never in a conf we build). Set before
+    the first ``s3a://`` access, because S3A caches one filesystem per bucket with the conf it saw.
     """
-    settings = {
-        "fs.s3a.endpoint": embedded_s3.endpoint_url,
-        "fs.s3a.endpoint.region": embedded_s3.region,
-        "fs.s3a.path.style.access": "true",
-        "fs.s3a.connection.ssl.enabled": "false",
-        "fs.s3a.access.key": embedded_s3.access_key,
-        "fs.s3a.secret.key": embedded_s3.secret_key,
-    }
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+    from airflow_commit_provider.spark.config import S3Settings
+    from airflow_commit_provider.spark.jvm_committers import runtime_key, s3a_store_conf
+
+    where = s3a_store_conf(S3Settings(endpoint_url=embedded_s3.endpoint_url, region_name=embedded_s3.region))
+    for key, value in where.items():
+        spark.conf.set(runtime_key(key), value)
+    spark.conf.set("fs.s3a.access.key", embedded_s3.access_key)
+    spark.conf.set("fs.s3a.secret.key", embedded_s3.secret_key)
     return spark

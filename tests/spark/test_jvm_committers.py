@@ -1,8 +1,8 @@
 """Spark conf for Hadoop's own committers, and `_SUCCESS` compatibility in both directions.
 
-PySpark's bundled Hadoop has the manifest committer but neither hadoop-aws (S3A) nor
-spark-hadoop-cloud (PathOutputCommitProtocol), so the JVM proof uses the manifest committer
-factory on file:// without the protocol binding.
+The shared session has hadoop-aws and spark-hadoop-cloud on its classpath, so the manifest committer
+runs here with and without spark-hadoop-cloud's PathOutputCommitProtocol; the S3A committers run on
+the embedded S3 in test_hadoop_s3a.py.
 """
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ import pytest
 
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf, write_committed
+from airflow_commit_provider.spark.config import S3Settings
 from airflow_commit_provider.spark.jvm_committers import (
     BINDING_PARQUET_COMMITTER,
     MANIFEST_FACTORY,
+    PARQUET_OUTPUT_COMMITTER,
     PATH_OUTPUT_COMMIT_PROTOCOL,
     S3A_FACTORY,
+    SPARK_COMMIT_PROTOCOL,
+    s3a_store_conf,
 )
 
 H = "spark.hadoop."
@@ -26,7 +30,7 @@ def test_s3a_magic_conf():
     assert conf[H + "mapreduce.outputcommitter.factory.scheme.s3a"] == S3A_FACTORY
     assert conf[H + "fs.s3a.committer.name"] == "magic"
     assert conf[H + "fs.s3a.committer.magic.enabled"] == "true"
-    assert conf[H + "fs.s3a.committer.require.uuid"] == "true"
+    assert H + "fs.s3a.committer.require.uuid" not in conf  # Spark 4.2 sets the UUID after job setup
     assert conf[H + "fs.s3a.committer.uuid"] == "job-1"
     assert conf[H + "mapreduce.fileoutputcommitter.algorithm.version"] == "1"
     assert conf["spark.sql.sources.commitProtocolClass"] == PATH_OUTPUT_COMMIT_PROTOCOL
@@ -61,12 +65,14 @@ def test_s3a_staging_conf(committer):
     ],
 )
 def test_manifest_conf(destination, factory_key, factory):
-    conf = jvm_committer_conf(destination, "manifest", dynamic_partition_overwrite=True)
+    conf = jvm_committer_conf(destination, "manifest")
     assert conf[f"{H}mapreduce.outputcommitter.factory.scheme.{factory_key}"] == factory
-    assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
-    assert "spark.sql.sources.writeJobUUID" not in conf  # the bound protocol supplies it
+    assert conf["spark.sql.sources.partitionOverwriteMode"] == "static"
+    # Spark 4.2 sets up the job before it sets the write's UUID, bound or not (SPARK-56919)
+    assert len(conf["spark.sql.sources.writeJobUUID"]) == 36
     unbound = jvm_committer_conf(destination, "manifest", bind_commit_protocol=False)
     assert len(unbound["spark.sql.sources.writeJobUUID"]) == 36
+    assert unbound["spark.sql.sources.writeJobUUID"] != conf["spark.sql.sources.writeJobUUID"]
     assert (
         jvm_committer_conf(destination, "manifest", job_id="j-1")["spark.sql.sources.writeJobUUID"] == "j-1"
     )
@@ -76,8 +82,11 @@ def test_file_committer_conf_and_binding_flag():
     conf = jvm_committer_conf("file:///t", "file", bind_commit_protocol=False)
     assert conf[H + "mapreduce.fileoutputcommitter.algorithm.version"] == "1"
     assert "spark.sql.sources.writeJobUUID" not in conf
-    assert "spark.sql.sources.commitProtocolClass" not in conf
-    assert "spark.sql.parquet.output.committer.class" not in conf
+    # Explicit, because a SparkContext that finds spark-hadoop-cloud binds it by default (SPARK-47618)
+    assert conf["spark.sql.sources.commitProtocolClass"] == SPARK_COMMIT_PROTOCOL
+    assert conf["spark.sql.parquet.output.committer.class"] == PARQUET_OUTPUT_COMMITTER
+    dynamic = jvm_committer_conf("file:///t", "file-v1", dynamic_partition_overwrite=True)
+    assert dynamic["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
     v2 = jvm_committer_conf("hdfs://nn/t", "file-v2", allow_unsafe_v2=True)
     assert v2[H + "mapreduce.fileoutputcommitter.algorithm.version"] == "2"
 
@@ -88,8 +97,9 @@ def test_file_committer_conf_and_binding_flag():
         ("s3a://b/t", "manifest", {}, "renames files"),
         ("s3://b/t", "manifest", {}, "renames files"),
         ("hdfs://nn/t", "file-v2", {}, "allow_unsafe_v2"),
-        ("s3a://b/t", "magic", {"dynamic_partition_overwrite": True}, "dynamic partition overwrite"),
-        ("s3a://b/t", "partitioned", {"dynamic_partition_overwrite": True}, "dynamic partition overwrite"),
+        ("s3a://b/t", "magic", {"dynamic_partition_overwrite": True}, "dynamic_partition_overwrite"),
+        ("s3a://b/t", "partitioned", {"dynamic_partition_overwrite": True}, "dynamic_partition_overwrite"),
+        ("file:///t", "manifest", {"dynamic_partition_overwrite": True}, "appends instead of replacing"),
         ("s3://b/t", "magic", {}, "s3a://"),
         ("file:///t", "directory", {}, "s3a://"),
         ("s3a://b/t", "file", {}, "S3A"),
@@ -98,6 +108,9 @@ def test_file_committer_conf_and_binding_flag():
         ("ftp://host/t", "manifest", {}, "no manifest committer factory"),
         ("s3a://b/t", "nope", {}, "unknown JVM committer"),
         ("s3a://b/t", "magic", {"job_id": "bad id/../"}, "job_id"),
+        ("file:///t", "manifest", {"store": S3Settings(endpoint_url="http://h:1")}, "s3a://"),
+        ("s3a://b/t", "magic", {"store": S3Settings(endpoint_url="h:1")}, "s3.endpoint_url"),
+        ("s3a://b/t", "magic", {"store": S3Settings(endpoint_url="https://h", verify=False)}, "s3.verify"),
     ],
 )
 def test_refusals(destination, committer, kwargs, message):
@@ -105,26 +118,63 @@ def test_refusals(destination, committer, kwargs, message):
         jvm_committer_conf(destination, committer, **kwargs)
 
 
+def test_s3a_store_conf_never_carries_credentials():
+    settings = S3Settings(
+        endpoint_url="http://127.0.0.1:8333",
+        region_name="eu-west-3",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="wJalrXUtnFEMI",
+        aws_session_token="token-1",
+    )
+    conf = jvm_committer_conf("s3a://bucket/t", "magic", store=settings)
+    assert conf.items() >= s3a_store_conf(settings).items()
+    assert conf[H + "fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf[H + "fs.s3a.endpoint.region"] == "eu-west-3"
+    assert conf[H + "fs.s3a.path.style.access"] == "true"
+    assert conf[H + "fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf[H + "fs.s3a.create.conditional.enabled"] == "true"
+    text = repr(conf)
+    assert not any(secret in text for secret in ("AKIDEXAMPLE", "wJalrXUtnFEMI", "token-1"))
+    aws = s3a_store_conf(S3Settings(region_name="us-east-1"), conditional_create=False)
+    assert aws == {
+        H + "fs.s3a.endpoint.region": "us-east-1",
+        H + "fs.s3a.path.style.access": "false",
+        H + "fs.s3a.create.conditional.enabled": "false",
+    }
+
+
 @pytest.mark.spark
+@pytest.mark.parametrize("bound", [False, True], ids=["spark-protocol", "path-output-protocol"])
 @pytest.mark.parametrize("fmt", ["json", "orc"])
-def test_hadoop_manifest_committer_success_parses_with_ours(spark, tmp_path, fmt):
+def test_hadoop_manifest_committer_success_parses_with_ours(spark, tmp_path, fmt, bound):
     """Spark's own writer, committed by Hadoop's JVM manifest committer; its `_SUCCESS` is ours to read."""
     df = spark.range(10, numPartitions=2).selectExpr("id", "cast(id as string) AS s")
     dest = tmp_path / "jvm"
-    conf = jvm_committer_conf(dest.as_uri(), "manifest", bind_commit_protocol=False)
+    conf = jvm_committer_conf(dest.as_uri(), "manifest", bind_commit_protocol=bound)
     factory_key = "mapreduce.outputcommitter.factory.scheme.file"
+    before = spark.conf.get("spark.sql.sources.commitProtocolClass")
     with applied_conf(spark, conf):
         assert spark.conf.get(factory_key) == MANIFEST_FACTORY
         getattr(df.write, fmt)(dest.as_uri())
     assert spark.conf.get(factory_key, None) is None, "applied_conf must restore the session"
     assert spark.conf.get("spark.sql.sources.writeJobUUID", None) is None
+    assert spark.conf.get("spark.sql.sources.commitProtocolClass") == before
     success = SuccessData.from_bytes((dest / "_SUCCESS").read_bytes(), str(dest / "_SUCCESS"))
     assert success.committer == "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter"
     assert success.job_id_source == "spark.sql.sources.writeJobUUID"
+    assert success.job_id != conf["spark.sql.sources.writeJobUUID"], (
+        "Spark's per-write UUID, not the fallback"
+    )
     assert success.job_id and success.success
-    # Without spark-hadoop-cloud's PathOutputCommitProtocol, Spark writes task files straight into
-    # the destination and the manifest committer only sets up and commits the job: 0 files listed.
-    assert success.filenames == []
+    parts = sorted(p.as_uri() for p in dest.glob("part-*"))
+    assert len(parts) == 2
+    if bound:
+        # PathOutputCommitProtocol hands tasks the committer's work path: it renames both files.
+        assert sorted(name.replace("file:/", "file:///", 1) for name in success.filenames) == parts
+    else:
+        # Spark's own protocol gives a non-FileOutputCommitter no work path: tasks write straight into
+        # the destination, and the manifest committer only sets up and commits the job: 0 files listed.
+        assert success.filenames == []
     assert sorted(r.id for r in getattr(spark.read, fmt)(dest.as_uri()).collect()) == list(range(10))
 
 

@@ -40,7 +40,7 @@ from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import parallel_map, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
-from airflow_commit_provider.core.stages.uploads import parse_upload_records
+from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
@@ -194,7 +194,8 @@ def list_pending_uploads(
     """Pending uploads under the `scope` directory initiated at least `older_than` before `now`.
 
     With `job_id`, only uploads whose key contains it or that the job recorded under its job
-    directory. With `sizes`, each upload's parts and bytes come from ListParts (in parallel).
+    directory: our records, or the ``.pending``/``.pendingset`` files of Hadoop's S3A magic
+    committer (whose upload keys carry no job ID). With `sizes`, each upload's parts and bytes come from ListParts (in parallel).
     """
     listing = UploadListing.select(
         scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
@@ -273,7 +274,8 @@ def _recorded_upload_ids(
     threads: int,
     destinations: set[StorePath] | None = None,
 ) -> set[str]:
-    """Upload IDs in the job's own records (`<jobdir>/00/uploads/`) wherever its job dir can be."""
+    """Upload IDs in the job's own records (`<jobdir>/00/uploads/`, or Hadoop's magic committer's
+    pending files under `__magic_job-<id>/`) wherever its job dir can be."""
     if destinations is None:
         destinations = _possible_destinations(scope, uploads)
     record_dirs = [
@@ -281,9 +283,12 @@ def _recorded_upload_ids(
         for destination in sorted(destinations)
         for magic in (False, True)
     ]
+    magic_dirs = [JobLayout(destination, job_id, magic=True).job_dir for destination in sorted(destinations)]
     found: set[str] = set()
     for ids in parallel_map(record_dirs, lambda d: _read_records(store, d), threads):
         found |= ids
+    for pending in parallel_map(magic_dirs, lambda d: hadoop_pending_uploads(store, d), threads):
+        found |= {upload_id for _path, upload_id in pending}
     return found
 
 

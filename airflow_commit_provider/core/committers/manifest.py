@@ -21,7 +21,11 @@ class ManifestCommitter(Committer):
         exclusive_task_commit=True,
         unsafe=False,
         partition_markers=False,
-        jvm=JvmCommitter("manifest", records_job_id=False),
+        jvm=JvmCommitter(
+            "manifest",
+            records_job_id=False,
+            success_names=("org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter",),
+        ),
     )
     decoder = staticmethod(decode_task_manifest)
     entry_action = staticmethod(commit_files.rename_entry)

@@ -66,6 +66,16 @@ def canonical_jvm_name(name: str) -> str:
     raise ValueError(f"unknown JVM committer {name!r}: choose one of {', '.join(known)}")
 
 
+def committer_named_in_success(name: str) -> str | None:
+    """Our name for the committer a ``_SUCCESS`` names in ``committer`` (ours, or one of Hadoop's
+    S3A or manifest committers), or None when it is none of ours."""
+    for canonical, cls in COMMITTERS.items():
+        jvm = cls.traits.jvm
+        if name.lower() in {canonical, *jvm.aliases, *(n.lower() for n in jvm.success_names)}:
+            return canonical
+    return None
+
+
 def default_committer(destination: StorePath, partitioned: bool, conflict_mode: str) -> str:
     """The committer a write gets when it names none.
 

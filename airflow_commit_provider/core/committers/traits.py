@@ -38,6 +38,9 @@ class JvmCommitter:
     """``mapreduce.fileoutputcommitter.algorithm.version`` (2 only for file-v2)."""
     aliases: tuple[str, ...] = ()
     """Other names Hadoop users know it by (``fs.s3a.committer.name=file``, ``staging``)."""
+    success_names: tuple[str, ...] = ()
+    """What else its ``_SUCCESS`` calls it in ``committer`` (the S3A committers write our names;
+    Hadoop's manifest committer writes its class name)."""
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,11 @@ class PendingCommit:
         version = raw.get("version", PENDING_VERSION)
         if version not in (1, PENDING_VERSION):
             raise InvalidCommitDataError(f"{source}: unsupported pending commit version {version!r}")
-        etags = require_field(raw, "etags", list, source)
-        if not etags or not all(isinstance(tag, str) and tag for tag in etags):
-            raise InvalidCommitDataError(f"{source}: etags must be a non-empty list of non-empty strings")
+        etags = [_etag(tag) for tag in require_field(raw, "etags", list, source)]
+        if not etags or not all(etags):
+            raise InvalidCommitDataError(
+                f"{source}: etags must be a non-empty list of ETags (strings, or objects with an 'etag')"
+            )
         length = require_field(raw, "length", int, source)
         if length < 0:
             raise InvalidCommitDataError(f"{source}: negative length {length}")
@@ -91,6 +93,14 @@ class PendingCommit:
     @classmethod
     def from_bytes(cls, data: bytes, source: str) -> PendingCommit:
         return cls.from_json(parse_object(data, source), source)
+
+
+def _etag(tag: Any) -> str | None:
+    """A part's ETag as S3A lists it: a string, or (Hadoop 3.5.0 writes these, with the part's
+    checksum: `commit.files.UploadEtag`) an object ``{"etag", "checksumAlgorithm", "checksum"}``."""
+    if isinstance(tag, dict):
+        tag = tag.get("etag")
+    return tag if isinstance(tag, str) and tag else None
 
 
 @dataclass

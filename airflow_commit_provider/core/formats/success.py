@@ -22,6 +22,10 @@ from airflow_commit_provider.core.formats.jsonio import optional_field, parse_ob
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
 SUCCESS_FILENAME = "_SUCCESS"
 FILENAMES_LIMIT = 100
+#: Where Hadoop's committers count the files a job committed (`iostatistics` counters): S3A's
+#: CommitterStatisticNames.COMMITTER_COMMITS_COMPLETED and the manifest committer's
+#: COMMITTER_FILES_COMMITTED_COUNT.
+HADOOP_FILE_COUNTERS = ("committer_commits_completed", "committer_files_committed")
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,19 @@ attempts, without listing (and endangering) anyone else's under the destination.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 
-from airflow_commit_provider.core.formats.pending import PendingCommit
+from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
+from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
-from airflow_commit_provider.core.store.base import NoSuchUploadError, Store
+from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 
 
 def record_uploads(
@@ -74,6 +76,48 @@ def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]
         return [(StorePath.from_uri(record["uri"]), str(record["uploadId"])) for record in json.loads(data)]
     except (ValueError, KeyError, TypeError) as error:  # InvalidPathError is a ValueError
         raise InvalidCommitDataError(f"{source}: damaged upload record: {error}") from error
+
+
+def hadoop_pending_uploads(store: Store, magic_job_dir: StorePath) -> set[tuple[StorePath, str]]:
+    """(destination, upload ID) of every upload Hadoop's S3A magic committer listed under its job
+    directory ``__magic_job-<id>``: a task's ``.pendingset`` and each file's ``.pending``.
+
+    Its uploads' keys are the final ones and carry no job ID, so these files are the only way to
+    tell one magic job's pending uploads from another's. A file being written or deleted right now
+    is skipped with a warning.
+    """
+    found: set[tuple[StorePath, str]] = set()
+    for status in store.list_files(magic_job_dir):
+        if not is_pending_file(status.path.name):
+            continue
+        try:
+            commits = read_pending_commits(store.read_bytes(status.path), str(status.path))
+        except (InvalidCommitDataError, StoreError) as error:
+            log.warning("skipping unreadable %s: %s", status.path, error)
+            continue
+        # `uri` is the file's magic path; the upload is on the destination key.
+        found.update(
+            (StorePath(magic_job_dir.scheme, commit.bucket, commit.destination_key), commit.upload_id)
+            for commit in commits
+        )
+    return found
+
+
+def abort_hadoop_magic_uploads(store: Store, destination: str | StorePath, job_id: str) -> int:
+    """Abort the pending uploads S3A's magic committer listed for `job_id`; how many were aborted.
+
+    Uploads already completed or aborted are skipped. Must run before the job's ``__magic_job-``
+    directory is deleted: its ``.pending``/``.pendingset`` files are the only list of them.
+    """
+    if not store.capabilities.multipart_upload:
+        return 0
+    magic_dir = JobLayout(StorePath.parse(destination), validate_job_id(job_id), magic=True).job_dir
+    aborted = 0
+    for path, upload_id in sorted(hadoop_pending_uploads(store, magic_dir)):
+        with contextlib.suppress(StoreError):
+            store.abort_multipart_upload(path, upload_id)
+            aborted += 1
+    return aborted
 
 
 def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> int:
