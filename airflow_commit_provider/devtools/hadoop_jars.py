@@ -190,14 +190,24 @@ def peer_jars(repo: Path | None = None) -> list[Path]:
     return [artifact.path(repo) for artifact in PEER_ARTIFACTS]
 
 
-def classpath_conf(jars: list[Path]) -> dict[str, str]:
-    """Spark conf putting `jars` on the driver's and executors' JVM classpath at launch.
+def peer_spark_conf(jars: list[Path], local_dir: Path) -> dict[str, str]:
+    """Spark conf that runs Hadoop's committers from `jars`, keeping their local files in `local_dir`.
 
-    ``spark.jars`` would copy them (the SDK bundle is 650 MB) into every executor's work directory;
-    a classpath entry reads them in place, which is right when every JVM runs on this machine.
+    The jars go on the driver's and executors' JVM classpath at launch: ``spark.jars`` would copy
+    them (the SDK bundle is 690 MB) into every executor's work directory, while a classpath entry
+    reads them in place, which is right when every JVM runs on this machine. S3A buffers uploads
+    under ``hadoop.tmp.dir`` (``/tmp/hadoop-<user>`` by default) and its staging committers keep
+    their upload lists under ``tmp/staging`` of the cluster filesystem, which on ``file://`` is the
+    working directory: a killed or failed job leaves both behind, so they go where the caller
+    removes them.
     """
     classpath = os.pathsep.join(str(jar) for jar in jars)
-    return {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+    return {
+        "spark.driver.extraClassPath": classpath,
+        "spark.executor.extraClassPath": classpath,
+        "spark.hadoop.hadoop.tmp.dir": str(local_dir / "hadoop"),
+        "spark.hadoop.fs.s3a.committer.staging.tmp.path": (local_dir / "staging").as_uri(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

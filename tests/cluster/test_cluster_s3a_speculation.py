@@ -40,7 +40,7 @@ from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
-from airflow_commit_provider.devtools.hadoop_jars import classpath_conf, peer_jars
+from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
 from airflow_commit_provider.spark.config import S3Settings
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 
@@ -95,7 +95,7 @@ def test_s3a_magic_speculative_duplicate(
         through_gate = S3Settings(endpoint_url=gate.endpoint_url, region_name=embedded_s3.region)
         conf = {
             **cluster_conf(event_log_dir),
-            **classpath_conf(peer_jars()),
+            **peer_spark_conf(peer_jars(), tmp_path),
             **jvm_committer_conf(urls["defaults"], "magic", store=through_gate),
         }
         app_args = ["--markers", str(markers), "--destination", urls["defaults"]]

@@ -35,19 +35,19 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # Python workers must run this interpreter (it has pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
-    from airflow_commit_provider.devtools.hadoop_jars import classpath_conf, peer_jars
+    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
 
     cloudpickle.register_pickle_by_value(spark_hooks)
     session = (
         SparkSession.builder.master("local[2,4]")
-        .config(map=classpath_conf(peer_jars()))
+        .config(map=peer_spark_conf(peer_jars(), tmp_path_factory.mktemp("hadoop-local")))
         .appName("airflow-commit-provider-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")

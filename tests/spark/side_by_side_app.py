@@ -61,7 +61,7 @@ def rows(spark: Any, count: int) -> Any:
 def session(spec: dict[str, Any]) -> Any:
     from pyspark.sql import SparkSession
 
-    from airflow_commit_provider.devtools.hadoop_jars import classpath_conf, peer_jars
+    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
     from airflow_commit_provider.spark.config import S3Settings
     from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 
@@ -71,7 +71,7 @@ def session(spec: dict[str, Any]) -> Any:
     spark = (
         SparkSession.builder.master("local[4]")
         .appName("side-by-side-killed")
-        .config(map=classpath_conf(peer_jars()))
+        .config(map=peer_spark_conf(peer_jars(), Path(spec["markers"])))
         .config(map=committer)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")

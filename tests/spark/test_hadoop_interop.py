@@ -217,11 +217,15 @@ class KilledJobs:
 
 @pytest.fixture(scope="module")
 def killed_magic_jobs(
-    s3a_spark: Any, embedded_s3: Any, spark_bucket: str, spark_s3_store: Any
+    s3a_spark: Any,
+    embedded_s3: Any,
+    spark_bucket: str,
+    spark_s3_store: Any,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KilledJobs]:
     """Two S3A magic writes of one spark-submit application, SIGKILLed once each has a committed
     task and a task waiting at the gate: pending uploads, `.pending`/`.pendingset` files, no commit."""
-    from airflow_commit_provider.devtools.hadoop_jars import classpath_conf, peer_jars
+    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
 
     jobs = {
         "cleanup": (f"s3a://{spark_bucket}/killed-{uuid.uuid4().hex[:8]}", f"killed-{uuid.uuid4()}"),
@@ -230,7 +234,7 @@ def killed_magic_jobs(
     settings = S3Settings(endpoint_url=embedded_s3.endpoint_url, region_name=embedded_s3.region)
     conf = {
         **jvm_committer_conf(jobs["cleanup"][0], "magic", store=settings),
-        **classpath_conf(peer_jars()),
+        **peer_spark_conf(peer_jars(), tmp_path_factory.mktemp("hadoop-local")),
         "spark.master": "local[4]",  # two gated tasks must leave room for the two that commit
         "spark.ui.enabled": "false",
         "spark.driver.bindAddress": "127.0.0.1",

@@ -9,12 +9,13 @@ through the operator's ``conf``, as a user would pass them. The operator verifie
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_commit_provider.devtools.hadoop_jars import PEER_ARTIFACTS, classpath_conf, repository
+from airflow_commit_provider.devtools.hadoop_jars import PEER_ARTIFACTS, peer_spark_conf, repository
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 from airflow_commit_provider.sensors import SuccessManifestSensor
 
@@ -34,7 +35,10 @@ with DAG(
         engine="hadoop",
         application_args=["--source", "{{ params.source }}", "--ds", "{{ ds }}"],
         conf={
-            **classpath_conf([artifact.path(repository()) for artifact in PEER_ARTIFACTS]),
+            **peer_spark_conf(
+                [artifact.path(repository()) for artifact in PEER_ARTIFACTS],
+                Path(os.environ["AIRFLOW_HOME"]) / "hadoop-local",  # the tests' throwaway home
+            ),
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
