@@ -22,7 +22,6 @@ from typing import Literal
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
-    HADOOP_FILE_COUNTERS,
     SUCCESS_FILENAME,
     LegacySuccessMarkerError,
     SuccessData,
@@ -124,23 +123,6 @@ def _listed_path(name: str, directory: StorePath) -> StorePath:
     return StorePath(directory.scheme, directory.bucket, name.lstrip("/"))
 
 
-def _file_count(data: SuccessData) -> tuple[int, bool]:
-    """(count, exact). Hadoop's files list at most 100 `filenames`, so a shorter list is complete;
-    a full one is exact only when its job counted the files it committed in `iostatistics`."""
-    if data.file_count is not None:
-        return data.file_count, True
-    if data.files is not None:
-        return len(data.files), True
-    counted = [
-        data.iostatistics.counters[name]
-        for name in HADOOP_FILE_COUNTERS
-        if name in data.iostatistics.counters
-    ]
-    if counted:
-        return max(counted), True
-    return len(data.filenames), len(data.filenames) < FILENAMES_LIMIT
-
-
 def _partition_key(partition: str) -> str:
     return partition.strip("/")
 
@@ -188,7 +170,7 @@ def verify_success(
             expected = " or ".join(repr(name) for name in wanted)
             reasons.append(f"committer is {data.committer!r}, expected {expected}")
     if min_files is not None:
-        count, exact = _file_count(data)
+        count, exact = data.committed_file_count()
         if count < min_files:
             if exact:
                 reasons.append(f"{count} files committed, expected at least {min_files}")

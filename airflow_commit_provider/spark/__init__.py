@@ -8,7 +8,7 @@ Hadoop's own (JVM) committers.
 - :func:`register_data_source` - ``df.write.format("committed")``: the same protocol as a Python
   data source, run by Spark's own write path (classic and Spark Connect sessions).
 - :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
-  manifest committers.
+  manifest committers; :func:`s3a_store_conf` - where S3A finds a store (never who it is).
 
 Importing this package never imports PySpark; the functions import it when called. Executors need
 this package installed (the task function is pickled by reference).
@@ -25,6 +25,7 @@ __all__ = [
     "jvm_committer_conf",
     "plan_write",
     "register_data_source",
+    "s3a_store_conf",
     "write_committed",
 ]
 
@@ -36,6 +37,7 @@ _EXPORTS = {
     "write_committed": "airflow_commit_provider.spark.writer",
     "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
     "applied_conf": "airflow_commit_provider.spark.jvm_committers",
+    "s3a_store_conf": "airflow_commit_provider.spark.jvm_committers",
 }
 
 

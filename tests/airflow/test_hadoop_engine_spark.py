@@ -1,9 +1,9 @@
 """engine="hadoop" with real Spark: Spark's own writer commits through Hadoop's classic committer.
 
-PyPI's PySpark has neither hadoop-aws (S3A committers) nor spark-hadoop-cloud (the commit protocol
-binding the manifest committer needs), so the JVM committer that runs here is FileOutputCommitter v1
-on a local destination (``bind_commit_protocol=False``). Its `_SUCCESS` is the classic 0-byte
-marker: the operator accepts it because it was written after this try started.
+This spark-submit runs PyPI's PySpark as a user gets it, without hadoop-aws or spark-hadoop-cloud
+(``test_hadoop_engine_s3a.py`` runs those), so the JVM committer here is FileOutputCommitter v1 on
+a local destination (``bind_commit_protocol=False``). Its `_SUCCESS` is the classic 0-byte marker:
+the operator accepts it because it was written after this try started.
 """
 
 from __future__ import annotations

@@ -291,7 +291,8 @@ def test_hadoop_job_commit_killed_then_aborted_keeps_partial_output(
     partial = ids(s3a_spark, location)
     assert len(partial) == 1, partial
 
-    abort_hadoop_job(store, table, magic_dirs.pop().removeprefix(MAGIC_PREFIX))
+    report = abort_hadoop_job(store, table, magic_dirs.pop().removeprefix(MAGIC_PREFIX))
+    assert report.uploads_aborted == 0, "s3guard aborted them all; the store answers a repeat abort too"
     assert uploads_left(store, table) == []
     assert temp_objects(store, table) == []
     assert ids(s3a_spark, location) == partial, "an abort cannot take back a completed upload"

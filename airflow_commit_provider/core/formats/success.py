@@ -108,12 +108,28 @@ class SuccessData:
         self.write_to(buffer)
         return buffer.getvalue()
 
+    def committed_file_count(self) -> tuple[int, bool]:
+        """(count, exact). Hadoop's files list at most 100 `filenames`, so a shorter list is complete;
+        a full one is exact only when its job counted the files it committed in `iostatistics`."""
+        if self.file_count is not None:
+            return self.file_count, True
+        if self.files is not None:
+            return len(self.files), True
+        counted = [
+            self.iostatistics.counters[name]
+            for name in HADOOP_FILE_COUNTERS
+            if name in self.iostatistics.counters
+        ]
+        if counted:
+            return max(counted), True
+        return len(self.filenames), len(self.filenames) < FILENAMES_LIMIT
+
     def summary(self) -> dict[str, Any]:
         """A small dict for logs and XCom (never the full file list)."""
         return {
             "job_id": self.job_id,
             "committer": self.committer,
-            "files": self.file_count if self.file_count is not None else len(self.filenames),
+            "files": self.committed_file_count()[0],
             "bytes": self.total_bytes,
             "rows": self.rows,
             "partitions": self.partitions,

@@ -106,14 +106,20 @@ def hadoop_pending_uploads(store: Store, magic_job_dir: StorePath) -> set[tuple[
 def abort_hadoop_magic_uploads(store: Store, destination: str | StorePath, job_id: str) -> int:
     """Abort the pending uploads S3A's magic committer listed for `job_id`; how many were aborted.
 
-    Uploads already completed or aborted are skipped. Must run before the job's ``__magic_job-``
+    Only uploads the store still lists as pending are aborted and counted: S3 (and SeaweedFS)
+    answer an abort of an upload already completed or aborted with success too, so counting the
+    answers would report uploads that were never there. Must run before the job's ``__magic_job-``
     directory is deleted: its ``.pending``/``.pendingset`` files are the only list of them.
     """
     if not store.capabilities.multipart_upload:
         return 0
-    magic_dir = JobLayout(StorePath.parse(destination), validate_job_id(job_id), magic=True).job_dir
+    root = StorePath.parse(destination)
+    listed = hadoop_pending_uploads(store, JobLayout(root, validate_job_id(job_id), magic=True).job_dir)
+    if not listed:
+        return 0
+    pending = {(upload.path, upload.upload_id) for upload in store.list_multipart_uploads(root)}
     aborted = 0
-    for path, upload_id in sorted(hadoop_pending_uploads(store, magic_dir)):
+    for path, upload_id in sorted(listed & pending):
         with contextlib.suppress(StoreError):
             store.abort_multipart_upload(path, upload_id)
             aborted += 1
