@@ -27,7 +27,7 @@ from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
-from bench.common import BenchEnv, ScenarioResult, log, new_id, timer
+from bench.common import BenchEnv, ScenarioResult, log, new_id, rotated, timer
 
 TARGET_RATIO = 1.2
 MAGIC_TARGET_RATIO = 1.0
@@ -116,8 +116,7 @@ def run(env: BenchEnv) -> ScenarioResult:
     for rep in range(env.repeat):
         bucket = env.new_bucket("cs3")
         try:
-            # Rotate the order each repetition so no variant always runs first or last.
-            order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+            order = rotated(variants, rep)
             seconds: dict[str, float] = {}
             for name in order:
                 seconds[name], summary, copies = write(name, df, bucket)

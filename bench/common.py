@@ -17,11 +17,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from airflow_commit_provider.spark.config import ARROW_MAX_BYTES_PER_BATCH, ARROW_UNMEASURED_BATCHES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -251,6 +253,11 @@ def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[
     end.append(clock())
 
 
+#: Spark 4's per-row Arrow batch measurement off in the session (`config.ARROW_MAX_BYTES_PER_BATCH`
+#: says why it matters; `ArrowWriter.sizeInBytes` sets the value count of every vector, for
+#: `mapInArrow`'s one struct column all the fields), as `write_committed` has it for its own jobs.
+ARROW_BYTE_CHECK_OFF = {ARROW_MAX_BYTES_PER_BATCH: ARROW_UNMEASURED_BATCHES}
+
 #: S3Store counters that are one HTTP request each.
 REQUEST_COUNTERS = (
     "op_put",
@@ -268,8 +275,69 @@ REQUEST_COUNTERS = (
 )
 
 
+class ProcessCPU:
+    """CPU seconds (user + system) of a set of processes, from ``/proc/<pid>/stat``; call the object
+    for the total so far (a `timer` clock), `parts()` splits it by the name each process is counted as.
+
+    `own` names processes counted alone, `trees` processes whose descendants (not themselves) are
+    counted. Each process is followed by its PID and start time, and keeps the CPU it had used when
+    last seen: PySpark's daemon ignores SIGCHLD, so a worker that ends (an idle one after a minute)
+    is reaped without adding to its parent's children's times and would take its CPU with it.
+    """
+
+    TICKS = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, own: Mapping[int, str], trees: Mapping[int, str] | None = None):
+        self.own = dict(own)
+        self.trees = dict(trees or {})
+        self._seen: dict[tuple[int, int], tuple[str, float]] = {}
+        """(pid, start time) -> (part, CPU seconds when last seen)."""
+
+    def _scan(self) -> None:
+        processes: dict[int, tuple[int, int, float]] = {}  # pid -> (parent, start time, CPU seconds)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{entry}/stat") as handle:
+                        fields = handle.read().rsplit(")", 1)[1].split()
+                    cpu = (int(fields[11]) + int(fields[12])) / self.TICKS
+                    processes[int(entry)] = (int(fields[1]), int(fields[19]), cpu)
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _start, _cpu) in processes.items():
+            children.setdefault(parent, []).append(pid)
+        counted = dict(self.own)
+        for root, part in self.trees.items():
+            pending = list(children.get(root, []))
+            while pending:
+                pid = pending.pop()
+                counted[pid] = part
+                pending.extend(children.get(pid, []))
+        for pid, part in counted.items():
+            if pid in processes:
+                _parent, start, cpu = processes[pid]
+                self._seen[pid, start] = (part, cpu)
+
+    def parts(self) -> dict[str, float]:
+        """CPU seconds so far of each part, over every process seen."""
+        self._scan()
+        totals = dict.fromkeys([*self.own.values(), *self.trees.values()], 0.0)
+        for part, cpu in self._seen.values():
+            totals[part] += cpu
+        return totals
+
+    def __call__(self) -> float:
+        return sum(self.parts().values())
+
+
 def requests_in(counters: dict[str, int]) -> int:
     return sum(counters.get(name, 0) for name in REQUEST_COUNTERS)
+
+
+def rotated(items: Sequence[Any], turn: int) -> list[Any]:
+    """`items` started at position `turn` (modulo): each repetition starts with another, so drift
+    on a shared host favours no variant by always running it first or last."""
+    start = turn % len(items)
+    return [*items[start:], *items[:start]]
 
 
 def new_id(prefix: str) -> str:
@@ -303,6 +371,11 @@ class BenchEnv:
         self._own_s3 = False
         self._spark: SparkSession | None = None
         self._own_spark = False
+        self._client_cpu: ProcessCPU | None = None
+        self._server_cpu: ProcessCPU | None = None
+        self._restore = contextlib.ExitStack()
+        """Undoes the runtime settings this run made on the session (a shared one outlives the run)."""
+        self._s3a_ready = False
 
     def pick(self, tiny: Any, small: Any, full: Any) -> Any:
         return {"tiny": tiny, "small": small, "full": full}[self.size]
@@ -321,6 +394,15 @@ class BenchEnv:
     def new_bucket(self, prefix: str) -> str:
         return self.s3.create_bucket(new_id(prefix))
 
+    @contextlib.contextmanager
+    def bucket(self, prefix: str) -> Iterator[str]:
+        """A new bucket for the block, dropped after it."""
+        bucket = self.new_bucket(prefix)
+        try:
+            yield bucket
+        finally:
+            self.drop_bucket(bucket)
+
     def drop_bucket(self, bucket: str) -> None:
         """Delete a bucket with its contents and pending uploads (frees SeaweedFS volumes)."""
         with contextlib.suppress(Exception):
@@ -329,9 +411,52 @@ class BenchEnv:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            self._spark = start_spark()
+            self._spark = start_spark(self.work_dir)
             self._own_spark = getattr(self._spark, "_bench_created", False)
         return self._spark
+
+    @property
+    def s3a_spark(self) -> SparkSession:
+        """The session with Hadoop's S3A filesystem (``s3a://``) pointed at the embedded S3, and S3A's
+        committers given the run's thread count (``--threads``, as ours get) for their job commit.
+        Set at runtime, once; restored in `close()`."""
+        spark = self.spark
+        if not self._s3a_ready:
+            from airflow_commit_provider.spark.config import S3Settings, applied_conf
+            from airflow_commit_provider.spark.jvm_committers import s3a_store_conf
+
+            s3 = self.s3
+            settings = {
+                **s3a_store_conf(S3Settings(endpoint_url=s3.endpoint_url, region_name=s3.region)),
+                # Credentials only at runtime, in this process: never on a command line or in results.
+                "fs.s3a.access.key": s3.access_key,
+                "fs.s3a.secret.key": s3.secret_key,
+                "fs.s3a.committer.threads": str(self.threads),
+            }
+            self._restore.enter_context(applied_conf(spark, settings))
+            self._s3a_ready = True
+        return spark
+
+    @property
+    def client_cpu(self) -> ProcessCPU:
+        """CPU of the client side of a write: this Python process (the driver's Python, where
+        `write_committed` commits the job), the Spark JVM (driver and executors: one JVM in local
+        mode) and every process it starts (PySpark's daemon and Python workers: our tasks, the data
+        source's commit). Parts: ``driver python``, ``jvm``, ``python workers``."""
+        if self._client_cpu is None:
+            jvm = int(self.spark._jvm.ProcessHandle.current().pid())  # type: ignore[attr-defined]
+            self._client_cpu = ProcessCPU({os.getpid(): "driver python", jvm: "jvm"}, {jvm: "python workers"})
+        return self._client_cpu
+
+    @property
+    def server_cpu(self) -> ProcessCPU:
+        """CPU of the embedded S3 server (SeaweedFS): to tell when the store, not a client, bounds a run."""
+        if self._server_cpu is None:
+            pid = self.s3.pid
+            if pid is None:
+                raise RuntimeError("the embedded S3 server is not running")
+            self._server_cpu = ProcessCPU({pid: "s3 server"}, {pid: "s3 server"})
+        return self._server_cpu
 
     def s3_options(self) -> dict[str, str]:
         s3 = self.s3
@@ -343,6 +468,8 @@ class BenchEnv:
         }
 
     def close(self) -> None:
+        self._restore.close()
+        self._s3a_ready = False
         if self._spark is not None and self._own_spark:
             self._spark.stop()
         self._spark = None
@@ -351,13 +478,15 @@ class BenchEnv:
         self._s3 = None
 
 
-def start_spark() -> SparkSession:
-    """A local[2] session for the write scenarios; an already active session is reused."""
+def start_spark(work_dir: Path) -> SparkSession:
+    """A local[2] session for the write scenarios; an already active session is reused. Hadoop's
+    committers keep their local files under `work_dir`, which the run removes."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
+    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
     from bench import spark_tasks
 
     # Executors import the package `airflow_commit_provider` (installed) but not `bench` (a folder
@@ -370,6 +499,8 @@ def start_spark() -> SparkSession:
     log("starting a local Spark session")
     session = (
         SparkSession.builder.master("local[2]")
+        # Hadoop's S3A committers and spark-hadoop-cloud, for the scenarios that race them.
+        .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))
         .appName("airflow-commit-provider-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

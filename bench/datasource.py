@@ -29,7 +29,7 @@ from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark import register_data_source
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
-from bench.common import BenchEnv, ScenarioResult, log, new_id, timer
+from bench.common import BenchEnv, ScenarioResult, log, new_id, rotated, timer
 
 TARGET_RATIO = 1.05
 CODEC = "snappy"
@@ -135,7 +135,7 @@ def run(env: BenchEnv) -> ScenarioResult:
             bucket = env.new_bucket("ds")
             try:
                 # Rotate the pairs, and alternate which route of a pair goes first.
-                order = pairs[rep % len(pairs) :] + pairs[: rep % len(pairs)]
+                order = rotated(pairs, rep)
                 routes = ROUTES if rep % 2 == 0 else ROUTES[::-1]
                 for store, layout in order:
                     seconds: dict[str, float] = {}

@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from bench import s3_setup
@@ -39,6 +41,7 @@ from bench.common import (
     log,
     new_id,
     requests_in,
+    rotated,
     timer,
 )
 from bench.stages import stage_timer
@@ -105,7 +108,6 @@ def run(env: BenchEnv) -> ScenarioResult:
 
 def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
     tasks = task_count(files)
-    files_per_task = -(-files // tasks)
     label = f"{files:,} files"
     for name in RUNS:
         default_path = RUNS[name][1] is None
@@ -133,27 +135,14 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
         try:
             jobs = {}
             for name, (committer, _path) in RUNS.items():
-                job_id, destination = new_id("job"), f"s3://{buckets[name]}/out"
                 with timer() as setup:
-                    results = s3_setup.task_outputs(
-                        committer,
-                        setup_store,
-                        destination,
-                        job_id,
-                        files,
-                        files_per_task,
-                        PAYLOAD,
-                        env.work_dir,
-                    )
-                jobs[name] = (destination, job_id, results)
+                    jobs[name] = ours_pending_job(env, committer, setup_store, buckets[name], files)
                 result.measure(f"setup seconds ({name} tasks), {label}", setup())
             with timer() as setup:
                 uploads = s3_setup.create_raw_uploads(setup_client, buckets["raw"], "out", files, PAYLOAD)
             result.measure(f"setup seconds (raw uploads), {label}", setup())
 
-            # Rotate the order so drift on a shared host favours no side.
-            order = [*RUNS, "raw"]
-            order = order[rep % len(order) :] + order[: rep % len(order)]
+            order = rotated([*RUNS, "raw"], rep)
             seconds: dict[str, float] = {}
             cpu: dict[str, float] = {}
             counters: dict[str, dict[str, int]] = {}
@@ -162,8 +151,8 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
                 if name == "raw":
                     seconds[name], cpu[name] = _raw_complete(env, buckets["raw"], uploads)
                 else:
-                    seconds[name], cpu[name], counters[name], phases[name] = _ours_commit(
-                        env, name, *jobs[name], files
+                    seconds[name], cpu[name], counters[name], phases[name] = ours_job_commit(
+                        env, *RUNS[name], *jobs[name], files
                     )
                 result.measure(f"client CPU seconds ({name}), {label}", cpu[name])
                 result.measure(f"files per second ({name}), {label}", files / seconds[name], "files/s")
@@ -192,6 +181,19 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
             setup_client.close()
             for bucket in buckets.values():
                 env.drop_bucket(bucket)
+
+
+def ours_pending_job(
+    env: BenchEnv, committer: str, store: Any, bucket: str, files: int
+) -> tuple[str, str, list[TaskCommitResult]]:
+    """A job of ours in `bucket` whose `task_count(files)` tasks ran and committed `files` files of
+    PAYLOAD, ready for job commit: (destination, job ID, the task results)."""
+    job_id, destination = new_id("job"), f"s3://{bucket}/out"
+    tasks = task_count(files)
+    results = s3_setup.task_outputs(
+        committer, store, destination, job_id, files, -(-files // tasks), PAYLOAD, env.work_dir
+    )
+    return destination, job_id, results
 
 
 def _record(
@@ -227,12 +229,19 @@ def _record(
         result.measure(f"{name}: {phase} seconds, {label}", value)
 
 
-def _ours_commit(
-    env: BenchEnv, name: str, destination: str, job_id: str, results: list[TaskCommitResult], files: int
+def ours_job_commit(
+    env: BenchEnv,
+    committer_name: str,
+    request_path: str | None,
+    destination: str,
+    job_id: str,
+    results: list[TaskCommitResult],
+    files: int,
+    cpu_clock: Callable[[], float] = time.process_time,
 ) -> tuple[float, float, dict[str, int], dict[str, float]]:
     """Our job commit with a fresh store and committer, as a driver has after the tasks ran:
-    seconds, client CPU seconds, the store's request counters, and the seconds of each stage."""
-    committer_name, request_path = RUNS[name]
+    seconds, client CPU seconds (on `cpu_clock`), the store's request counters, and the seconds of
+    each stage."""
     store = env.s3.store(max_pool_connections=env.threads + 4, request_path=request_path)
     try:
         committer = create_committer(
@@ -240,7 +249,7 @@ def _ours_commit(
         )
         store.hot  # noqa: B018 - create the clients now: a driver has them since job setup
         before = store.statistics.snapshot()
-        with stage_timer() as phases, timer() as elapsed, timer(time.process_time) as cpu:
+        with stage_timer() as phases, timer() as elapsed, timer(cpu_clock) as cpu:
             success = committer.commit_job(results)
         counters = store.statistics.counters_since(before).counters
     finally:

@@ -1,20 +1,20 @@
 """Scenario 3: the local filesystem (file://), one DataFrame, our manifest committer against the JVM.
 
-- Parquet: `write_committed(..., committer="manifest")` against Spark's own `df.write.parquet`, which
-  commits with the JVM FileOutputCommitter (algorithm 1, set explicitly). Target: ratio <= 1.25.
-- ORC: ours against Spark's `df.write.orc` with Hadoop's JVM manifest committer
-  (`jvm_committer_conf(..., "manifest", bind_commit_protocol=False)`), and against FileOutputCommitter
-  v1 for ORC. PyPI's PySpark lacks spark-hadoop-cloud's PathOutputCommitProtocol, and Spark's default
-  protocol only routes task files through a committer's work path when the committer IS a
-  FileOutputCommitter: so the JVM manifest committer runs its job setup, task commits and job commit
-  (and writes its JSON `_SUCCESS`) but tasks write straight into the destination and it commits 0
-  files. That row therefore times the manifest committer's overhead without its renames, a lower
-  bound for it (and output that is visible before job commit).
+- Parquet: `write_committed(..., committer="manifest")` and `df.write.format("committed")` (manifest)
+  against Spark's `df.write.parquet` committed by Hadoop's JVM ManifestCommitter through
+  spark-hadoop-cloud's PathOutputCommitProtocol and BindingParquetOutputCommitter
+  (`jvm_committer_conf(..., "manifest")`): the baseline that counts, target ratio <= 1.25 for wall
+  time; client CPU (`BenchEnv.client_cpu`: driver Python, Spark JVM, its Python workers) is compared
+  too. Spark's classic commit (its own protocol, FileOutputCommitter v1) is an informative row.
+- ORC: ours against `df.write.orc` with the same ManifestCommitter binding, and against
+  FileOutputCommitter v1 (informative: pyarrow's ORC encoder against the JVM's).
 
-Two informative rows show what bounds ours: the same DataFrame through `mapInArrow` with a task
+Three informative rows show what bounds ours: the same DataFrame through `mapInArrow` with a task
 that only counts the rows (the cost of moving them from the JVM to Python, which Spark's native
-writer never pays), and a raw uncommitted `mapInArrow` + pyarrow write of one file per task with our
-tasks' writer (ours minus the commit protocol).
+writer never pays), a raw uncommitted `mapInArrow` + pyarrow write of one file per task with our
+tasks' writer (ours minus the commit protocol), and `df.write.format("committed")` with Spark's
+per-row Arrow batch-size check off in the session (`common.ARROW_BYTE_CHECK_OFF`), which
+`write_committed` turns off for its own jobs and a data source cannot.
 
 Codecs are explicit on both sides: parquet snappy, ORC zstd (Spark 4's defaults).
 """
@@ -29,18 +29,17 @@ import uuid
 from typing import Any
 
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
-from airflow_commit_provider.spark.jvm_committers import applied_conf, jvm_committer_conf
+from airflow_commit_provider.spark import register_data_source
+from airflow_commit_provider.spark.config import applied_conf
+from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
-from bench.common import BenchEnv, ScenarioResult, log, timer
+from bench.common import ARROW_BYTE_CHECK_OFF, BenchEnv, ScenarioResult, log, rotated, timer
+from bench.jvm_peers import file_v1_conf
 
 TARGET_RATIO = 1.25
-FOC_V1 = {
-    "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "1",
-    "spark.hadoop.mapreduce.outputcommitter.factory.scheme.file": (
-        "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
-    ),
-}
+HADOOP_MANIFEST = "df.write.{fmt} (Hadoop ManifestCommitter, PathOutputCommitProtocol)"
+SPARK_FOC_V1 = "df.write.{fmt} (Spark's protocol, FileOutputCommitter v1)"
 CODECS = {"parquet": "snappy", "orc": "zstd"}
 
 
@@ -56,21 +55,21 @@ def run(env: BenchEnv) -> ScenarioResult:
             "target_bytes": target_bytes,
             "spark_partitions": partitions,
             "codecs": CODECS,
-            "ours": "write_committed(df, file://..., committer='manifest')",
+            "ours": "write_committed(df, file://..., committer='manifest'); df.write.format('committed')",
+            "baseline": HADOOP_MANIFEST.format(fmt="parquet|orc"),
             "threads": env.threads,
         },
     )
-    result.notes.append(
-        "The ORC row against Hadoop's JVM manifest committer is a lower bound for the JVM side: without "
-        "spark-hadoop-cloud (not in PyPI's PySpark) Spark writes task files straight into the destination "
-        "and the JVM manifest committer commits 0 files (see the measured `committer_files_committed`)."
-    )
     spark = env.spark
+    register_data_source(spark)
     df = spark_tasks.make_frame(spark, target_bytes, partitions)
     root = env.work_dir / "local-writes"
     root.mkdir(exist_ok=True)
     variants = [
         "ours-parquet",
+        "committed-parquet",
+        "committed-nocheck-parquet",
+        "jvm-manifest-parquet",
         "spark-parquet",
         "raw-parquet",
         "transfer-parquet",
@@ -79,13 +78,15 @@ def run(env: BenchEnv) -> ScenarioResult:
         "spark-orc",
     ]
 
-    def write(name: str, frame: Any) -> tuple[float, Any, int, Any]:
-        """One write: seconds, our summary (or None), bytes written, JVM manifest files committed."""
+    def write(name: str, frame: Any) -> tuple[float, float, Any, int, Any]:
+        """One write: seconds, client CPU seconds, our summary (or None), bytes written, JVM
+        manifest files committed."""
         path = root / f"{name}-{uuid.uuid4().hex[:8]}"
         url = f"file://{path}"
         fmt = name.rsplit("-", 1)[1]
         summary = committed = None
-        with timer() as elapsed:
+        arrow = ARROW_BYTE_CHECK_OFF if "-nocheck-" in name else {}
+        with applied_conf(spark, arrow), timer() as elapsed, timer(env.client_cpu) as cpu:
             if name.startswith("ours"):
                 summary = write_committed(
                     frame,
@@ -93,6 +94,15 @@ def run(env: BenchEnv) -> ScenarioResult:
                     format=fmt,
                     committer="manifest",
                     options={"compression": CODECS[fmt], "threads": env.threads},
+                )
+            elif name.startswith("committed"):
+                (
+                    frame.write.format("committed")
+                    .mode("append")
+                    .options(
+                        format=fmt, committer="manifest", compression=CODECS[fmt], threads=str(env.threads)
+                    )
+                    .save(url)
                 )
             elif name.startswith("raw"):
                 path.mkdir()
@@ -103,19 +113,16 @@ def run(env: BenchEnv) -> ScenarioResult:
             elif name.startswith("transfer"):
                 frame.mapInArrow(spark_tasks.transfer_only_task, spark_tasks.RAW_RESULT_SCHEMA).collect()
             elif name.startswith("jvm-manifest"):
-                conf = jvm_committer_conf(url, "manifest", bind_commit_protocol=False)
-                # The manifest committer takes the job's UUID from the write's conf (jobIdSource).
-                conf["spark.sql.sources.writeJobUUID"] = str(uuid.uuid4())
-                with applied_conf(spark, conf):
+                with applied_conf(spark, jvm_committer_conf(url, "manifest")):
                     frame.write.option("compression", CODECS[fmt]).format(fmt).save(url)
             else:
-                with applied_conf(spark, FOC_V1):
+                with applied_conf(spark, file_v1_conf("file")):
                     frame.write.option("compression", CODECS[fmt]).format(fmt).save(url)
         written = _bytes_under(path)
         if name.startswith("jvm-manifest"):
             committed = _jvm_manifest_files_committed(path)
         shutil.rmtree(path, ignore_errors=True)
-        return elapsed(), summary, written, committed
+        return elapsed(), cpu(), summary, written, committed
 
     if env.size != "tiny":  # the smoke test only checks that the scenario runs
         # Warm-up (not measured): Python workers, imports, JIT of both writers.
@@ -124,23 +131,47 @@ def run(env: BenchEnv) -> ScenarioResult:
             write(name, small)
 
     for rep in range(env.repeat):
-        order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+        order = rotated(variants, rep)
         seconds: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for name in order:
-            seconds[name], summary, written, committed = write(name, df)
+            seconds[name], cpu[name], summary, written, committed = write(name, df)
             result.measure(f"total seconds, {name}", seconds[name])
+            result.measure(f"client CPU seconds, {name}", cpu[name])
             result.measure(f"bytes written, {name}", written, "bytes")
             if summary is not None:
                 result.measure(f"job commit seconds, {name}", summary.job_commit_seconds)
             if committed is not None:
-                result.measure("files the JVM manifest committer committed (renamed)", committed, "files")
+                result.measure(
+                    f"files the JVM manifest committer committed (renamed), {name}", committed, "files"
+                )
             log(f"local: {name}: {written / 1e6:.0f} MB in {seconds[name]:.1f} s")
+        parquet_manifest = HADOOP_MANIFEST.format(fmt="parquet")
+        for ours, label in (
+            ("ours-parquet", "write_committed(manifest)"),
+            ("committed-parquet", "df.write.format('committed') (manifest)"),
+            ("committed-nocheck-parquet", "df.write.format('committed') (manifest), Arrow byte check off"),
+        ):
+            result.comparison(
+                f"parquet: {label} vs Hadoop ManifestCommitter",
+                ours_label=label,
+                baseline_label=parquet_manifest,
+                unit="s",
+                target=None if "-nocheck-" in ours else TARGET_RATIO,
+                group="local",
+            ).add(seconds[ours], seconds["jvm-manifest-parquet"])
+            result.comparison(
+                f"parquet: {label} vs Hadoop ManifestCommitter, client CPU",
+                ours_label=label,
+                baseline_label=parquet_manifest,
+                unit="s",
+                group="local_cpu",
+            ).add(cpu[ours], cpu["jvm-manifest-parquet"])
         result.comparison(
             "parquet: manifest vs Spark FileOutputCommitter v1",
             ours_label="write_committed(manifest)",
-            baseline_label="df.write.parquet (JVM FileOutputCommitter v1)",
+            baseline_label=SPARK_FOC_V1.format(fmt="parquet"),
             unit="s",
-            target=TARGET_RATIO,
             group="local",
         ).add(seconds["ours-parquet"], seconds["spark-parquet"])
         result.comparison(
@@ -151,23 +182,23 @@ def run(env: BenchEnv) -> ScenarioResult:
             group="local",
         ).add(seconds["ours-parquet"], seconds["raw-parquet"])
         result.comparison(
-            "parquet: moving the rows to Python alone vs Spark FileOutputCommitter v1",
+            "parquet: moving the rows to Python alone vs Hadoop ManifestCommitter",
             ours_label="mapInArrow that only counts the rows",
-            baseline_label="df.write.parquet (JVM FileOutputCommitter v1)",
+            baseline_label=parquet_manifest,
             unit="s",
             group="local",
-        ).add(seconds["transfer-parquet"], seconds["spark-parquet"])
+        ).add(seconds["transfer-parquet"], seconds["jvm-manifest-parquet"])
         result.comparison(
-            "orc: manifest vs Hadoop JVM manifest committer",
+            "orc: manifest vs Hadoop ManifestCommitter",
             ours_label="write_committed(manifest)",
-            baseline_label="df.write.orc (Hadoop ManifestCommitter, unbound)",
+            baseline_label=HADOOP_MANIFEST.format(fmt="orc"),
             unit="s",
             group="local",
         ).add(seconds["ours-orc"], seconds["jvm-manifest-orc"])
         result.comparison(
             "orc: manifest vs Spark FileOutputCommitter v1",
             ours_label="write_committed(manifest)",
-            baseline_label="df.write.orc (JVM FileOutputCommitter v1)",
+            baseline_label=SPARK_FOC_V1.format(fmt="orc"),
             unit="s",
             group="local",
         ).add(seconds["ours-orc"], seconds["spark-orc"])

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.common import DEFAULT_OUT
 
-ORDER = ("job_commit", "committers_s3", "local", "cleanup", "datasource")
+ORDER = ("job_commit", "committers_s3", "local", "cleanup", "datasource", "s3a_writes", "s3a_job_commit")
 
 
 def load_results(out: Path) -> list[dict[str, Any]]:

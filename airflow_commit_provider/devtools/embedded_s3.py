@@ -103,6 +103,11 @@ class EmbeddedS3:
         return self._process is not None and self._process.poll() is None
 
     @property
+    def pid(self) -> int | None:
+        """The server's process ID while it runs (it leads a process group of its own)."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def endpoint_url(self) -> str:
         if not self._ports:
             raise EmbeddedS3Error("the embedded S3 server is not started")

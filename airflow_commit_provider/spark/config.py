@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +58,15 @@ OPERATOR_CONFS = (
 #: The same for a job's environment: boto3 reads AWS_CA_BUNDLE but has no variable for `false`.
 ENV_S3_VERIFY = "AIRFLOW_COMMIT_S3_VERIFY"
 
+#: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.
+HADOOP_CONF_PREFIX = "spark.hadoop."
+#: Spark 4 measures the Arrow batch it fills for Python after every row, to stop at this many bytes
+#: (64 MB by default); for ``mapInArrow``'s single struct column that walks every field of every
+#: row, and it was most of the cost of moving rows from the JVM to Python (bench/s3a_writes.py).
+#: At Int.MaxValue Spark skips the measurement, and batches are cut by
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` alone, as before Spark 4.
+ARROW_MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
+ARROW_UNMEASURED_BATCHES = str(2**31 - 1)
 #: Spark's own key for a write job's unique ID (SPARK-33230); we set it as a local property.
 SPARK_WRITE_JOB_UUID = "spark.sql.sources.writeJobUUID"
 SPARK_MAX_RECORDS_PER_FILE = "spark.sql.files.maxRecordsPerFile"
@@ -420,3 +430,27 @@ class TaskConfig:
     @property
     def partitioned(self) -> bool:
         return bool(self.partition_columns)
+
+
+def runtime_key(key: str) -> str:
+    """The key to set on a running session: ``spark.hadoop.X`` becomes ``X``."""
+    return key[len(HADOOP_CONF_PREFIX) :] if key.startswith(HADOOP_CONF_PREFIX) else key
+
+
+@contextmanager
+def applied_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
+    """Apply ``conf`` to a running session for the block, then restore the previous values."""
+    previous: dict[str, str | None] = {}
+    try:
+        for key, value in conf.items():
+            target = runtime_key(key)
+            if target not in previous:
+                previous[target] = spark.conf.get(target, None)
+            spark.conf.set(target, value)
+        yield
+    finally:
+        for target, value in previous.items():
+            if value is None:
+                spark.conf.unset(target)
+            else:
+                spark.conf.set(target, value)

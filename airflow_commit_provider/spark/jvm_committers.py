@@ -2,9 +2,8 @@
 
 :func:`jvm_committer_conf` returns ``spark.*`` keys for ``spark-submit --conf`` /
 ``SparkSession.builder.config`` (``spark.hadoop.*`` keys are copied into the Hadoop conf when the
-SparkContext starts). :func:`applied_conf` applies the same settings to a running session for the
-writes inside a ``with`` block: at runtime ``spark.hadoop.X`` has no effect, so it sets ``X`` itself
-(Spark copies every session conf entry into each write's Hadoop conf) and restores the old values.
+SparkContext starts); ``spark.config.applied_conf`` applies them to a running session for the
+writes inside a ``with`` block.
 :func:`s3a_store_conf` says where S3A finds the store (endpoint, region, path style, TLS, conditional
 create); it never carries credentials, which S3A takes from its default chain (``AWS_*`` variables,
 instance roles) or from the session's own ``fs.s3a.*`` settings.
@@ -63,13 +62,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
-from airflow_commit_provider.spark.config import S3Settings
+from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX, S3Settings
 
 S3A_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
@@ -90,7 +86,6 @@ _MANIFEST_SCHEMES = {
     "abfs": ABFS_MANIFEST_FACTORY,
     "abfss": ABFS_MANIFEST_FACTORY,
 }
-_HADOOP = "spark.hadoop."
 SPARK_WRITE_UUID = "spark.sql.sources.writeJobUUID"
 _UUID_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -171,15 +166,15 @@ def plan_conf(
                 "committer that renames staged partitions into place (manifest or FileOutputCommitter); "
                 "PathOutputCommitProtocol refuses it for the S3A committers"
             )
-        conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.s3a"] = S3A_FACTORY
-        conf[f"{_HADOOP}fs.s3a.committer.name"] = name
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.outputcommitter.factory.scheme.s3a"] = S3A_FACTORY
+        conf[f"{HADOOP_CONF_PREFIX}fs.s3a.committer.name"] = name
         if name == "magic":
-            conf[f"{_HADOOP}fs.s3a.committer.magic.enabled"] = "true"
+            conf[f"{HADOOP_CONF_PREFIX}fs.s3a.committer.magic.enabled"] = "true"
         if plan.traits.conflicts is not None:
-            conf[f"{_HADOOP}fs.s3a.committer.staging.conflict-mode"] = plan.committer_conflict_mode
+            conf[f"{HADOOP_CONF_PREFIX}fs.s3a.committer.staging.conflict-mode"] = plan.committer_conflict_mode
         if job_id is not None:
-            conf[f"{_HADOOP}fs.s3a.committer.uuid"] = job_id
-        conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
+            conf[f"{HADOOP_CONF_PREFIX}fs.s3a.committer.uuid"] = job_id
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
     elif jvm.kind == "manifest":
         if scheme in _S3_SCHEMES:
             raise ValueError(
@@ -197,8 +192,10 @@ def plan_conf(
                 "manifest committer appends instead of replacing: PathOutputCommitProtocol deletes a "
                 "partition's old files only for a FileOutputCommitter; use file-v1"
             )
-        conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = _MANIFEST_SCHEMES[scheme]
-        conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.outputcommitter.factory.scheme.{scheme}"] = _MANIFEST_SCHEMES[
+            scheme
+        ]
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.fileoutputcommitter.algorithm.version"] = "1"
         # Job setup runs before Spark puts the write's UUID into the job conf (module docstring);
         # Spark's per-write UUID still replaces this one for the tasks and the job commit.
         conf[SPARK_WRITE_UUID] = job_id or str(uuid.uuid4())
@@ -208,8 +205,10 @@ def plan_conf(
                 f"{name} renames task output, which on S3 is a slow, non-atomic copy: use the S3A "
                 f"{_s3a_committers()} committer"
             )
-        conf[f"{_HADOOP}mapreduce.outputcommitter.factory.scheme.{scheme}"] = FILE_OUTPUT_FACTORY
-        conf[f"{_HADOOP}mapreduce.fileoutputcommitter.algorithm.version"] = str(jvm.algorithm_version)
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.outputcommitter.factory.scheme.{scheme}"] = FILE_OUTPUT_FACTORY
+        conf[f"{HADOOP_CONF_PREFIX}mapreduce.fileoutputcommitter.algorithm.version"] = str(
+            jvm.algorithm_version
+        )
     bound = bind_commit_protocol
     conf["spark.sql.sources.commitProtocolClass"] = (
         PATH_OUTPUT_COMMIT_PROTOCOL if bound else SPARK_COMMIT_PROTOCOL
@@ -246,13 +245,13 @@ def s3a_store_conf(
                 f"s3.verify={settings.verify!r} cannot be honoured by S3A (it verifies TLS against the "
                 "JVM's trust store): import the CA into the trust store and leave s3.verify unset"
             )
-        conf[f"{_HADOOP}fs.s3a.endpoint"] = endpoint
-        conf[f"{_HADOOP}fs.s3a.connection.ssl.enabled"] = str(parts.scheme == "https").lower()
+        conf[f"{HADOOP_CONF_PREFIX}fs.s3a.endpoint"] = endpoint
+        conf[f"{HADOOP_CONF_PREFIX}fs.s3a.connection.ssl.enabled"] = str(parts.scheme == "https").lower()
     if settings.region_name:
-        conf[f"{_HADOOP}fs.s3a.endpoint.region"] = settings.region_name
+        conf[f"{HADOOP_CONF_PREFIX}fs.s3a.endpoint.region"] = settings.region_name
     path_style = bool(endpoint) if path_style_access is None else path_style_access
-    conf[f"{_HADOOP}fs.s3a.path.style.access"] = str(path_style).lower()
-    conf[f"{_HADOOP}fs.s3a.create.conditional.enabled"] = str(conditional_create).lower()
+    conf[f"{HADOOP_CONF_PREFIX}fs.s3a.path.style.access"] = str(path_style).lower()
+    conf[f"{HADOOP_CONF_PREFIX}fs.s3a.create.conditional.enabled"] = str(conditional_create).lower()
     return conf
 
 
@@ -260,27 +259,3 @@ def _s3a_committers() -> str:
     """The S3A committers' names, for messages that point to them."""
     names = [name for name, cls in COMMITTERS.items() if cls.traits.jvm.kind == "s3a"]
     return ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def runtime_key(key: str) -> str:
-    """The key to set on a running session: ``spark.hadoop.X`` becomes ``X``."""
-    return key[len(_HADOOP) :] if key.startswith(_HADOOP) else key
-
-
-@contextmanager
-def applied_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
-    """Apply ``conf`` to a running session for the block, then restore the previous values."""
-    previous: dict[str, str | None] = {}
-    try:
-        for key, value in conf.items():
-            target = runtime_key(key)
-            if target not in previous:
-                previous[target] = spark.conf.get(target, None)
-            spark.conf.set(target, value)
-        yield
-    finally:
-        for target, value in previous.items():
-            if value is None:
-                spark.conf.unset(target)
-            else:
-                spark.conf.set(target, value)

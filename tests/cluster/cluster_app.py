@@ -28,31 +28,19 @@ import argparse
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# support.markers lives in tests/; spark-submit runs this file from its own folder.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support.markers import ship_to_tasks, wait_for, write_marker
 
 #: Upper bound of every wait in this application (the tests release or kill it long before).
 GATE_BOUND_SECONDS = 300.0
 #: How long the straggler waits for its speculative copy before giving up (the test then fails).
 STRAGGLER_BOUND_SECONDS = 120.0
-
-
-def write_marker(path: Path, data: dict[str, Any]) -> None:
-    """Atomically (rename), so a poller never reads half a marker."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
-
-
-def wait_for(path: Path, bound: float) -> bool:
-    deadline = time.monotonic() + bound
-    while not path.exists():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)  # polling for a file another process creates, bounded
-    return True
 
 
 @dataclass(frozen=True)
@@ -110,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     markers = Path(args.markers)
     spark = SparkSession.builder.appName("cluster-committed-write").getOrCreate()
+    ship_to_tasks()
     try_number = int(spark.conf.get(CONF_TRY_NUMBER, "0") or 0)
     job_id = spark.conf.get(CONF_JOB_ID, "")
     write_marker(

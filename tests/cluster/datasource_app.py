@@ -50,28 +50,17 @@ from airflow_commit_provider.spark.datasource import (
     CommittedWriter,
 )
 
+# support.markers lives in tests/; spark-submit runs this file from its own folder.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support.markers import ship_to_tasks, wait_for, write_marker
+
 #: The name the instrumented source is registered under (``committed`` stays the production one).
 SOURCE_NAME = "committed_race"
 #: The source's own option: the marker directory (removed before the production planning sees it).
 MARKERS_OPTION = "race_markers"
 #: Upper bound of every wait in the tasks (the test fails long before, on its own bound or checks).
 WAIT_BOUND_SECONDS = 120.0
-
-
-def write_marker(path: Path, data: dict[str, Any]) -> None:
-    """Atomically (rename), so a poller never reads half a marker."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
-
-
-def wait_for(path: Path, bound: float) -> bool:
-    deadline = time.monotonic() + bound
-    while not path.exists():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)  # polling for a file another process creates, bounded
-    return True
 
 
 @dataclass(frozen=True)
@@ -212,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
     markers = Path(args.markers)
     spark = SparkSession.builder.appName("cluster-datasource-write").getOrCreate()
+    ship_to_tasks()
     write_marker(
         markers / "started.json",
         {"pid": os.getpid(), "pgid": os.getpgid(0), "app_id": spark.sparkContext.applicationId},

@@ -25,7 +25,6 @@ the driver does, so that its end is in the event log and the store is final).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -36,19 +35,13 @@ from typing import Any
 # support.task_gate lives in tests/; the driver runs this file from tests/cluster.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from support.markers import write_marker
 from support.task_gate import TaskGate
 
 #: The straggler's row that waits at the gate (rows before it are written, one file each).
 GATE_ROW = 3
 #: Upper bound of every wait here (the test's own bound ends a broken run long before).
 WAIT_BOUND_SECONDS = 240.0
-
-
-def write_marker(path: Path, data: dict[str, Any]) -> None:
-    """Atomically (rename), so a poller never reads half a marker."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
 
 
 def mark_the_straggler(batches: Iterator[Any]) -> Iterator[Any]:

@@ -51,5 +51,7 @@ def test_altered_jar_is_refused_then_fetched_again(tmp_path: Path, monkeypatch: 
 def test_unfetchable_artifact_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = dataclasses.replace(PEER_ARTIFACTS[0], artifact="hadoop-aws-does-not-exist")
     monkeypatch.setattr(hadoop_jars, "PEER_ARTIFACTS", (missing,))
-    with pytest.raises(HadoopJarsError, match=r"org\.apache\.hadoop:hadoop-aws-does-not-exist:3\.5\.0 .*Could not"):
+    with pytest.raises(
+        HadoopJarsError, match=r"org\.apache\.hadoop:hadoop-aws-does-not-exist:3\.5\.0 .*Could not"
+    ):
         fetch(tmp_path)

@@ -24,33 +24,20 @@ one upload and one visible object.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+# support.markers lives in tests/; spark-submit runs this file from its own folder.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support.markers import wait_for, write_marker
 
 #: Upper bound of every wait here (the test releases or kills this process long before).
 WAIT_BOUND_SECONDS = 300.0
 ROWS_PER_ORPHAN = 4
 ROWS_PER_KILLED = 8
-
-
-def write_marker(path: Path, data: dict[str, Any]) -> None:
-    """Atomically (rename), so a poller never reads half a marker."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
-
-
-def wait_for(path: Path, bound: float) -> bool:
-    deadline = time.monotonic() + bound
-    while not path.exists():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)  # polling for a file another process creates, bounded
-    return True
 
 
 def rows(spark: Any, count: int) -> Any:

@@ -12,7 +12,14 @@ from spark_support import read_local, rows_of, sample_df, visible_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import default_committer, write_committed
-from airflow_commit_provider.spark.config import CONF_JOB_ID, S3Settings, SparkConf, parse_options
+from airflow_commit_provider.spark.config import (
+    ARROW_MAX_BYTES_PER_BATCH,
+    ARROW_UNMEASURED_BATCHES,
+    CONF_JOB_ID,
+    S3Settings,
+    SparkConf,
+    parse_options,
+)
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 
 pytestmark = pytest.mark.spark
@@ -218,3 +225,26 @@ def test_parse_options_keeps_spark_spellings(spark):
     assert parsed.writer.max_records_per_file == 10
     assert parsed.committer == {"threads": 3}
     assert parsed.s3 == {"s3.region": "x"}
+
+
+@pytest.mark.parametrize("user_value", [None, "1048576"])
+def test_arrow_batches_unmeasured_for_the_write_unless_the_session_says(spark, tmp_path, user_value):
+    """Spark 4's per-row Arrow batch measurement is off while the write runs (it was most of what
+    moving rows to Python cost), a value the user set is left as it is, and the session is restored."""
+    seen: list[str | None] = []
+
+    def look(job, results, task_config):
+        seen.append(spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None))
+
+    if user_value is not None:
+        spark.conf.set(ARROW_MAX_BYTES_PER_BATCH, user_value)
+    try:
+        summary = instrumented_write(
+            sample_df(spark, rows=6), str(tmp_path / "out"), WriteInstrumentation(before_job_commit=look)
+        )
+        after = spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None)
+    finally:
+        spark.conf.unset(ARROW_MAX_BYTES_PER_BATCH)
+    assert summary.rows == 6
+    assert seen == [user_value or ARROW_UNMEASURED_BATCHES]
+    assert after == user_value
