@@ -8,6 +8,8 @@ test once per store, which is how the store contract is checked on both.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,8 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from airflow_commit_provider.core.store.s3 import S3Store
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
@@ -28,6 +32,46 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "embedded_s3" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one local Spark session of the suite (tests/spark/conftest.py says why it is set so).
+
+    Every test that runs Spark in this process takes it: PySpark starts one JVM per process, so a
+    session built elsewhere without Hadoop's jars would leave them off the classpath for good.
+    """
+    # Python workers must run this interpreter (it has pyarrow and this package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
+
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .config(map=peer_spark_conf(peer_jars(), tmp_path_factory.mktemp("hadoop-local")))
+        .appName("airflow-commit-provider-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+        .config("spark.python.task.killTimeout", "100ms")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    classpath = session.sparkContext._jvm.java.lang.System.getProperty("java.class.path")  # type: ignore[union-attr]
+    if "hadoop-aws" not in classpath:
+        pytest.fail(
+            "this process's JVM was started without Hadoop's jars: a test built its own session first"
+        )
+    yield session
+    session.stop()
 
 
 @pytest.fixture(scope="session")

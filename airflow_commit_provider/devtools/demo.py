@@ -61,19 +61,13 @@ def find_dags_folder() -> Path:
 
 
 def airflow_environment(home: Path, dags: Path, server: EmbeddedS3, verbose: bool) -> dict[str, str]:
-    aws = {
-        "conn_type": "aws",
-        "login": server.access_key,
-        "password": server.secret_key,
-        "extra": {"endpoint_url": server.endpoint_url, "region_name": server.region},
-    }
     return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO" if verbose else "WARNING",
-        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws),
+        "AIRFLOW_CONN_AWS_DEFAULT": server.airflow_connection(),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "DAILY_INGEST_ROOT": f"s3://{BUCKET}",
         # Spark's Python workers must be this interpreter (with pyarrow and boto3).

@@ -274,6 +274,20 @@ class EmbeddedS3:
             "AWS_DEFAULT_REGION": self.region,
         }
 
+    def airflow_connection(self, **extra: object) -> str:
+        """An Airflow AWS connection to this server, as the JSON an ``AIRFLOW_CONN_<ID>`` variable holds.
+
+        It holds the secret: for a test's or the demo's environment only, never a log or a command line.
+        """
+        return json.dumps(
+            {
+                "conn_type": "aws",
+                "login": self.access_key,
+                "password": self.secret_key,
+                "extra": {"endpoint_url": self.endpoint_url, "region_name": self.region, **extra},
+            }
+        )
+
     def client(self, **config: Any) -> Any:
         """A boto3 S3 client for this server; `config` adds botocore Config options."""
         return boto3.session.Session().client(

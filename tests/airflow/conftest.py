@@ -98,23 +98,12 @@ def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def aws_connection_json(server: EmbeddedS3, **extra: object) -> str:
-    return json.dumps(
-        {
-            "conn_type": "aws",
-            "login": server.access_key,
-            "password": server.secret_key,
-            "extra": {"endpoint_url": server.endpoint_url, "region_name": server.region, **extra},
-        }
-    )
-
-
 @pytest.fixture
 def aws_default(
     embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, no_aws_env: None
 ) -> Iterator[EmbeddedS3]:
     """`aws_default` pointing at the embedded S3 (credentials, region, endpoint_url in extras)."""
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", aws_connection_json(embedded_s3))
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", embedded_s3.airflow_connection())
     yield embedded_s3
 
 

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -41,32 +38,6 @@ BARRIER_BOUND_SECONDS = 300
 
 def rows_for(day: str) -> int:
     return 30 + 11 * DAYS.index(day)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A local session like tests/spark's (reused if one is running; stopped only if made here)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    existing = SparkSession.getActiveSession()
-    session = existing or (
-        SparkSession.builder.master("local[2]")
-        .appName("airflow-commit-parallel-days")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    if existing is None:
-        session.stop()
 
 
 def day_frame(spark: Any, day: str) -> Any:

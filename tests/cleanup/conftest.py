@@ -8,7 +8,6 @@ already chosen a home, DAG folder and database, and these tests simply use those
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import subprocess
@@ -52,13 +51,7 @@ def aws_test_conn(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> I
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)  # settings must come from the connection alone
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {"endpoint_url": embedded_s3.endpoint_url, "region_name": embedded_s3.region},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", embedded_s3.airflow_connection())
     yield "aws_default"
 
 

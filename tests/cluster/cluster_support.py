@@ -74,14 +74,7 @@ def connections_env(cluster: StandaloneCluster, embedded_s3: EmbeddedS3) -> dict
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
             {"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}
         ),
-        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(
-            {
-                "conn_type": "aws",
-                "login": embedded_s3.access_key,
-                "password": embedded_s3.secret_key,
-                "extra": {"endpoint_url": embedded_s3.endpoint_url, "region_name": embedded_s3.region},
-            }
-        ),
+        "AIRFLOW_CONN_AWS_DEFAULT": embedded_s3.airflow_connection(),
     }
 
 

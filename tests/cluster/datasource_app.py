@@ -54,6 +54,7 @@ from airflow_commit_provider.spark.datasource import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.markers import ship_to_tasks, wait_for, write_marker
+from support.spark_status import wait_until_no_task_runs
 
 #: The name the instrumented source is registered under (``committed`` stays the production one).
 SOURCE_NAME = "committed_race"
@@ -147,33 +148,6 @@ class RaceDataSource(CommittedDataSource):
         return RaceWriter(super().writer(schema, overwrite), probes)
 
 
-def wait_until_no_task_runs(spark: Any) -> list[dict[str, int]]:
-    """Poll Spark's status tracker (bounded) until no task of any job runs; the stages' counts."""
-    tracker = spark.sparkContext.statusTracker()
-
-    def stages() -> list[dict[str, int]]:
-        found = []
-        for job in tracker.getJobIdsForGroup():
-            info = tracker.getJobInfo(job)
-            for stage_id in info.stageIds if info else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    found.append(
-                        {
-                            "stage": stage_id,
-                            "active": stage.numActiveTasks,
-                            "completed": stage.numCompletedTasks,
-                            "failed": stage.numFailedTasks,
-                        }
-                    )
-        return found
-
-    deadline = time.monotonic() + WAIT_BOUND_SECONDS
-    while any(stage["active"] for stage in stages()) and time.monotonic() < deadline:
-        time.sleep(0.05)  # polling Spark's status, bounded
-    return stages()
-
-
 def process_alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie (this machine's /proc)."""
     try:
@@ -227,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     # save() returns once every partition has one successful attempt and the job is committed: the
     # killed straggler may still be ending. Wait until no attempt of the write runs, so its end
     # reaches the event log; then say whether its Python process (the one running write()) is gone.
-    stages = wait_until_no_task_runs(spark)
+    stages = wait_until_no_task_runs(spark, WAIT_BOUND_SECONDS)
     straggler = markers / "attempt-p0-0.json"
     pid = json.loads(straggler.read_text())["pid"] if straggler.exists() else None
     write_marker(

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.markers import write_marker
+from support.spark_status import wait_until_no_task_runs
 from support.task_gate import TaskGate
 
 #: The straggler's row that waits at the gate (rows before it are written, one file each).
@@ -55,32 +55,6 @@ def mark_the_straggler(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_arrays(
             [batch.column(0), pa.array([held] * batch.num_rows)], names=["id", "held"]
         )
-
-
-def wait_until_no_task_runs(spark: Any, group: str) -> list[dict[str, int]]:
-    """Poll Spark's status tracker (bounded) until no task of job group `group` runs; its stages."""
-    tracker = spark.sparkContext.statusTracker()
-
-    def stages() -> list[dict[str, int]]:
-        found = []
-        for job in tracker.getJobIdsForGroup(group):
-            info = tracker.getJobInfo(job)
-            for stage_id in info.stageIds if info else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    found.append(
-                        {
-                            "stage": stage_id,
-                            "active": stage.numActiveTasks,
-                            "completed": stage.numCompletedTasks,
-                        }
-                    )
-        return found
-
-    deadline = time.monotonic() + WAIT_BOUND_SECONDS
-    while any(stage["active"] for stage in stages()) and time.monotonic() < deadline:
-        time.sleep(0.05)  # polling Spark's status, bounded
-    return stages()
 
 
 def write_with_a_straggler(
@@ -105,7 +79,7 @@ def write_with_a_straggler(
         result.update(ok=False, error=str(error)[:3000])
     finally:
         gate.open()
-    result["stages"] = wait_until_no_task_runs(spark, name)
+    result["stages"] = wait_until_no_task_runs(spark, WAIT_BOUND_SECONDS, name)
     return result
 
 

@@ -1,7 +1,9 @@
-"""One local Spark session for every Spark test, and S3 helpers for committed writes.
+"""The Spark tests' fixtures: the suite's Spark session with task hooks, and S3 helpers for
+committed writes.
 
-Session: ``local[2,4]`` (2 cores; the second number is local mode's task.maxFailures, so a failed
-task is retried up to 3 times - ``spark.task.maxFailures`` is ignored in local mode but set too),
+The session (tests/conftest.py): ``local[2,4]`` (2 cores; the second number is local mode's
+task.maxFailures, so a failed task is retried up to 3 times - ``spark.task.maxFailures`` is
+ignored in local mode but set too),
 loopback only, no UI, small shuffles, UTC, Arrow batches of 50 rows so every task sees several
 batches. ``spark.python.task.killTimeout`` is short so a killed attempt's Python worker goes
 quickly.
@@ -20,7 +22,6 @@ to a write through Spark's own task-kill path plus duplicate attempts (see test_
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,35 +36,13 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    # Python workers must run this interpreter (it has pyarrow and this package).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+def spark(spark: SparkSession) -> SparkSession:
+    """The suite's session (tests/conftest.py), with this folder's task hooks shipped by value:
+    executors import the installed package, not the test folders."""
     from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
-
-    from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
 
     cloudpickle.register_pickle_by_value(spark_hooks)
-    session = (
-        SparkSession.builder.master("local[2,4]")
-        .config(map=peer_spark_conf(peer_jars(), tmp_path_factory.mktemp("hadoop-local")))
-        .appName("airflow-commit-provider-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.task.maxFailures", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
-        .config("spark.python.task.killTimeout", "100ms")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return spark
 
 
 #: Set by PySpark when a Connect session is created; while set, ``pyspark.sql.functions`` and UDFs

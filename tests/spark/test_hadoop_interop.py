@@ -67,13 +67,7 @@ def s3_access(embedded_s3: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """An Airflow AWS connection to the embedded S3 (the sensor) and boto3's environment (the CLI)."""
     for name, value in embedded_s3.env().items():
         monkeypatch.setenv(name, value)
-    connection = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {"endpoint_url": embedded_s3.endpoint_url, "region_name": embedded_s3.region},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(connection))
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", embedded_s3.airflow_connection())
     return "aws_default"
 
 
