@@ -37,7 +37,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.committers import Committer, TaskCommitResult, create_committer
@@ -304,9 +304,7 @@ def _unmeasured_arrow_batches(spark: Any) -> AbstractContextManager[None]:
     with it, 1.2 s without). A user who needs byte-bounded batches for very wide rows keeps them by
     setting the key, which this never overrides.
     """
-    if spark.conf.get(cfg.ARROW_MAX_BYTES_PER_BATCH, None) is not None:
-        return nullcontext()
-    return cfg.applied_conf(spark, {cfg.ARROW_MAX_BYTES_PER_BATCH: cfg.ARROW_UNMEASURED_BATCHES})
+    return cfg.held_default(spark, cfg.ARROW_MAX_BYTES_PER_BATCH, cfg.ARROW_UNMEASURED_BATCHES)
 
 
 class _local_properties:

@@ -66,6 +66,10 @@ class Straggler:
             )
         if info.attempt_number == 0:
             wait_for(Path(self.markers, f"try{self.try_number}-p0-copy-committed"), STRAGGLER_BOUND_SECONDS)
+        else:
+            # On a loaded machine Spark can speculate attempt 0 before it writes anything; the copy
+            # waits for the straggler's first file, so both really race.
+            wait_for(Path(self.markers, f"attempt-try{self.try_number}-p0-0.json"), STRAGGLER_BOUND_SECONDS)
 
     def after_commit(self, info: Any, _result: Any) -> None:
         if info.partition == 0 and info.attempt_number > 0:

@@ -248,3 +248,22 @@ def test_arrow_batches_unmeasured_for_the_write_unless_the_session_says(spark, t
     assert summary.rows == 6
     assert seen == [user_value or ARROW_UNMEASURED_BATCHES]
     assert after == user_value
+
+
+def test_a_default_held_by_overlapping_writes_is_restored_once_by_the_last(spark):
+    """Days written as threads of one driver share the session's conf: the first to start sets the
+    default, the one that ends last unsets it, whatever the order (saving and restoring per write
+    left the value set for good)."""
+    from airflow_commit_provider.spark.config import held_default
+
+    key = ARROW_MAX_BYTES_PER_BATCH
+    first, second = held_default(spark, key, "7"), held_default(spark, key, "7")
+    try:
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert spark.conf.get(key, None) == "7", "the second write still runs"
+        second.__exit__(None, None, None)
+        assert spark.conf.get(key, None) is None
+    finally:
+        spark.conf.unset(key)
