@@ -15,11 +15,12 @@ PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
 export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-.PHONY: help bootstrap demo test lint bench
+.PHONY: help bootstrap demo test compat lint bench
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
-	@echo "make test   - the whole test suite (PYTEST_ARGS='-k ...' to narrow)"
+	@echo "make test   - the whole test suite, then make compat (PYTEST_ARGS='-k ...' narrows it and skips compat)"
+	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
 	@echo "make lint   - ruff check + ruff format --check"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
@@ -30,10 +31,21 @@ demo: bootstrap
 	$(PY) -m airflow_commit_provider.devtools.demo
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+# The full run (no PYTEST_ARGS, as .ci/run) then runs the compatibility run too, even when the main
+# suite failed, and fails if either did.
 test: bootstrap
 	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
-	if [ "$$rc" -eq 5 ]; then echo "make test: ERROR: pytest collected no tests (exit 5)" >&2; exit 1; fi; \
+	if [ "$$rc" -eq 5 ]; then echo "make test: ERROR: pytest collected no tests (exit 5)" >&2; rc=1; fi; \
+	if [ -z "$(strip $(PYTEST_ARGS))" ]; then \
+		compat_rc=0; bash scripts/compat.sh || compat_rc=$$?; \
+		if [ "$$compat_rc" -ne 0 ]; then echo "make test: ERROR: the compatibility run failed (exit $$compat_rc)" >&2; fi; \
+		if [ "$$rc" -eq 0 ]; then rc=$$compat_rc; fi; \
+	fi; \
 	exit "$$rc"
+
+# The oldest set we support (scripts/compat.sh: its own cached venv outside the checkout).
+compat: bootstrap
+	@bash scripts/compat.sh
 
 lint:
 	@bash scripts/bootstrap.sh --no-java

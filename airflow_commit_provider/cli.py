@@ -39,6 +39,12 @@ from airflow_commit_provider.core.formats.success import (
 )
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, StoreError, open_store
+from airflow_commit_provider.core.store.check import (
+    COMMIT_PROPERTIES,
+    CONDITIONAL_CREATE,
+    PROPERTIES,
+    check_store,
+)
 from airflow_commit_provider.core.success_check import SuccessCheck, check_success, is_legacy, success_path
 
 PROG = "airflow-commit"
@@ -80,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     destructive.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     parser = _Parser(prog=PROG, description=__doc__.split("\n", 1)[0])
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{uploads,temp,success,records}")
+    groups = parser.add_subparsers(
+        dest="group", required=True, metavar="{uploads,temp,success,records,doctor,dev-s3}"
+    )
 
     uploads = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
         dest="command", required=True
@@ -140,7 +148,43 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_parser(
         "prune", parents=[aged, destructive], help="delete the records of jobs older than --older-than"
     ).set_defaults(handler=_records_prune)
+
+    doctor = groups.add_parser(
+        "doctor",
+        parents=[common],
+        help="check that a store has what the committers rely on (exit 1 on any FAIL)",
+        description="Probe the store under a scratch prefix of DESTINATION (removed afterwards): "
+        + ", ".join(PROPERTIES),
+    )
+    doctor.add_argument(
+        "url", metavar="DESTINATION", help="an output directory: s3://bucket/prefix, file:///path"
+    )
+    doctor.add_argument(
+        "--writers", type=_positive, default=8, help="concurrent creates per race (default 8)"
+    )
+    doctor.add_argument("--rounds", type=_positive, default=3, help="races to run (default 3)")
+    doctor.set_defaults(handler=_doctor)
+
+    dev_s3 = groups.add_parser(
+        "dev-s3",
+        help="run the embedded S3 (SeaweedFS) on 127.0.0.1 until Ctrl-C, for development",
+        description="Run the embedded S3 on 127.0.0.1 until Ctrl-C or SIGTERM, and print the Airflow "
+        "connection to set (with this local server's secret key).",
+    )
+    _dev_s3_arguments(dev_s3).set_defaults(handler=_dev_s3)
     return parser
+
+
+def _dev_s3_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    from airflow_commit_provider.devtools.embedded_s3 import add_arguments
+
+    return add_arguments(parser)
+
+
+def _dev_s3(args: argparse.Namespace) -> int:
+    from airflow_commit_provider.devtools.embedded_s3 import serve
+
+    return serve(args.dir, args.port, args.bucket)
 
 
 def _scoped_parser(common: argparse.ArgumentParser, default_age: Any) -> argparse.ArgumentParser:
@@ -650,6 +694,47 @@ def _records_prune(args: argparse.Namespace) -> int:
         act=prune_records,
         describe=describe,
     )
+
+
+# doctor -----------------------------------------------------------------------------------
+def _doctor(args: argparse.Namespace) -> int:
+    destination = StorePath.parse(args.url)
+    if args.writers < 2:
+        raise CliError("--writers must be at least 2 to race")
+    with _open(args, args.url).session() as store:
+        report = check_store(store, destination, writers=args.writers, rounds=args.rounds)
+    if args.json:
+        _emit(
+            {
+                "store": report.store,
+                "scratch": str(report.scratch),
+                "ok": report.passed,
+                "requests": report.requests,
+                "note": report.note,
+                "checks": [{"property": c.name, "ok": c.passed, "reason": c.reason} for c in report.checks],
+            }
+        )
+        return 0 if report.passed else 1
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"store: {escape(report.store)} (scratch {escape(str(report.scratch))}, removed)")
+    if report.note:
+        console.print(f"note: {escape(report.note)}")
+    width = max(len(name) for name in PROPERTIES)
+    for check in report.checks:
+        verdict = "[green]PASS[/green]" if check.passed else "[bold red]FAIL[/bold red]"
+        console.print(f"{verdict}  {check.name:<{width}}  {escape(check.reason)}")
+    failed = sum(not check.passed for check in report.checks)
+    console.print(f"{len(report.checks)} properties, {failed} failed, {report.requests} requests")
+    unsafe = [check.name for check in report.checks if check.name in COMMIT_PROPERTIES and not check.passed]
+    if unsafe:
+        console.print(
+            f"the committers rely on {' and '.join(COMMIT_PROPERTIES)}: commits on this store are not safe "
+            f"({', '.join(unsafe)} failed); job setup refuses a store that fails {CONDITIONAL_CREATE}"
+        )
+    return 0 if report.passed else 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,19 @@ except ImportError:  # Airflow 3.1: the configuration and these exceptions are n
         AirflowSensorTimeout,
     )
 
-__all__ = ["AirflowException", "AirflowFailException", "AirflowSensorTimeout", "conf", "dag_bag_class"]
+try:
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 3.1: timetables are not in the Task SDK yet
+    from airflow.timetables.interval import CronDataIntervalTimetable  # type: ignore[no-redef]
+
+__all__ = [
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowSensorTimeout",
+    "CronDataIntervalTimetable",
+    "conf",
+    "dag_bag_class",
+]
 
 
 def dag_bag_class() -> Any:

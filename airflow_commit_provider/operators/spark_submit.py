@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -74,6 +73,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider import lineage
 from airflow_commit_provider.assets import commit_extra, destination_asset, emit_commit_event
+from airflow_commit_provider.compat import conf as airflow_conf
 from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan, resolve
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
@@ -82,6 +82,7 @@ from airflow_commit_provider.core.options import CommitOptions, is_template
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
+from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.spark.config import (
@@ -145,6 +146,12 @@ class CommittedSparkSubmitOperator(BaseOperator):
         and partitions in its ``extra``, and on Airflow 3.3 each partition written as a partition
         key. Outlets are fixed when the DAG is parsed, so a templated ``destination`` declares no
         asset: give ``outlets=[Asset(...)]`` of your own, or a literal destination.
+    :param local_work_root: where each try keeps its local files (the ``--py-files`` zip), in a
+        directory named after its task instance and try; the next try of the task instance, or any
+        try after :data:`~airflow_commit_provider.core.try_workdirs.DEFAULT_STALE_AFTER`, removes
+        what a killed try left (:mod:`airflow_commit_provider.core.try_workdirs`). Default: the
+        ``[airflow_commit] local_work_root`` option (``AIRFLOW__AIRFLOW_COMMIT__LOCAL_WORK_ROOT``),
+        else ``airflow-commit`` under the system temp dir.
     :param openlineage_inject_parent_job_info: when the OpenLineage provider is enabled, pass the
         Spark job the parent-job confs (``spark.openlineage.parentJobNamespace``, ...) the Spark
         provider injects, so Spark's own OpenLineage listener links its events to this task.
@@ -205,6 +212,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         adopt_committed_tries: bool = True,
         emit_asset: bool = True,
         openlineage_inject_parent_job_info: bool = True,
+        local_work_root: str | None = None,
         conf: dict[str, Any] | None = None,
         files: str | None = None,
         py_files: str | None = None,
@@ -266,6 +274,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
         self.adopt_committed_tries = adopt_committed_tries
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.emit_asset = emit_asset
+        self._local_work_root = local_work_root
         self.asset: Asset | None = None
         if emit_asset and not is_template(destination):
             self.asset = destination_asset(destination)
@@ -297,6 +306,12 @@ class CommittedSparkSubmitOperator(BaseOperator):
         # job that reached its commit point although the try failed.
         self._written: dict[str, Any] | None = None
 
+    @property
+    def local_work_root(self) -> str:
+        """The root of the tries' local directories (argument, then Airflow option, then temp dir)."""
+        configured = airflow_conf.get("airflow_commit", "local_work_root", fallback=None)
+        return self._local_work_root or configured or str(default_root())
+
     @cached_property
     def store_hook(self) -> CommitStoreHook:
         """The destination's store, and the S3 settings spark-submit is given."""
@@ -314,6 +329,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         started = time.monotonic()
         self._validate()
+        self._check_launcher()
         self._killed = self._aborted = False
         self._abort_lock = threading.RLock()
         self._job_id = None
@@ -341,13 +357,15 @@ class CommittedSparkSubmitOperator(BaseOperator):
             self.conflict_mode or "default",
         )
         try:
-            with tempfile.TemporaryDirectory(prefix="airflow-commit-submit-") as workdir:
-                hook = self._make_hook(job_id, try_number, workdir, context)
+            key = _task_key(context) or TaskKey(self.dag_id, self.task_id, f"job-{job_id}", -1)
+            with open_try_workdir(self.local_work_root, key, try_number or 1) as workdir:
+                hook = self._make_hook(job_id, try_number, str(workdir.path), context)
                 self._hook = hook
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
                     raise AirflowException(f"the task was killed before job {job_id} started")
-                hook.submit(self.application)
+                # spark-submit inherits the directory's lock: it stays while spark-submit lives.
+                hook.submit(self.application, pass_fds=(workdir.lock_fd,))
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
             data = self._verify_success(job_id, submitted_ms)
@@ -485,6 +503,15 @@ class CommittedSparkSubmitOperator(BaseOperator):
         reserved = sorted(k for k in (self.conf or {}) if k in OPERATOR_CONFS)
         if reserved:
             raise ValueError(f"conf must not set {', '.join(reserved)}: the operator sets them for each try")
+
+    def _check_launcher(self) -> None:
+        """Before any work: fail in one line if spark-submit or Java is missing on this worker."""
+        CommittedSparkSubmitHook(
+            spark_python=self._spark_python,
+            env_vars=self.env_vars,
+            conn_id=self._conn_id,
+            **self._hook_options,
+        ).check_launcher()
 
     def job_conf(self, job_id: str, try_number: int | None) -> dict[str, str]:
         """The ``spark.airflow_commit.*`` confs (and, for engine="hadoop", the JVM committer conf)."""

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from airflow_commit_provider.core.options import CommitOptions, parse_bool
+from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE_ENV
 from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV
 
 PREFIX = "spark.airflow_commit."
@@ -47,6 +48,9 @@ CONF_S3_REGION = PREFIX + "s3.region"
 CONF_S3_VERIFY = PREFIX + "s3.verify"
 #: auto | crt | boto3: how the hot S3 calls are sent (`core.store.s3_requests`).
 CONF_S3_REQUEST_PATH = PREFIX + "s3.request_path"
+#: check | trusted: whether job setup probes the store's ``If-None-Match: *`` once per process, or
+#: the user vouches for it (`core.store.check`; Hadoop's ``fs.s3a.create.conditional.enabled``).
+CONF_S3_CONDITIONAL_CREATE = PREFIX + "s3.conditional_create"
 #: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
 OPERATOR_CONFS = (
     CONF_JOB_ID,
@@ -84,6 +88,12 @@ _S3_SOURCES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("s3.region", CONF_S3_REGION, ("AWS_DEFAULT_REGION", "AWS_REGION"), "region_name"),
     ("s3.verify", CONF_S3_VERIFY, (ENV_S3_VERIFY, "AWS_CA_BUNDLE"), "verify"),
     ("s3.request_path", CONF_S3_REQUEST_PATH, (REQUEST_PATH_ENV,), "request_path"),
+    (
+        "s3.conditional_create",
+        CONF_S3_CONDITIONAL_CREATE,
+        (CONDITIONAL_CREATE_ENV,),
+        "conditional_create",
+    ),
 )
 
 #: Options passed to Spark's `to_csv` (the same CSVOptions Spark's CSV writer uses).
@@ -235,6 +245,9 @@ class S3Settings:
     """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
     request_path: str | None = None
     """auto, crt or boto3 for the hot S3 calls; None leaves it to the executor's environment, then auto."""
+    conditional_create: str | None = None
+    """check or trusted (``If-None-Match: *`` probed at job setup, or vouched for); None: the
+    environment's ``AIRFLOW_COMMIT_S3_CONDITIONAL_CREATE``, then check."""
 
     def store_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
@@ -253,6 +266,7 @@ class S3Settings:
             "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
             ENV_S3_VERIFY: "false" if self.verify is False else None,
             REQUEST_PATH_ENV: self.request_path,
+            CONDITIONAL_CREATE_ENV: self.conditional_create,
         }
         return {key: value for key, value in env.items() if value}
 

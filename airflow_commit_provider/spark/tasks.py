@@ -152,7 +152,9 @@ def run_task_attempt(
                 probes.before_commit(info)
             result: TaskCommitResult | None = None
             if attempt.needs_task_commit():
-                result = attempt.commit_task(rows=writer.rows)
+                result = attempt.commit_task(
+                    rows=writer.rows, partition_rows=writer.partition_rows if config.partitioned else None
+                )
                 committed = True
                 if result.adopted_from:
                     log.info(
@@ -202,6 +204,8 @@ class PartitionWriter:
         self.rows = 0
         self.bytes = 0
         self.files = 0
+        self.partition_rows: dict[str, int] = {}
+        """Rows per partition directory (a partitioned write's partition ``_SUCCESS`` files report them)."""
         self._counters: dict[str, int] = {}
         self._current: _OpenFile | None = None
         self._current_dir: str | None = None
@@ -339,6 +343,8 @@ class PartitionWriter:
         current.stream.close()
         self.files += 1
         self.rows += current.writer.rows
+        directory = current.relative_path.rpartition("/")[0]
+        self.partition_rows[directory] = self.partition_rows.get(directory, 0) + current.writer.rows
         self.bytes += current.sink.count
         if self.probes.after_file:
             self.probes.after_file(self.info, current.relative_path)

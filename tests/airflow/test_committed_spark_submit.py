@@ -35,6 +35,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.tries import TaskKey, try_job_id
+from airflow_commit_provider.core.try_workdirs import sweep_task_instance, try_workdir_path
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
@@ -707,3 +708,71 @@ def test_in_airflow_a_retry_adopts_and_a_clear_runs_again(
     assert rewritten["job_id"] not in (first, try_job_id(key, 2)) and rewritten["adopted_from_try"] is None
     assert fake_spark.record()["confs"]["spark.airflow_commit.job_id"] == rewritten["job_id"]
     assert_one_copy(store, destination, rewritten["job_id"])
+
+
+# A try's local files ----------------------------------------------------------------------------------
+def try_dirs(root: Path) -> list[str]:
+    """Every file and directory under the root of the tries' local directories."""
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+def test_the_next_try_removes_what_a_killed_try_left_locally(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], tmp_path: Path, workers: list[WorkerTry]
+) -> None:
+    """Try 1 and its spark-submit are SIGKILLed mid-submit: its --py-files zip stays, try 2 removes it."""
+    store, destination = s3_destination
+    root = tmp_path / "work"
+    first = start_worker_try(tmp_path, 1, "pause-before-commit", destination, local_work_root=str(root))
+    workers.append(first)
+    first.wait_paused()
+    key = TaskKey("ingest", "write", RUN_ID, -1)
+    shipped = Path(first.record()["package_file"].split(".zip")[0] + ".zip")
+    assert shipped.parent == try_workdir_path(root, key, 1), shipped
+    first.kill_worker()
+    first.kill_orphan()
+    first.wait_orphan_gone()
+    assert shipped.is_file(), "the killed try left its files"
+
+    summary = operator(str(destination), local_work_root=str(root)).execute(context(try_number=2))
+    assert Path(fake_spark.record()["package_file"].split(".zip")[0]).parent == try_workdir_path(root, key, 2)
+    assert try_dirs(root) == [], "nothing of either try is left"
+    assert_one_copy(store, destination, summary["job_id"])
+
+
+def test_a_try_directory_stays_while_its_spark_submit_lives(
+    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], tmp_path: Path, workers: list[WorkerTry]
+) -> None:
+    """Only the task process is killed: its orphaned spark-submit still holds the directory."""
+
+    store, destination = s3_destination
+    root = tmp_path / "work"
+    first = start_worker_try(tmp_path, 1, "pause-before-commit", destination, local_work_root=str(root))
+    workers.append(first)
+    first.wait_paused()
+    first.kill_worker()
+
+    summary = operator(str(destination), local_work_root=str(root)).execute(context(try_number=2))
+    left = try_dirs(root)
+    assert left and all(name.split("/")[3] == "try-1" for name in left if name.count("/") >= 3), left
+    assert try_workdir_path(root, TaskKey("ingest", "write", RUN_ID, -1), 1).is_dir()
+
+    first.release_orphan()  # the fenced orphan's commit is refused; it exits
+    first.wait_orphan_gone()
+    key = TaskKey("ingest", "write", RUN_ID, -1)
+    assert [path.name for path in sweep_task_instance(root, key)] == ["try-1"]
+    assert try_dirs(root) == []
+    assert_one_copy(store, destination, summary["job_id"])
+
+
+def test_the_local_work_root_is_an_argument_then_an_airflow_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_commit_provider.core.try_workdirs import default_root
+
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_COMMIT__LOCAL_WORK_ROOT", str(tmp_path / "configured"))
+    assert operator("s3://lake/t").local_work_root == str(tmp_path / "configured")
+    assert operator("s3://lake/t", local_work_root=str(tmp_path / "given")).local_work_root == str(
+        tmp_path / "given"
+    )
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_COMMIT__LOCAL_WORK_ROOT")
+    assert operator("s3://lake/t").local_work_root == str(default_root())

@@ -48,6 +48,35 @@ def test_daily_partitioned_ingest_shape(dagbag) -> None:  # type: ignore[no-unty
     assert isinstance(dag.get_task("wait_for_success"), SuccessManifestSensor)
     assert dag.get_task("check_partition").upstream_task_ids == {"land_source_data", "wait_for_success"}
     assert dag.max_active_runs >= 4, "days of a backfill commit in parallel (per-partition _SUCCESS)"
+    assert f"``max_active_runs={dag.max_active_runs}``" in (dag.doc_md or ""), "the docstring says so"
+    assert dag.get_task("wait_for_success").deferrable, (
+        "the sensor waits in the triggerer (as the README shows)"
+    )
+
+
+def test_daily_partitioned_ingest_ingests_the_day_that_ended(dagbag) -> None:  # type: ignore[no-untyped-def]
+    """A scheduled run's logical date (``{{ ds }}``, the day it writes) is the day its run follows.
+
+    Airflow 3's plain ``@daily`` would make the first run at 2024-01-01 00:00 for 2024-01-01 itself.
+    """
+    from datetime import datetime, timedelta, timezone
+
+    from airflow.timetables.base import TimeRestriction
+
+    dag = dagbag.dags["daily_partitioned_ingest"]
+    timetable = dag.timetable
+    if not hasattr(timetable, "next_dagrun_info"):  # Airflow 3.2+: the Task SDK's definition
+        from airflow.serialization.decoders import decode_timetable
+        from airflow.serialization.encoders import encode_timetable
+
+        timetable = decode_timetable(encode_timetable(timetable))
+    first = timetable.next_dagrun_info(
+        last_automated_data_interval=None,
+        restriction=TimeRestriction(earliest=dag.start_date, latest=None, catchup=True),
+    )
+    day = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert (first.logical_date, first.data_interval.start) == (day, day)
+    assert first.data_interval.end == first.run_after == day + timedelta(days=1), "runs once the day ended"
 
 
 def test_daily_events_report_schedule(dagbag) -> None:  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ from airflow_commit_provider.core.layout import MAGIC_PREFIX
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.hadoop_peers]
 
 DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -16,10 +16,8 @@ def test_pyspark_and_pyspark_client_versions_match():
 
     installed = metadata.version("pyspark")
     assert pyspark.__version__ == installed, "the pyspark/ folder is not the installed pyspark release"
-    try:
-        client = metadata.version("pyspark-client")
-    except metadata.PackageNotFoundError:
-        return
+    # pyspark-client is a required dependency (pyproject.toml), so it is always installed beside pyspark.
+    client = metadata.version("pyspark-client")
     assert client == installed, (
         f"pyspark {installed} and pyspark-client {client} overwrite each other's files; pin both to one release"
     )

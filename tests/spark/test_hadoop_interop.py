@@ -55,7 +55,7 @@ if "AIRFLOW_HOME" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.hadoop_peers]
 
 APP = Path(__file__).resolve().parent / "hadoop_gated_write.py"
 #: Bounds for what a spark-submit or a task takes to reach a state (a cold JVM takes ~15 s here).

@@ -31,7 +31,7 @@ from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
 from airflow_commit_provider.spark.config import S3Settings, runtime_key
 from airflow_commit_provider.spark.jvm_committers import MANIFEST_FACTORY, s3a_store_conf
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.hadoop_peers]
 
 H = "spark.hadoop."
 S3A_COMMITTERS = ("magic", "directory", "partitioned")

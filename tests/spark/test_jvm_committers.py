@@ -144,7 +144,14 @@ def test_s3a_store_conf_never_carries_credentials():
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("bound", [False, True], ids=["spark-protocol", "path-output-protocol"])
+@pytest.mark.parametrize(
+    "bound",
+    [
+        pytest.param(False, id="spark-protocol"),
+        # PathOutputCommitProtocol comes from spark-hadoop-cloud, one of the peer jars.
+        pytest.param(True, id="path-output-protocol", marks=pytest.mark.hadoop_peers),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["json", "orc"])
 def test_hadoop_manifest_committer_success_parses_with_ours(spark, tmp_path, fmt, bound):
     """Spark's own writer, committed by Hadoop's JVM manifest committer; its `_SUCCESS` is ours to read."""

@@ -60,7 +60,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import jvm_committer_conf, write_committed
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.hadoop_peers]
 
 DAYS = ("day1", "day2", "day3")
 ROWS_PER_DAY = 8

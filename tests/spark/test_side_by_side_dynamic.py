@@ -29,7 +29,7 @@ from side_by_side_support import spark_file_output_conf, temp_objects, uploads_l
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.hadoop_peers]
 
 DYNAMIC = {"spark.sql.sources.partitionOverwriteMode": "dynamic"}
 

@@ -49,7 +49,7 @@ from airflow_commit_provider.core.layout import MAGIC_PREFIX
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.hadoop_peers]
 
 APP = Path(__file__).resolve().parent / "side_by_side_app.py"
 #: Bound of every wait on the application (its start, with the JVM and Hadoop's jars, is the longest).

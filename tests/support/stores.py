@@ -30,6 +30,18 @@ class DelegatingStore(Store):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
 
+    @property  # type: ignore[override]
+    def conditional_create(self) -> str:
+        return self.inner.conditional_create
+
+    def endpoint_label(self) -> str:
+        return self.inner.endpoint_label()
+
+    def require_conditional_create(self, directory: StorePath, purpose: str) -> None:
+        """Probed on `inner`, outside `_delegate`: a once-per-process probe must not shift the
+        call numbers a fault-injection run replays."""
+        self.inner.require_conditional_create(directory, purpose)
+
     def _delegate(self, op: str, where: object, mutating: bool, action: Callable[[], R]) -> R:
         """Make one call: `op` names it, `where` is the path it concerns, `mutating` whether it
         changes the store. Listings arrive materialised, so the call is over when this returns."""

@@ -8,7 +8,7 @@ Task side: `task_attempt(task, attempt)` gives an attempt with `setup_task`, `cr
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
@@ -184,7 +184,11 @@ class Committer(abc.ABC):
             commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
             self._after_entries(loaded, outcome)
             result = success.save_success(
-                ctx, loaded.spool, loaded.rows, per_partition=self.traits.partition_markers
+                ctx,
+                loaded.spool,
+                loaded.rows,
+                per_partition=self.traits.partition_markers,
+                partition_rows=loaded.partition_rows,
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:
@@ -245,7 +249,10 @@ class TaskAttempt(abc.ABC):
     def needs_task_commit(self) -> bool: ...
 
     @abc.abstractmethod
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult: ...
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
+        """Commit this attempt's files; `rows` it wrote in all, `partition_rows` per partition directory."""
 
     @abc.abstractmethod
     def abort_task(self) -> None: ...

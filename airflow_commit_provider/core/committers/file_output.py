@@ -5,6 +5,8 @@ On S3 every "rename" is a copy plus a delete: v1 copies each file twice, v2 once
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
@@ -39,7 +41,9 @@ class FileOutputV1Committer(Committer):
 
 
 class _V1TaskAttempt(StoreDirTaskAttempt):
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
         self._require_active_job()
         committed_dir = self.committer.layout.committed_task_dir(self.task_id)
         self.store.delete_tree(committed_dir)
@@ -48,7 +52,7 @@ class _V1TaskAttempt(StoreDirTaskAttempt):
             target = committed_dir.join(relative)
             self.store.rename_file(status.path, target)
             files.append(FileEntry(target.uri(), self.destination_of(relative).uri(), status.size))
-        return self.publish_manifest(self.build_manifest(files, rows))
+        return self.publish_manifest(self.build_manifest(files, rows, partition_rows))
 
 
 def _verify_in_place(ctx: JobContext, entry: CommitEntry) -> None:
@@ -78,11 +82,13 @@ class FileOutputV2Committer(Committer):
 
 
 class _V2TaskAttempt(StoreDirTaskAttempt):
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
         self._require_active_job()  # never rename into the destination of a finished job
         files = []
         for status, relative in self.written_files():
             dest = self.destination_of(relative)
             self.store.rename_file(status.path, dest)
             files.append(FileEntry(dest.uri(), dest.uri(), status.size))
-        return self.publish_manifest(self.build_manifest(files, rows))
+        return self.publish_manifest(self.build_manifest(files, rows, partition_rows))

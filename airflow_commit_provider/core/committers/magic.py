@@ -4,11 +4,13 @@ uploads, in parts as they are written, and job commit completes the uploads of c
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
+from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -258,7 +260,9 @@ class MagicTaskAttempt(TaskAttempt):
     def needs_task_commit(self) -> bool:
         return bool(self.pending) or any(not stream.closed for stream in self._streams)
 
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
         unclosed = [stream for stream in self._streams if not stream.closed]
         for stream in unclosed:
             stream.discard()
@@ -272,6 +276,7 @@ class MagicTaskAttempt(TaskAttempt):
         )
         if rows is not None:
             pendingset.iostatistics.increment("rows_written", rows)
+        record_partition_rows(pendingset.extra_data, partition_rows)
         data = pendingset.to_bytes()
         try:
             consolidate_upload_records(

@@ -3,6 +3,8 @@ renames them all in parallel. Correct only where file rename is atomic, so never
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
@@ -35,12 +37,14 @@ class ManifestCommitter(Committer):
 
 
 class _ManifestTaskAttempt(StoreDirTaskAttempt):
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
         files = [
             FileEntry(status.path.uri(), self.destination_of(relative).uri(), status.size)
             for status, relative in self.written_files()
         ]
-        result = self.publish_manifest(self.build_manifest(files, rows))
+        result = self.publish_manifest(self.build_manifest(files, rows, partition_rows))
         if result.adopted_from:
             self.abort_task()
         return result

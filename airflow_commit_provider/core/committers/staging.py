@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.outcome import JobOutcome
+from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
@@ -126,7 +127,9 @@ class StagingTaskAttempt(TaskAttempt):
     def needs_task_commit(self) -> bool:
         return bool(self._local_files())
 
-    def commit_task(self, rows: int | None = None) -> TaskCommitResult:
+    def commit_task(
+        self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskCommitResult:
         store, ctx = self.store, self.context
         for stream in self._streams:
             stream.discard()  # a stream never closed was never published: it is not task output
@@ -155,6 +158,7 @@ class StagingTaskAttempt(TaskAttempt):
             )
             if rows is not None:
                 pendingset.iostatistics.increment("rows_written", rows)
+            record_partition_rows(pendingset.extra_data, partition_rows)
             data = pendingset.to_bytes()
             result = self._publish(decode_pendingset(data, self.local_dir), data)
         except JobNotActiveError:

@@ -5,8 +5,11 @@ Shared by the rename-based committers: file-v1, file-v2 and manifest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_commit_provider.core.committers.base import TaskAttempt
 from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
+from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 from airflow_commit_provider.core.store.base import FileStatus
@@ -34,7 +37,9 @@ class StoreDirTaskAttempt(TaskAttempt):
             return  # the files in the work directory are the task's committed output
         self.store.delete_tree(self.work_dir)
 
-    def build_manifest(self, files: list[FileEntry], rows: int | None) -> TaskManifest:
+    def build_manifest(
+        self, files: list[FileEntry], rows: int | None, partition_rows: Mapping[str, int] | None = None
+    ) -> TaskManifest:
         manifest = TaskManifest(
             job_id=self.committer.job_id,
             task_id=self.task_id,
@@ -45,6 +50,7 @@ class StoreDirTaskAttempt(TaskAttempt):
         )
         if rows is not None:
             manifest.extra_data["rows"] = str(rows)
+        record_partition_rows(manifest.extra_data, partition_rows)
         return manifest
 
     def publish_manifest(self, manifest: TaskManifest):

@@ -112,6 +112,8 @@ class PendingSet:
     task_attempt_id: str
     commits: list[PendingCommit] = field(default_factory=list)
     iostatistics: IOStatistics = field(default_factory=IOStatistics)
+    extra_data: dict[str, str] = field(default_factory=dict)
+    """More of ``extraData`` than the task's IDs (e.g. its rows per partition)."""
 
     def to_bytes(self) -> bytes:
         return dumps(
@@ -119,7 +121,11 @@ class PendingSet:
                 "version": PENDINGSET_VERSION,
                 "jobId": self.job_id,
                 "commits": [commit.to_json(self.job_id, self.task_id) for commit in self.commits],
-                "extraData": {"task.id": self.task_id, "task.attempt.id": self.task_attempt_id},
+                "extraData": {
+                    **self.extra_data,
+                    "task.id": self.task_id,
+                    "task.attempt.id": self.task_attempt_id,
+                },
                 "iostatistics": self.iostatistics.to_json(),
             }
         )
@@ -143,6 +149,11 @@ class PendingSet:
             task_attempt_id=str(extra.get("task.attempt.id", "")),
             commits=commits,
             iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            extra_data={
+                str(key): str(value)
+                for key, value in extra.items()
+                if key not in ("task.id", "task.attempt.id")
+            },
         )
 
 

@@ -49,9 +49,15 @@ class JobState(str, Enum):
 
 
 def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
-    """Refuse an unsuitable store or a decided job, remove a previous `_SUCCESS`, mark the job active."""
+    """Refuse an unsuitable store or a decided job, remove a previous `_SUCCESS`, mark the job active.
+
+    Every committer's commit point is the outcome file created if absent, and most also commit
+    tasks that way, so a store that does not enforce create-if-absent is refused here, before any
+    work (probed in the job's own directory, once per endpoint and bucket per process).
+    """
     for capability in required_capabilities:
         ctx.store.require(capability, f"the {ctx.committer} committer")
+    ctx.store.require_conditional_create(ctx.layout.job_dir, f"the {ctx.committer} committer")
     outcome = read_outcome(ctx)
     if outcome is not None:
         raise JobFencedError(

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from airflow_commit_provider.core.formats.partition_rows import sum_partition_rows
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
@@ -24,6 +25,8 @@ from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 class LoadedJob:
     spool: EntrySpool
     rows: int | None
+    partition_rows: dict[str, int] | None = None
+    """Rows per partition directory; None unless every task counted them."""
 
 
 def load_committed_manifests(
@@ -42,6 +45,7 @@ def load_committed_manifests(
     spool = EntrySpool()
     lock = threading.Lock()
     rows: list[int | None] = []
+    partition_rows: list[dict[str, int] | None] = []
 
     def load(result: TaskCommitResult) -> None:
         path = ctx.layout.manifest_path(result.task_id)
@@ -79,6 +83,7 @@ def load_committed_manifests(
                 spool.append(replace(entry, dest=uri), _partition_of(ctx.layout.destination, dest))
             ctx.statistics.merge(manifest.statistics)
             rows.append(manifest.rows)
+            partition_rows.append(manifest.partition_rows)
 
     try:
         run_parallel(committed, load, ctx.options.threads)
@@ -86,7 +91,7 @@ def load_committed_manifests(
         spool.close()
         raise
     total_rows = None if not rows or any(r is None for r in rows) else sum(r for r in rows if r is not None)
-    return LoadedJob(spool, total_rows)
+    return LoadedJob(spool, total_rows, sum_partition_rows(partition_rows))
 
 
 def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:

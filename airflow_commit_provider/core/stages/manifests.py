@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.manifest import TaskManifest
+from airflow_commit_provider.core.formats.partition_rows import read_partition_rows
 from airflow_commit_provider.core.formats.pending import PendingSet
 from airflow_commit_provider.core.stages.entries import CommitEntry
 
@@ -19,6 +20,8 @@ class LoadedManifest:
     entries: list[CommitEntry]
     statistics: IOStatistics = field(default_factory=IOStatistics)
     rows: int | None = None
+    partition_rows: dict[str, int] | None = None
+    """Rows per partition directory, when the task counted them."""
 
     @property
     def total_bytes(self) -> int:
@@ -38,6 +41,7 @@ def decode_task_manifest(data: bytes, source: str) -> LoadedManifest:
         entries,
         manifest.iostatistics,
         _rows(manifest.extra_data.get("rows")),
+        read_partition_rows(manifest.extra_data, source),
     )
 
 
@@ -55,6 +59,7 @@ def decode_pendingset(data: bytes, source: str) -> LoadedManifest:
         entries,
         pendingset.iostatistics,
         rows,
+        read_partition_rows(pendingset.extra_data, source),
     )
 
 

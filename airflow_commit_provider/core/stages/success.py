@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Mapping
 from itertools import islice
 
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
@@ -15,14 +16,21 @@ from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 from airflow_commit_provider.core.success_check import load_job_record
 
 
-def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None, *, per_partition: bool) -> SuccessData:
+def save_success(
+    ctx: JobContext,
+    spool: EntrySpool,
+    rows: int | None,
+    *,
+    per_partition: bool,
+    partition_rows: Mapping[str, int] | None = None,
+) -> SuccessData:
     """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
 
     The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
     so a job whose record exists has every marker in place.
     """
     if per_partition:
-        save_partition_markers(ctx, spool)
+        save_partition_markers(ctx, spool, partition_rows)
     success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
     success.partitions = sorted(spool.partitions)
     success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
@@ -32,8 +40,10 @@ def save_success(ctx: JobContext, spool: EntrySpool, rows: int | None, *, per_pa
     return success
 
 
-def save_partition_markers(ctx: JobContext, spool: EntrySpool) -> int:
-    """One `_SUCCESS` per partition written, listing that partition's files of this job.
+def save_partition_markers(
+    ctx: JobContext, spool: EntrySpool, partition_rows: Mapping[str, int] | None = None
+) -> int:
+    """One `_SUCCESS` per partition written, listing that partition's files (and rows) of this job.
 
     Holds one (URI, size) pair per file in memory, grouped by partition, for the time it takes.
     """
@@ -49,6 +59,8 @@ def save_partition_markers(ctx: JobContext, spool: EntrySpool) -> int:
         marker = _success_data(ctx, [committed.uri for committed in files[:FILENAMES_LIMIT]])
         marker.partitions = [partition]
         marker.file_count, marker.total_bytes = len(files), sum(committed.size for committed in files)
+        if partition_rows is not None:
+            marker.rows = partition_rows.get(partition, 0)
         marker.files = files
         ctx.store.write_bytes(ctx.layout.partition_success(partition), marker.to_bytes())
 

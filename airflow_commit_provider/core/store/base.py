@@ -83,6 +83,10 @@ class Store(abc.ABC):
     #: Whether `start_*` calls overlap their requests without a thread each; the commit and abort
     #: stages then keep many in flight from one thread (`parallel.run_pipelined`).
     pipelines_requests = False
+    #: How far `write_bytes(if_absent=True)` is taken on trust before a job relies on it: ``check``
+    #: (probed once per process, `check.require_conditional_create`), ``trusted`` (the user vouches)
+    #: or ``enforced`` (the store's own semantics guarantee it).
+    conditional_create = "check"
 
     def __init__(self) -> None:
         self.statistics = IOStatistics()
@@ -172,6 +176,18 @@ class Store(abc.ABC):
 
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    # Trust ----------------------------------------------------------------------------------
+    def endpoint_label(self) -> str:
+        """Where the store is, for messages and per-endpoint caches; never a credential."""
+        return type(self).__name__
+
+    def require_conditional_create(self, directory: StorePath, purpose: str) -> None:
+        """Refuse `purpose` unless create-if-absent holds here (probed under `directory` once per
+        process); see :mod:`airflow_commit_provider.core.store.check`."""
+        from airflow_commit_provider.core.store.check import require_conditional_create
+
+        require_conditional_create(self, directory, purpose)
 
     # Lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:  # noqa: B027 - optional hook

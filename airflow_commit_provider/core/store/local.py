@@ -28,6 +28,7 @@ from airflow_commit_provider.core.store.base import (
     StoreCapabilities,
     UploadedPart,
 )
+from airflow_commit_provider.core.store.check import ENFORCED
 from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
 
 UPLOADS_DIR = ".__uploads__"
@@ -58,6 +59,11 @@ class LocalStore(Store):
     capabilities = StoreCapabilities(
         atomic_rename=True, atomic_create_if_absent=True, multipart_upload=True, consistent_listing=True
     )
+    #: Create-if-absent is link(2), which the kernel refuses on an existing name (as O_EXCL).
+    conditional_create = ENFORCED
+
+    def endpoint_label(self) -> str:
+        return "local filesystem"
 
     def read_bytes(self, path: StorePath) -> bytes:
         self.statistics.increment("op_get")

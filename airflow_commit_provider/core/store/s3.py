@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, BinaryIO, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import boto3
 import botocore.session
@@ -38,6 +39,7 @@ from airflow_commit_provider.core.store.base import (
     StoreError,
     UploadedPart,
 )
+from airflow_commit_provider.core.store.check import chosen_conditional_create
 from airflow_commit_provider.core.store.s3_requests import (
     ErrorMapper,
     HotRequests,
@@ -101,9 +103,12 @@ class S3Store(Store):
         verify: bool | str | None = None,
         client: Any = None,
         request_path: str | None = None,
+        conditional_create: str | None = None,
     ) -> None:
         super().__init__()
         self.request_path = "boto3" if client is not None else chosen_request_path(request_path)
+        self.conditional_create = chosen_conditional_create(conditional_create)
+        """``check`` (the default) or ``trusted``: see :mod:`airflow_commit_provider.core.store.check`."""
         self.max_pool_connections = max_pool_connections
         self.endpoint_url = endpoint_url
         self.region_name = region_name
@@ -124,6 +129,15 @@ class S3Store(Store):
     def __repr__(self) -> str:
         endpoint = self.endpoint_url or endpoint_from_environment() or "aws"
         return f"S3Store(endpoint={endpoint!r}, region={self.region_name!r}, profile={self.profile_name!r})"
+
+    def endpoint_label(self) -> str:
+        """The endpoint URL without any user info, or AWS with the region."""
+        endpoint = self.endpoint_url or endpoint_from_environment()
+        if not endpoint:
+            region = self.region_name or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            return f"AWS S3 ({region or 'default region'})"
+        parts = urlsplit(endpoint)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
     # Client ------------------------------------------------------------------------------------
     @property

@@ -1,0 +1,170 @@
+"""The deployment's virtualenv: Airflow, the postgres provider and a wheel built from this checkout.
+
+What is slow (Airflow and PySpark from the registry) is cached outside the checkout, in
+``~/.cache/airflow-commit-provider/venvs/deploy-<hash>``, keyed by what decides it: the
+constraints file, the project's dependencies and the extras installed, the Python version. What
+is under test is not cached: every run builds a wheel from the checkout and reinstalls it,
+non-editable and without dependencies, so the deployment always runs this checkout's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parents[2]
+CONSTRAINTS = REPO / "constraints" / "newest.txt"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "airflow-commit-provider" / "venvs"
+#: What a deployment needs besides the provider: Airflow's PostgreSQL support.
+DEPLOYMENT_PACKAGES = ("apache-airflow-providers-postgres", "psycopg2-binary")
+#: The wheel's own build needs (pyproject's build-system), installed once into the cached venv.
+BUILD_PACKAGES = ("setuptools>=68", "wheel")
+#: A cold install downloads Airflow and PySpark: minutes, once per key.
+INSTALL_BOUND_SECONDS = 1200
+#: A cached venv of another key unused for this long is removed (each is about 1.3 GB).
+STALE_SECONDS = 24 * 3600
+#: What a source tree needs to build the wheel (copied, so the build writes nothing into the checkout).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "airflow_commit_provider")
+
+
+class DeploymentSetupError(RuntimeError):
+    """The deployment's virtualenv could not be built."""
+
+
+def _project() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+
+def wheel_extras() -> list[str]:
+    """The wheel's extras a Spark worker installs: ``spark`` (the full PySpark) when pyproject has it."""
+    return [extra for extra in ("spark",) if extra in _project().get("optional-dependencies", {})]
+
+
+def venv_key() -> str:
+    """Changes exactly when the cached dependencies would: constraints, dependencies, extras, Python."""
+    project = _project()
+    extras = wheel_extras()
+    decided_by = {
+        "constraints": CONSTRAINTS.read_text(),
+        "dependencies": project.get("dependencies", []),
+        "extras": {name: project.get("optional-dependencies", {}).get(name) for name in extras},
+        "deployment": DEPLOYMENT_PACKAGES,
+        "build": BUILD_PACKAGES,
+        "python": sys.version_info[:2],
+    }
+    return hashlib.sha256(json.dumps(decided_by, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _run(command: list[str], log: Path, what: str, timeout: float = INSTALL_BOUND_SECONDS) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        out.flush()
+        finished = subprocess.run(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout
+        )
+    if finished.returncode:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise DeploymentSetupError(f"{what} failed (exit {finished.returncode}; log {log}):\n{tail}")
+
+
+def build_wheel(out_dir: Path, log: Path, python: Path) -> Path:
+    """A wheel of the checkout, built from a copy of its sources with `python`'s setuptools."""
+    source = out_dir / "source"
+    for name in WHEEL_SOURCES:
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            source.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
+    wheels = out_dir / "wheels"
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        log,
+        "building the wheel",
+        timeout=300,
+    )
+    [wheel] = wheels.glob("airflow_commit_provider-*.whl")
+    return wheel
+
+
+def _with_extras(wheel: Path) -> str:
+    extras = wheel_extras()
+    return f"airflow-commit-provider[{','.join(extras)}] @ {wheel.as_uri()}" if extras else str(wheel)
+
+
+def deployment_venv(work: Path) -> Path:
+    """The cached virtualenv with this checkout's wheel freshly installed in it; its directory.
+
+    The venv counts as built only once its stamp is written, after the last install step, so an
+    interrupted install is rebuilt rather than taken for a finished one.
+    """
+    venv = CACHE / f"deploy-{venv_key()}"
+    stamp = venv / "deployment-venv-complete"
+    log = work / "deployment-venv.log"
+    python = venv / "bin" / "python"
+    if not stamp.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        _run([sys.executable, "-m", "venv", str(venv)], log, "creating the virtualenv")
+        pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
+        _run([*pip, *BUILD_PACKAGES], log, "installing the build tools")
+        wheel = build_wheel(work / "first-wheel", log, python)
+        _run(
+            [*pip, "-c", str(CONSTRAINTS), _with_extras(wheel), *DEPLOYMENT_PACKAGES],
+            log,
+            "installing Airflow and the provider's dependencies",
+        )
+        stamp.write_text(venv_key())
+    stamp.touch()  # its last use, which `_remove_stale` goes by
+    _remove_stale(venv)
+    wheel = build_wheel(work / "wheel", log, python)
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--force-reinstall",
+            str(wheel),
+        ],
+        log,
+        "installing the checkout's wheel",
+        timeout=300,
+    )
+    return venv
+
+
+def _remove_stale(current: Path) -> None:
+    """Remove the cached venvs of other keys (old dependencies) that no run has used for a day."""
+    now = time.time()
+    for other in current.parent.glob("deploy-*"):
+        if other == current or not other.is_dir():
+            continue
+        stamp = other / "deployment-venv-complete"
+        last_used = (stamp if stamp.exists() else other).stat().st_mtime
+        if now - last_used > STALE_SECONDS:
+            shutil.rmtree(other, ignore_errors=True)
