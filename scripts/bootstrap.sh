@@ -96,49 +96,8 @@ fi
 
 # Both distributions write into the same pyspark/ folder; whichever is installed last wins file by file.
 # If they differ, Python UDFs and mapInArrow fail with `Py4JError ... UserDefinedPythonFunction`.
-if ! guard_out=$("$VENV/bin/python" - <<'PYEOF' 2>&1
-import glob
-import os
-import sys
-from importlib import metadata
-
-problems = []
-versions = {}
-for dist in ("pyspark", "pyspark-client"):
-    try:
-        versions[dist] = metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        problems.append(f"{dist} is not installed")
-
-if len(versions) == 2 and versions["pyspark"] != versions["pyspark-client"]:
-    problems.append(
-        f"pyspark {versions['pyspark']} != pyspark-client {versions['pyspark-client']}: they share the "
-        "pyspark/ folder, so the Python side no longer matches the JVM jars"
-    )
-
-if "pyspark" in versions:
-    dist = metadata.distribution("pyspark")
-    ver_file = str(dist.locate_file("pyspark/version.py"))
-    ns = {}
-    try:
-        with open(ver_file) as f:
-            exec(f.read(), ns)
-    except OSError as e:
-        problems.append(f"cannot read {ver_file}: {e}")
-    if ns.get("__version__") and ns["__version__"] != versions["pyspark"]:
-        problems.append(f"pyspark/version.py says {ns['__version__']} but pyspark is {versions['pyspark']}")
-    jars = glob.glob(os.path.join(str(dist.locate_file("pyspark/jars")), "spark-core_*.jar"))
-    if not jars:
-        problems.append("no spark-core jar under pyspark/jars (only pyspark-client installed?)")
-    elif not any(j.endswith(f"-{versions['pyspark']}.jar") for j in jars):
-        problems.append(f"Spark jars {[os.path.basename(j) for j in jars]} do not match pyspark {versions['pyspark']}")
-
-if problems:
-    print("\n".join(problems))
-    sys.exit(1)
-print(versions["pyspark"])
-PYEOF
-); then
+# The check has one home, shared with the drift test and the operator: spark/install_check.py.
+if ! guard_out=$("$VENV/bin/python" -m airflow_commit_provider.spark.install_check 2>&1); then
     echo "$guard_out" >&2
     die "pyspark/pyspark-client mismatch. Fix: pin both to the same release in $CONSTRAINTS and re-run, or
        $VENV/bin/pip install --force-reinstall --no-deps pyspark==<pyspark-client version>"

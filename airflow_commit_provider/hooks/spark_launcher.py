@@ -4,7 +4,8 @@ spark-submit is a script that starts a JVM, on every master (the cluster only ru
 cluster mode). Without the script or a Java it fails with an exit code and launcher output in the
 task log; this check names what is missing in one line instead. It looks where Spark's launcher
 (``bin/spark-class``) looks: ``$JAVA_HOME/bin/java`` if ``JAVA_HOME`` is set, else ``java`` on
-``PATH``, both in the environment spark-submit gets.
+``PATH``, both in the environment spark-submit gets. A spark-submit of this environment's own
+PySpark also needs ``pyspark`` and ``pyspark-client`` at one release.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,6 +43,7 @@ def check_spark_launcher(binary: str, environment: Mapping[str, str]) -> None:
                 f"spark-submit, or {_EXTRA_HINT})"
             )
         raise SparkLauncherError(f"{binary} not found on PATH (set spark_binary, or {_EXTRA_HINT})")
+    _check_installed_pyspark(found)
     if _spark_env_script(found, environment) is not None:
         return  # Spark's conf/spark-env.sh can set JAVA_HOME: the launcher knows better than we do
     java_home = environment.get("JAVA_HOME")
@@ -76,6 +79,21 @@ def java_major_version(java_home: Path) -> int | None:
     parts = match.group(1).replace("_", ".").split(".")
     major = parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0]  # "1.8.0" is Java 8
     return int(major) if major.isdigit() else None
+
+
+def _check_installed_pyspark(spark_submit: str) -> None:
+    """A spark-submit of this environment's PySpark runs its jars with its Python: both must be one
+    release (``spark.install_check``), or every task fails later with a Py4JError."""
+    from airflow_commit_provider.spark.install_check import pyspark_install_problems, pyspark_root
+
+    root = pyspark_root()
+    script = Path(os.path.realpath(spark_submit))
+    ours = (Path(os.path.realpath(sys.prefix)) / "bin", Path(os.path.realpath(root or "/nonexistent")))
+    if root is None or not any(script.is_relative_to(folder) for folder in ours):
+        return  # another Spark install: its own launcher and jars
+    problems = pyspark_install_problems()
+    if problems:
+        raise SparkLauncherError(f"the PySpark of {spark_submit} is broken: {'; '.join(problems)}")
 
 
 def _spark_env_script(spark_submit: str, environment: Mapping[str, str]) -> Path | None:

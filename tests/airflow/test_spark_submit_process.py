@@ -164,3 +164,18 @@ def test_an_old_java_is_named(tmp_path: Path) -> None:
     check_spark_launcher(spark_submit, {"PATH": os.environ["PATH"]})
     java = os.path.realpath(shutil.which("java") or "java")
     assert (java_major_version(Path(java).parent.parent) or 0) >= MIN_JAVA
+
+
+def test_a_drifted_pyspark_is_named_before_submitting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyspark and pyspark-client at two releases break every task later; this environment's own
+    spark-submit is refused first, naming both (another Spark install is not ours to judge)."""
+    from airflow_commit_provider.spark import install_check
+
+    real = install_check.metadata.version
+    monkeypatch.setattr(
+        install_check.metadata, "version", lambda dist: "4.3.0" if dist == "pyspark" else real(dist)
+    )
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    with pytest.raises(SparkLauncherError, match=r"is broken: pyspark 4.3.0 != pyspark-client") as refused:
+        check_spark_launcher(spark_submit, {"PATH": os.environ["PATH"]})
+    assert "\n" not in str(refused.value)

@@ -14,13 +14,25 @@ import pytest
 def test_pyspark_and_pyspark_client_versions_match():
     import pyspark
 
-    installed = metadata.version("pyspark")
-    assert pyspark.__version__ == installed, "the pyspark/ folder is not the installed pyspark release"
-    # pyspark-client is a required dependency (pyproject.toml), so it is always installed beside pyspark.
-    client = metadata.version("pyspark-client")
-    assert client == installed, (
-        f"pyspark {installed} and pyspark-client {client} overwrite each other's files; pin both to one release"
+    from airflow_commit_provider.spark.install_check import pyspark_install_problems
+
+    assert pyspark_install_problems() == []
+    assert pyspark.__version__ == metadata.version("pyspark"), (
+        "the pyspark/ folder is not the installed release"
     )
+
+
+def test_a_drifted_install_is_named(monkeypatch):
+    """pip lets pyspark 4.3.0 sit beside pyspark-client 4.2.0 (PyPI has no client 4.3.0)."""
+    from airflow_commit_provider.spark import install_check
+
+    real = metadata.version
+    monkeypatch.setattr(
+        install_check.metadata, "version", lambda dist: "4.3.0" if dist == "pyspark" else real(dist)
+    )
+    problems = install_check.pyspark_install_problems()
+    assert problems[0].startswith(f"pyspark 4.3.0 != pyspark-client {real('pyspark-client')}")
+    assert any("do not match pyspark 4.3.0" in problem for problem in problems)
 
 
 @pytest.mark.spark
