@@ -21,7 +21,7 @@ help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
 	@echo "make test   - the whole test suite, then make compat (PYTEST_ARGS='-k ...' narrows it and skips compat)"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
-	@echo "make lint   - ruff check + ruff format --check"
+	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/)"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
 bootstrap:
@@ -51,6 +51,7 @@ lint:
 	@bash scripts/bootstrap.sh --no-java
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/mypy
 
 bench: bootstrap
 	$(PY) -m bench $(BENCH_ARGS)

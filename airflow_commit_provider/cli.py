@@ -56,6 +56,9 @@ class CliError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """Errors end with a pointer to --help. The shared parent parsers are of this class too:
+    subcommands are built from the root parser's class, and their parents must match it."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
@@ -74,12 +77,12 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--endpoint-url", help="S3 endpoint (overrides AWS_ENDPOINT_URL)")
     common.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     common.add_argument("--threads", type=_positive, default=16, help="parallel requests (default 16)")
     scoped = _scoped_parser(common, DEFAULT_OLDER_THAN)
-    destructive = argparse.ArgumentParser(add_help=False)
+    destructive = _Parser(add_help=False)
     destructive.add_argument(
         "--dry-run", action="store_true", help="report what would be done, change nothing"
     )
@@ -106,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     temp = groups.add_parser("temp", help="temporary trees of failed jobs").add_subparsers(
         dest="command", required=True
     )
-    nested = argparse.ArgumentParser(add_help=False)
+    nested = _Parser(add_help=False)
     nested.add_argument("--nested", action="store_true", help="also search below subdirectories")
     temp.add_parser("list", parents=[scoped, nested], help="list temporary trees").set_defaults(
         handler=_temp_list
@@ -187,9 +190,9 @@ def _dev_s3(args: argparse.Namespace) -> int:
     return serve(args.dir, args.port, args.bucket)
 
 
-def _scoped_parser(common: argparse.ArgumentParser, default_age: Any) -> argparse.ArgumentParser:
+def _scoped_parser(common: _Parser, default_age: Any) -> _Parser:
     """The arguments of every listing: a directory, an age (with its own default), a job."""
-    scoped = argparse.ArgumentParser(add_help=False, parents=[common])
+    scoped = _Parser(add_help=False, parents=[common])
     scoped.add_argument("url", help="directory: s3://bucket/prefix, s3a://..., file:///path or a path")
     default_text = format_duration(default_age.total_seconds())
     scoped.add_argument(

@@ -13,7 +13,8 @@ try:
     from airflow.sdk import conf
     from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 except ImportError:  # Airflow 3.1: the configuration and these exceptions are not in the Task SDK yet
-    from airflow.configuration import conf  # type: ignore[no-redef]
+    # mypy sees the newest Airflow: there this fallback's parser is another class of the same interface.
+    from airflow.configuration import conf  # type: ignore[assignment]
     from airflow.exceptions import (  # type: ignore[no-redef]
         AirflowException,
         AirflowFailException,
@@ -23,7 +24,8 @@ except ImportError:  # Airflow 3.1: the configuration and these exceptions are n
 try:
     from airflow.sdk import CronDataIntervalTimetable
 except ImportError:  # Airflow 3.1: timetables are not in the Task SDK yet
-    from airflow.timetables.interval import CronDataIntervalTimetable  # type: ignore[no-redef]
+    # As for `conf`: the core timetable, not the Task SDK's class of the same name.
+    from airflow.timetables.interval import CronDataIntervalTimetable  # type: ignore[assignment]
 
 __all__ = [
     "AirflowException",

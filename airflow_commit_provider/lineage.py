@@ -34,6 +34,7 @@ from airflow_commit_provider.core.paths import StorePath
 if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import InputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk import Context
 
     from airflow_commit_provider.core.cleanup.reports import CleanupReport
 
@@ -77,7 +78,7 @@ def write_lineage(
     facets: dict[str, Any] = {}
     if replace:
         facets["lifecycleStateChange"] = LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=LifecycleStateChange.OVERWRITE.value
+            lifecycleStateChange=LifecycleStateChange.OVERWRITE
         )
     output_facets: dict[str, Any] = {}
     if written is not None:
@@ -166,6 +167,7 @@ def _job_records(report: RecordPruneReport) -> list[_Dropped]:
 def _dropped_dataset(dropped: _Dropped) -> InputDataset:
     """The input dataset, with ``inputStatistics`` and, when it stands for several locations, ``subset``."""
     from airflow.providers.common.compat.openlineage.facet import (
+        DatasetFacet,
         InputDataset,
         LifecycleStateChange,
         LifecycleStateChangeDatasetFacet,
@@ -173,9 +175,9 @@ def _dropped_dataset(dropped: _Dropped) -> InputDataset:
     )
 
     namespace, name = dataset_id(dropped.location)
-    facets = {
+    facets: dict[str, DatasetFacet] = {
         "lifecycleStateChange": LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=LifecycleStateChange.DROP.value,
+            lifecycleStateChange=LifecycleStateChange.DROP,
             previousIdentifier=PreviousIdentifier(namespace=namespace, name=name),
         )
     }
@@ -202,7 +204,7 @@ def _dropped_dataset(dropped: _Dropped) -> InputDataset:
     return InputDataset(namespace=namespace, name=name, facets=facets, inputFacets=input_facets)
 
 
-def parent_job_conf(conf: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+def parent_job_conf(conf: Mapping[str, Any], context: Context) -> dict[str, Any]:
     """`conf` with the parent-job properties the Spark provider injects, when OpenLineage is enabled.
 
     Spark's own OpenLineage listener, where a cluster runs it, then links its events to this

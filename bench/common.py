@@ -444,7 +444,7 @@ class BenchEnv:
         mode) and every process it starts (PySpark's daemon and Python workers: our tasks, the data
         source's commit). Parts: ``driver python``, ``jvm``, ``python workers``."""
         if self._client_cpu is None:
-            jvm = int(self.spark._jvm.ProcessHandle.current().pid())  # type: ignore[attr-defined]
+            jvm = int(spark_jvm(self.spark).ProcessHandle.current().pid())
             self._client_cpu = ProcessCPU({os.getpid(): "driver python", jvm: "jvm"}, {jvm: "python workers"})
         return self._client_cpu
 
@@ -500,7 +500,8 @@ def start_spark(work_dir: Path) -> SparkSession:
     session = (
         SparkSession.builder.master("local[2]")
         # Hadoop's S3A committers and spark-hadoop-cloud, for the scenarios that race them.
-        .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))
+        # pyspark's stub wants its own invariant dict[str, OptionalPrimitiveType], not a Mapping.
+        .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))  # type: ignore[arg-type]
         .appName("airflow-commit-provider-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -515,6 +516,14 @@ def start_spark(work_dir: Path) -> SparkSession:
     session.sparkContext.setLogLevel("ERROR")
     session._bench_created = True  # type: ignore[attr-defined]
     return session
+
+
+def spark_jvm(spark: SparkSession) -> Any:
+    """The session's py4j view of the JVM, for the scenarios that drive Hadoop's classes directly."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise RuntimeError("this benchmark needs a local Spark session with a JVM, not Spark Connect")
+    return jvm
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

@@ -96,7 +96,7 @@ class FakeS3Client:
             if ContinuationToken
             else bisect.bisect_left(keys, Prefix)
         )
-        page = []
+        page: list[dict[str, Any]] = []
         index = start
         while index < len(keys) and len(page) < MaxKeys and keys[index].startswith(Prefix):
             key = keys[index]

@@ -151,8 +151,10 @@ def _time_job_commit(env: BenchEnv, result: ScenarioResult, files: int) -> None:
                 if name == "raw":
                     seconds[name], cpu[name] = _raw_complete(env, buckets["raw"], uploads)
                 else:
+                    committer, request_path = RUNS[name]
+                    destination, job_id, results = jobs[name]
                     seconds[name], cpu[name], counters[name], phases[name] = ours_job_commit(
-                        env, *RUNS[name], *jobs[name], files
+                        env, committer, request_path, destination, job_id, results, files
                     )
                 result.measure(f"client CPU seconds ({name}), {label}", cpu[name])
                 result.measure(f"files per second ({name}), {label}", files / seconds[name], "files/s")

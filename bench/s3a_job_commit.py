@@ -35,7 +35,16 @@ from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark.config import runtime_key
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from bench import s3_setup
-from bench.common import REQUEST_COUNTERS, BenchEnv, ScenarioResult, log, requests_in, rotated, timer
+from bench.common import (
+    REQUEST_COUNTERS,
+    BenchEnv,
+    ScenarioResult,
+    log,
+    requests_in,
+    rotated,
+    spark_jvm,
+    timer,
+)
 from bench.job_commit import PAYLOAD, ours_job_commit, ours_pending_job, task_count
 from bench.jvm_peers import S3A_BYTES_COPIED, S3A_COMMITS, S3A_REQUEST_KINDS, S3A_REQUESTS, s3a_statistics
 
@@ -115,8 +124,9 @@ def _repetition(env: BenchEnv, result: ScenarioResult, files: int, rep: int) -> 
         for side, committer in order:
             with timer(env.server_cpu) as server_cpu:
                 if side == "ours":
+                    destination, job_id, results = jobs[side, committer]
                     seconds, cpu, counters, _phases = ours_job_commit(
-                        env, committer, None, *jobs[side, committer], files, cpu_clock=env.client_cpu
+                        env, committer, None, destination, job_id, results, files, cpu_clock=env.client_cpu
                     )
                     requests, copied = requests_in(counters), counters.get("bytes_copied", 0)
                     commits[side, committer] = Commit(seconds, cpu, requests, copied, counters)
@@ -135,7 +145,7 @@ def _repetition(env: BenchEnv, result: ScenarioResult, files: int, rep: int) -> 
 def _s3a_tasks(env: BenchEnv, committer: str, bucket: str, files: int, tasks: int) -> S3AJob:
     """Set up a Hadoop job with S3A's `committer` and run its tasks for real, many at once."""
     spark = env.s3a_spark
-    jvm = spark._jvm
+    jvm = spark_jvm(spark)
     mapreduce = jvm.org.apache.hadoop.mapreduce
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     # One unique job ID for the driver and every task, as Spark gives each write.

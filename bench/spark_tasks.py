@@ -50,9 +50,10 @@ def raw_parquet_task(
     difference to a committed write is the commit protocol and the upload path only.
     """
     from pyarrow import fs
-    from pyspark import TaskContext
 
-    partition = TaskContext.get().partitionId()
+    from airflow_commit_provider.spark.task_info import current_task_info
+
+    partition = current_task_info().partition
     filesystem = fs.S3FileSystem(
         access_key=s3["access_key"],
         secret_key=s3["secret_key"],
@@ -68,9 +69,9 @@ def raw_local_parquet_task(
     directory: str, codec: str | None, row_group_bytes: int, batches: Iterator[Any]
 ) -> Iterator[Any]:
     """mapInArrow body: the same uncommitted single-file write, to a local directory."""
-    from pyspark import TaskContext
+    from airflow_commit_provider.spark.task_info import current_task_info
 
-    partition = TaskContext.get().partitionId()
+    partition = current_task_info().partition
     stream = open(os.path.join(directory, f"part-{partition:05d}-raw.snappy.parquet"), "wb")  # noqa: SIM115
     yield _write_one_parquet(stream, partition, codec, row_group_bytes, batches)
 
@@ -78,11 +79,12 @@ def raw_local_parquet_task(
 def transfer_only_task(batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow body that only counts the rows: the cost of moving them from the JVM to Python."""
     import pyarrow as pa
-    from pyspark import TaskContext
+
+    from airflow_commit_provider.spark.task_info import current_task_info
 
     rows = sum(batch.num_rows for batch in batches)
     yield pa.RecordBatch.from_pylist(
-        [{"task": TaskContext.get().partitionId(), "files": 0, "bytes": rows}], schema=_raw_result_schema()
+        [{"task": current_task_info().partition, "files": 0, "bytes": rows}], schema=_raw_result_schema()
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 ConflictMode = Literal["fail", "append", "replace"]
-CONFLICT_MODES = ("fail", "append", "replace")
+CONFLICT_MODES: tuple[ConflictMode, ...] = ("fail", "append", "replace")
 #: S3 rejects a multipart upload whose non-final parts are smaller than this.
 S3_MIN_PART_SIZE = 5 * 1024 * 1024
 
@@ -23,6 +23,13 @@ def parse_bool(value: object, name: str) -> bool:
     if text in ("false", "0", "no", "", "none"):
         return False
     raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def parse_conflict_mode(value: str) -> ConflictMode:
+    """A conflict mode as the user spelled it (an argument, a rendered template), checked."""
+    if value not in CONFLICT_MODES:
+        raise ValueError(f"conflict_mode {value!r} is not one of {', '.join(CONFLICT_MODES)}")
+    return value
 
 
 def is_template(value: object) -> bool:
@@ -52,10 +59,7 @@ class CommitOptions:
     rows_by_task: bool = True
 
     def __post_init__(self) -> None:
-        if self.conflict_mode not in CONFLICT_MODES:
-            raise ValueError(
-                f"conflict_mode {self.conflict_mode!r} is not one of {', '.join(CONFLICT_MODES)}"
-            )
+        parse_conflict_mode(self.conflict_mode)
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
         if self.parts_in_flight < 1:
@@ -85,4 +89,6 @@ class TaskCommitResult:
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> TaskCommitResult:
         raw = json.loads(data) if isinstance(data, str) else data
-        return cls(**{key: raw.get(key) for key in cls.__dataclass_fields__})
+        # A missing field is None: the callers check what they need (e.g. outcome.py the task IDs).
+        fields: dict[str, Any] = {key: raw.get(key) for key in cls.__dataclass_fields__}
+        return cls(**fields)

@@ -98,7 +98,7 @@ def run_pipelined(
     `run_parallel`. Returns the number of items finished.
     """
     source = iter(items)
-    finished = _Completions()
+    finished = _Completions[T]()
     in_flight = done = 0
     failure: BaseException | None = None
     exhausted = False
@@ -188,7 +188,7 @@ def parallel_map(
     `progress` advances as each item is done. The first failure stops the rest, as in `run_parallel`.
     """
     listed = list(items)
-    results: list[R] = [None] * len(listed)  # type: ignore[list-item] - every slot is filled below
+    results: dict[int, R] = {}
     lock = threading.Lock()
 
     def apply(index: int) -> None:
@@ -198,4 +198,4 @@ def parallel_map(
                 progress.advance()
 
     run_parallel(range(len(listed)), apply, max(1, min(threads, len(listed))))
-    return results
+    return [results[index] for index in range(len(listed))]

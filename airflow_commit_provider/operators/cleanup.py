@@ -42,7 +42,8 @@ __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCo
 
 
 class _CleanupOperator(BaseOperator):
-    template_fields: Sequence[str] = ("scope", "older_than", "job_id", "dry_run")
+    # `dry_run` is kept as `dry_run_flag`: an attribute `dry_run` would hide `BaseOperator.dry_run()`.
+    template_fields: Sequence[str] = ("scope", "older_than", "job_id", "dry_run_flag")
 
     def __init__(
         self,
@@ -62,7 +63,7 @@ class _CleanupOperator(BaseOperator):
         self.older_than = older_than
         self.job_id = job_id
         self.aws_conn_id = aws_conn_id
-        self.dry_run = dry_run
+        self.dry_run_flag = dry_run
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
         self.sample_size = sample_size
@@ -107,7 +108,7 @@ class _CleanupOperator(BaseOperator):
         """The rendered arguments, checked again: templates can render to anything."""
         path = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
         age = as_timedelta(self.older_than, "older_than")
-        return path, age, (self.job_id or None), parse_bool(self.dry_run, "dry_run")
+        return path, age, (self.job_id or None), parse_bool(self.dry_run_flag, "dry_run")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """What was removed, as datasets with the lifecycle change DROP."""

@@ -78,7 +78,7 @@ from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan,
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
-from airflow_commit_provider.core.options import CommitOptions, is_template
+from airflow_commit_provider.core.options import CommitOptions, is_template, parse_conflict_mode
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
@@ -415,7 +415,11 @@ class CommittedSparkSubmitOperator(BaseOperator):
                 "engine='python' names each try's job after the task instance (dag_id, task_id, run_id, "
                 "map_index, try_number), and the context has none"
             )
-        options = CommitOptions(conflict_mode=self.conflict_mode) if self.conflict_mode else None
+        options = (
+            CommitOptions(conflict_mode=parse_conflict_mode(self.conflict_mode))
+            if self.conflict_mode
+            else None
+        )
         with self._destination_store() as store:
             plan = plan_try(
                 store,
@@ -737,11 +741,13 @@ def _try_number(context: Context | dict[str, Any]) -> int | None:
 def _task_key(context: Context | dict[str, Any]) -> TaskKey | None:
     """The task instance key of the running try, or None when the context has no task instance."""
     ti = context.get("ti") if hasattr(context, "get") else None
-    names = [getattr(ti, name, None) for name in ("dag_id", "task_id", "run_id")]
-    if not all(isinstance(name, str) and name for name in names):
+    found = [getattr(ti, name, None) for name in ("dag_id", "task_id", "run_id")]
+    names = [name for name in found if isinstance(name, str) and name]
+    if len(names) != len(found):
         return None
+    dag_id, task_id, run_id = names
     map_index = getattr(ti, "map_index", None)
-    return TaskKey(*names, map_index if isinstance(map_index, int) else -1)
+    return TaskKey(dag_id, task_id, run_id, map_index if isinstance(map_index, int) else -1)
 
 
 def build_py_files_zip(directory: str | os.PathLike[str]) -> str:

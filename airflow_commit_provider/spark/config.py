@@ -289,7 +289,8 @@ class S3Settings:
             if not value:
                 value = next((environ[name] for name in env_names if environ.get(name)), None)
             values[kwarg] = str(value) if value else None
-        return cls(**{**values, "verify": _verify_setting(values["verify"])})
+        verify = _verify_setting(values.pop("verify"))
+        return cls(**values, verify=verify)
 
 
 @dataclass(frozen=True)
@@ -464,11 +465,11 @@ def applied_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
             spark.conf.set(target, value)
         yield
     finally:
-        for target, value in previous.items():
-            if value is None:
+        for target, earlier in previous.items():
+            if earlier is None:
                 spark.conf.unset(target)
             else:
-                spark.conf.set(target, value)
+                spark.conf.set(target, earlier)
 
 
 class _SharedDefault:

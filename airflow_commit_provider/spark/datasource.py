@@ -76,7 +76,8 @@ from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
-from airflow_commit_provider.spark.tasks import TaskOutcome, current_task_info, run_task_attempt
+from airflow_commit_provider.spark.task_info import current_task_info
+from airflow_commit_provider.spark.tasks import TaskOutcome, run_task_attempt
 from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
 from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
 from airflow_commit_provider.spark.writer import abort_after_failure, finish_job, open_committer, set_up_job
@@ -160,9 +161,10 @@ class CommittedWriter(DataSourceArrowWriter):
             try:
                 success = job.commit_job(results)
             except Exception as error:
-                success = abort_after_failure(job, f"{type(error).__name__}: {error}")
-                if success is None:
+                completed = abort_after_failure(job, f"{type(error).__name__}: {error}")
+                if completed is None:
                     raise
+                success = completed
                 log.warning(
                     "job %s had passed its commit point when its commit failed (%s); abort completed it",
                     job.job_id,

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 FORMATS = ("parquet", "orc", "csv", "json")
 
@@ -104,7 +107,7 @@ class CountingSink(io.RawIOBase):
     """What pyarrow writes into: forwards to the attempt's stream and counts bytes; closing it
     leaves the attempt's stream open (the caller decides whether to publish or discard it)."""
 
-    def __init__(self, stream: BinaryIO):
+    def __init__(self, stream: SupportsWrite[bytes]):
         super().__init__()
         self._stream = stream
         self.count = 0

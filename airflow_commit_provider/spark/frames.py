@@ -102,7 +102,7 @@ def prepare_frame(
         projection = [F.to_csv(data_struct, format_options).alias(line_column)]
         if writer.csv_header:
             names = F.struct(*[F.lit(name).alias(name) for name in data_columns])
-            header = spark.range(1).select(F.to_csv(names, format_options)).first()[0]
+            header = spark.range(1).select(F.to_csv(names, format_options)).take(1)[0][0]
     elif fmt == "json":
         line_column = f"{HIDDEN_PREFIX}line"
         projection = [F.to_json(data_struct, format_options).alias(line_column)]

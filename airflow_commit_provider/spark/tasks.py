@@ -41,6 +41,7 @@ from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation
 from airflow_commit_provider.spark.orc_layout import to_spark_layout
+from airflow_commit_provider.spark.task_info import TaskInfo, current_task_info
 
 log = logging.getLogger("airflow_commit_provider.spark")
 
@@ -59,17 +60,6 @@ _RESULT_ARROW_SCHEMA = pa.schema(
         ("bytes", pa.int64()),
     ]
 )
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    partition: int
-    """Spark partition ID: the commit task number and the ``%05d`` in file names."""
-    attempt_id: int
-    """TaskContext.taskAttemptId(): unique per SparkContext, the commit attempt number."""
-    attempt_number: int
-    """TaskContext.attemptNumber(): 0 for the first attempt of this partition."""
-    stage_id: int = 0
 
 
 @dataclass
@@ -108,21 +98,6 @@ def write_partition(
 ) -> Iterator[pa.RecordBatch]:
     """The function given to ``mapInArrow`` (bound to its config with functools.partial)."""
     yield run_task_attempt(config, current_task_info(), batches, instrumentation=instrumentation).to_batch()
-
-
-def current_task_info() -> TaskInfo:
-    """The running Spark task's partition and attempt, from its ``TaskContext``."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    if context is None:
-        raise RuntimeError("a committed write's task side must run inside a Spark task")
-    return TaskInfo(
-        partition=context.partitionId(),
-        attempt_id=context.taskAttemptId(),
-        attempt_number=context.attemptNumber(),
-        stage_id=context.stageId(),
-    )
 
 
 def run_task_attempt(
@@ -297,7 +272,7 @@ class PartitionWriter:
             if current.writer.buffered_bytes >= limits.max_bytes_per_file and hasattr(
                 current.writer, "flush"
             ):
-                current.writer.flush()  # type: ignore[attr-defined]
+                current.writer.flush()
             return current.writer.bytes_written >= limits.max_bytes_per_file
         return False
 

@@ -261,7 +261,8 @@ def _write_partition(
 
 
 def _empty_write(config: cfg.TaskConfig) -> list[TaskCommitResult]:
-    from airflow_commit_provider.spark.tasks import TaskInfo, run_task_attempt
+    from airflow_commit_provider.spark.task_info import TaskInfo
+    from airflow_commit_provider.spark.tasks import run_task_attempt
 
     outcome = run_task_attempt(config, TaskInfo(partition=0, attempt_id=0, attempt_number=0), ())
     return [outcome.result] if outcome.result is not None else []

@@ -47,7 +47,7 @@ def test_templated_scope_is_checked_after_rendering() -> None:
     op = AbortMultipartUploadsOperator(
         task_id="abort", scope="s3://{{ params.bucket }}", older_than="{{ x }}"
     )
-    assert op.template_fields == ("scope", "older_than", "job_id", "dry_run")
+    assert op.template_fields == ("scope", "older_than", "job_id", "dry_run_flag")
     op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
     with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
         op.execute(context={})
@@ -137,6 +137,21 @@ def test_cleanup_operator_on_local_files_needs_no_connection(tmp_path: Path) -> 
     assert (report["would_delete"], report["dry_run"]) == (1, True)
     report = CleanupTemporaryOperator(task_id="clean", scope=root.key, older_than=0).execute(context={})
     assert report["deleted"] == 1 and keys_under(store, root) == {"data/part-0"}
+
+
+def test_the_dry_run_argument_leaves_the_operators_dry_run_method_alone(tmp_path: Path) -> None:
+    """`dry_run=` is templated, and `BaseOperator.dry_run()` (which renders nothing, only logs the
+    template fields) stays callable: an attribute of that name used to hide it."""
+    store, root = LocalStore(), StorePath.parse(str(tmp_path / "table"))
+    write_files(store, root, ["__magic_job-x/a"])
+    op = CleanupTemporaryOperator(
+        task_id="clean", scope=root.key, older_than="0s", dry_run="{{ params.dry }}"
+    )
+    op.dry_run()
+    op.render_template_fields({"params": {"dry": "true"}})
+    report = op.execute(context={})
+    assert (report["would_delete"], report["dry_run"]) == (1, True)
+    assert keys_under(store, root) == {"__magic_job-x/a"}
 
 
 def test_prune_records_operator_keeps_young_and_committing_jobs(tmp_path: Path) -> None:

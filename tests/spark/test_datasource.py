@@ -208,7 +208,7 @@ def _stall_first_attempt(hook: SlowFirstAttempt) -> Callable[[Iterator[Any]], It
     its partition until Spark kills it)."""
 
     def transform(batches: Iterator[Any]) -> Iterator[Any]:
-        from airflow_commit_provider.spark.tasks import current_task_info
+        from airflow_commit_provider.spark.task_info import current_task_info
 
         for index, batch in enumerate(batches):
             if index == 1:

@@ -26,7 +26,8 @@ from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.uploads import recorded_uploads
 from airflow_commit_provider.spark import write_committed
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
-from airflow_commit_provider.spark.tasks import TaskInfo, run_task_attempt
+from airflow_commit_provider.spark.task_info import TaskInfo
+from airflow_commit_provider.spark.tasks import run_task_attempt
 
 pytestmark = pytest.mark.spark
 

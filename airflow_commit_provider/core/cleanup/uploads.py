@@ -230,11 +230,11 @@ def list_pending_uploads(
         return listing
     listing.sizes_measured = True
     progress.start("Measuring uploads", len(candidates))
-    for info in parallel_map(candidates, lambda u: _measure(store, u), threads, progress):
-        if info is None:
+    for measured in parallel_map(candidates, lambda u: _measure(store, u), threads, progress):
+        if measured is None:
             listing.vanished += 1
         else:
-            listing.uploads.append(info)
+            listing.uploads.append(measured)
     return listing
 
 

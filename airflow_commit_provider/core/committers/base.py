@@ -123,8 +123,8 @@ class Committer(abc.ABC):
 
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
-        committing = outcome is not None and outcome.committing
-        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed) if committing else set())
+        committed = outcome.committed if outcome is not None and outcome.committing else ()
+        cleanup.cleanup_job(self.context, _attempt_ids(committed))
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
         cleanup.cleanup_job(self.context, committed_attempts=set())

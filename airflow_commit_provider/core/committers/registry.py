@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.file_output import FileOutputV1Committer, FileOutputV2Committer
@@ -18,7 +18,7 @@ from airflow_commit_provider.core.committers.magic import MagicCommitter
 from airflow_commit_provider.core.committers.manifest import ManifestCommitter
 from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
 from airflow_commit_provider.core.committers.traits import CommitterTraits
-from airflow_commit_provider.core.options import CONFLICT_MODES, ConflictMode
+from airflow_commit_provider.core.options import ConflictMode, parse_conflict_mode
 from airflow_commit_provider.core.paths import StorePath
 
 Engine = Literal["python", "hadoop"]
@@ -135,9 +135,7 @@ def resolve(
     """
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-    mode = conflict_mode or "append"
-    if mode not in CONFLICT_MODES:
-        raise ValueError(f"conflict_mode {mode!r} is not one of {', '.join(CONFLICT_MODES)}")
+    mode = parse_conflict_mode(conflict_mode or "append")
     columns = tuple(partition_columns)
     if engine == "hadoop":
         if committer is None:
@@ -160,10 +158,10 @@ def resolve(
         traits=traits,
         destination=location,
         partition_columns=columns,
-        conflict_mode=cast(ConflictMode, mode),
-        committer_conflict_mode="append" if traits.conflicts is None else cast(ConflictMode, mode),
+        conflict_mode=mode,
+        committer_conflict_mode="append" if traits.conflicts is None else mode,
         check_conflicts_before_setup=check_before_setup,
-        engine=cast(Engine, engine),
+        engine=engine,
         allow_unsafe_v2=allow_unsafe_v2,
         records_job_id=engine == "python" or traits.jvm.records_job_id,
     )

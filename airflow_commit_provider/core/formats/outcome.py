@@ -18,7 +18,7 @@ from airflow_commit_provider.core.options import CONFLICT_MODES, TaskCommitResul
 
 OUTCOME_NAME = "airflow_commit.JobOutcome/1"
 Decision = Literal["commit", "abort"]
-DECISIONS = ("commit", "abort")
+DECISIONS: tuple[Decision, ...] = ("commit", "abort")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class JobOutcome:
             raise InvalidCommitDataError(f"{source}: a 'committed' entry lacks its task or attempt ID")
         return cls(
             job_id=found_job,
-            decision=decision,  # type: ignore[arg-type]
+            decision=decision,
             committer=optional_field(obj, "committer", str, source, ""),
             committed=committed,
             conflict_mode=conflict_mode,

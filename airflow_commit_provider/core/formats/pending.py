@@ -63,8 +63,9 @@ class PendingCommit:
         version = raw.get("version", PENDING_VERSION)
         if version not in (1, PENDING_VERSION):
             raise InvalidCommitDataError(f"{source}: unsupported pending commit version {version!r}")
-        etags = [_etag(tag) for tag in require_field(raw, "etags", list, source)]
-        if not etags or not all(etags):
+        found = [_etag(tag) for tag in require_field(raw, "etags", list, source)]
+        etags = [tag for tag in found if tag is not None]
+        if not etags or len(etags) != len(found):
             raise InvalidCommitDataError(
                 f"{source}: etags must be a non-empty list of ETags (strings, or objects with an 'etag')"
             )

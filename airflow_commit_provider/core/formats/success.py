@@ -13,11 +13,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
 SUCCESS_FILENAME = "_SUCCESS"
@@ -86,7 +89,7 @@ class SuccessData:
                 header[key] = value
         return header
 
-    def write_to(self, stream: IO[bytes], files: Iterable[CommittedFile] | None = None) -> None:
+    def write_to(self, stream: SupportsWrite[bytes], files: Iterable[CommittedFile] | None = None) -> None:
         """Serialize, streaming `files` so a job of any size is written in bounded memory."""
         files = self.files if files is None else files
         head = json.dumps(self.header(), ensure_ascii=False)

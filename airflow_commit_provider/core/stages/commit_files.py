@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
@@ -19,7 +20,12 @@ from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, NoSuchUploadError
 
-EntryAction = Callable[[JobContext, CommitEntry], None]
+
+class EntryAction(Protocol):
+    """Makes one committed entry visible (a Protocol, not a Callable alias, for the reason given at
+    `manifests.ManifestDecoder`: committers hold one as a class attribute)."""
+
+    def __call__(self, ctx: JobContext, entry: CommitEntry, /) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.manifest import TaskManifest
@@ -28,7 +28,14 @@ class LoadedManifest:
         return sum(entry.size for entry in self.entries)
 
 
-ManifestDecoder = Callable[[bytes, str], LoadedManifest]
+class ManifestDecoder(Protocol):
+    """Decodes one committed task's manifest (its bytes, and the key they came from for errors).
+
+    A Protocol rather than a Callable alias: committers hold one as a class attribute, and a
+    Callable there would read as a method bound to the committer.
+    """
+
+    def __call__(self, data: bytes, source: str, /) -> LoadedManifest: ...
 
 
 def decode_task_manifest(data: bytes, source: str) -> LoadedManifest:

@@ -80,9 +80,6 @@ class Store(abc.ABC):
     """
 
     capabilities: StoreCapabilities
-    #: Whether `start_*` calls overlap their requests without a thread each; the commit and abort
-    #: stages then keep many in flight from one thread (`parallel.run_pipelined`).
-    pipelines_requests = False
     #: How far `write_bytes(if_absent=True)` is taken on trust before a job relies on it: ``check``
     #: (probed once per process, `check.require_conditional_create`), ``trusted`` (the user vouches)
     #: or ``enforced`` (the store's own semantics guarantee it).
@@ -91,6 +88,12 @@ class Store(abc.ABC):
     def __init__(self) -> None:
         self.statistics = IOStatistics()
         """Requests made and bytes moved, counted under Hadoop's names (`op_get`, `op_put`...)."""
+
+    @property
+    def pipelines_requests(self) -> bool:
+        """Whether `start_*` calls overlap their requests without a thread each; the commit and abort
+        stages then keep many in flight from one thread (`parallel.run_pipelined`)."""
+        return False
 
     # Objects -------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import tempfile
@@ -41,10 +42,10 @@ from airflow_commit_provider.core.store.base import (
 )
 from airflow_commit_provider.core.store.check import chosen_conditional_create
 from airflow_commit_provider.core.store.s3_requests import (
+    Boto3HotRequests,
     ErrorMapper,
     HotRequests,
     chosen_request_path,
-    hot_requests,
 )
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
@@ -61,6 +62,8 @@ MAX_PARTS = 10_000
 SPOOL_LIMIT = 8 * 1024**2
 #: Attempts for a create-if-absent write that meets a concurrent conditional write (409).
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
+
+log = logging.getLogger(__name__)
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 _ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -164,10 +167,39 @@ class S3Store(Store):
         return hot[1]
 
     def _make_hot_requests(self, client: Any) -> HotRequests:
-        return hot_requests(
-            self.request_path,
+        """The request path for `request_path` over this client's endpoint, credentials and retries.
+
+        ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
+        (boto3 then raises its own, clearer, error on first use). Any choice falls back to boto3 in a
+        process forked after its parent started the CRT, which cannot use it safely. Made here, not
+        in `s3_requests`: the CRT path imports that module's interface.
+        """
+        choice = self.request_path
+        if choice == "boto3":
+            return Boto3HotRequests(client)
+        try:
+            from airflow_commit_provider.core.store.s3_crt import CrtHotRequests, started_in_a_parent
+        except ImportError as exc:
+            if choice == "crt":
+                raise StoreError(
+                    f"request_path='crt' needs the awscrt package (pip install 'airflow-commit-provider[crt]'): {exc}"
+                ) from exc
+            log.debug("awscrt is not installed; S3 requests go through boto3")
+            return Boto3HotRequests(client)
+        if started_in_a_parent():
+            log.log(
+                logging.WARNING if choice == "crt" else logging.DEBUG,
+                "this process was forked after its parent started the CRT; S3 requests go through boto3",
+            )
+            return Boto3HotRequests(client)
+        credentials = self._session.get_credentials()
+        if credentials is None:
+            if choice == "crt":
+                raise StoreError("request_path='crt': boto3 found no AWS credentials to sign with")
+            return Boto3HotRequests(client)
+        return CrtHotRequests(
             client,
-            self._session,
+            credentials,
             max_connections=self.max_pool_connections,
             max_attempts=self._max_attempts(),
             verify=self.verify,
@@ -229,7 +261,7 @@ class S3Store(Store):
         self.statistics.increment(counter)
         return functools.partial(_store_error, action=action, path=path)
 
-    @property  # type: ignore[override]
+    @property
     def pipelines_requests(self) -> bool:
         return self.hot.pipelines
 

@@ -200,7 +200,7 @@ class CrtHotRequests:
 
     def close(self) -> None:
         """Drop the CRT client; its connections close once in-flight requests finish."""
-        self._crt = None  # type: ignore[assignment]
+        self._crt = None
 
     # Sending ---------------------------------------------------------------------------------------
     def _start(

@@ -1,4 +1,4 @@
-"""The request paths for S3's hot, repetitive calls, and the choice between them.
+"""The request paths for S3's hot, repetitive calls, and the name that chooses between them.
 
 Job commit completes one upload per file and reads one manifest per task, cleanup aborts one
 upload per orphan, and tasks send a part or an object per write: thousands of identical small
@@ -11,12 +11,12 @@ and retries from native threads. Both raise botocore's exceptions for the same r
 
 The choice is `S3Store(request_path=...)`, else the environment variable `REQUEST_PATH_ENV`:
 ``auto`` (the default) takes the CRT when `awscrt` is installed (``pip install
-'airflow-commit-provider[crt]'``), ``crt`` requires it, ``boto3`` never uses it.
+'airflow-commit-provider[crt]'``), ``crt`` requires it, ``boto3`` never uses it. `S3Store` makes
+the path it names: `s3_crt` imports this module, so this module never imports `s3_crt`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -24,8 +24,6 @@ from typing import Any, BinaryIO, Protocol, cast
 
 from airflow_commit_provider.core.parallel import completed_future
 from airflow_commit_provider.core.store.base import StoreError
-
-log = logging.getLogger(__name__)
 
 #: The environment variable that picks the request path when `S3Store` is not told.
 REQUEST_PATH_ENV = "AIRFLOW_COMMIT_S3_REQUEST_PATH"
@@ -126,45 +124,3 @@ def chosen_request_path(requested: str | None, environ: Mapping[str, str] | None
             f"{where}={requested!r}: the S3 request path must be one of {', '.join(REQUEST_PATHS)}"
         )
     return choice
-
-
-def hot_requests(
-    choice: str,
-    client: Any,
-    session: Any,
-    *,
-    max_connections: int,
-    max_attempts: int,
-    verify: bool | str | None,
-) -> HotRequests:
-    """The request path for `choice` over this client's endpoint, credentials and retry budget.
-
-    ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
-    (boto3 then raises its own, clearer, error on first use). Any choice falls back to boto3 in a
-    process forked after its parent started the CRT, which cannot use it safely.
-    """
-    if choice == "boto3":
-        return Boto3HotRequests(client)
-    try:
-        from airflow_commit_provider.core.store.s3_crt import CrtHotRequests, started_in_a_parent
-    except ImportError as exc:
-        if choice == "crt":
-            raise StoreError(
-                f"request_path='crt' needs the awscrt package (pip install 'airflow-commit-provider[crt]'): {exc}"
-            ) from exc
-        log.debug("awscrt is not installed; S3 requests go through boto3")
-        return Boto3HotRequests(client)
-    if started_in_a_parent():
-        log.log(
-            logging.WARNING if choice == "crt" else logging.DEBUG,
-            "this process was forked after its parent started the CRT; S3 requests go through boto3",
-        )
-        return Boto3HotRequests(client)
-    credentials = session.get_credentials()
-    if credentials is None:
-        if choice == "crt":
-            raise StoreError("request_path='crt': boto3 found no AWS credentials to sign with")
-        return Boto3HotRequests(client)
-    return CrtHotRequests(
-        client, credentials, max_connections=max_connections, max_attempts=max_attempts, verify=verify
-    )
