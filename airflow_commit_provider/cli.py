@@ -45,7 +45,12 @@ from airflow_commit_provider.core.store.check import (
     PROPERTIES,
     check_store,
 )
-from airflow_commit_provider.core.success_check import SuccessCheck, check_success, is_legacy, success_path
+from airflow_commit_provider.core.success_check import (
+    SuccessCheck,
+    SuccessExpectations,
+    is_legacy,
+    success_path,
+)
 
 PROG = "airflow-commit"
 T = TypeVar("T")
@@ -553,7 +558,7 @@ def _found_note(found: SuccessCheck, path: StorePath) -> str:
 def _success_show(args: argparse.Namespace) -> int:
     path = success_path(args.url)
     with _open(args, args.url).session() as store:
-        found = check_success(store, path, job_id=args.job_id, allow_legacy=True)
+        found = SuccessExpectations(job_id=args.job_id, allow_legacy=True).check(store, path)
     data = found.data
     if found.state == "missing" or data is None:
         raise CliError(_missing(path, found))
@@ -593,9 +598,7 @@ def _success_verify(args: argparse.Namespace) -> int:
     with _open(args, args.url).session() as store:
         try:
             newer = None if args.newer_than is None else datetime.now(timezone.utc) - args.newer_than
-            found = check_success(
-                store,
-                path,
+            expectations = SuccessExpectations.build(
                 job_id=args.job_id,
                 committers=args.committer,
                 min_files=args.min_files,
@@ -603,6 +606,7 @@ def _success_verify(args: argparse.Namespace) -> int:
                 required_partitions=args.partition,
                 allow_legacy=args.allow_legacy,
             )
+            found = expectations.check(store, path)
             reasons = list(found.reasons)
             if found.state == "missing":
                 reasons = [f"{_missing(path, found)}: the job has not committed (or wrote elsewhere)"]

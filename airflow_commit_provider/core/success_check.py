@@ -7,17 +7,17 @@ returns every failed condition as a sentence, so callers can say why, not just "
 A table's `_SUCCESS` is rewritten by every job that commits to it, so with parallel backfills it
 often names a later job. Each committed job also leaves a small record of its own under
 `<destination>/_airflow_commit/` (`JobLayout.job_record`), in the same SuccessData format.
-`check_success` is the one place that decides which of the two proves a given job: the `_SUCCESS`
-when it names the job (one GET), else the job's record (a second GET).
+`SuccessExpectations.check` is the one place that decides which of the two proves a given job:
+the `_SUCCESS` when it names the job (one GET), else the job's record (a second GET).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import (
@@ -35,17 +35,17 @@ LEGACY_STATE = "legacy-marker"
 
 __all__ = [
     "LEGACY_STATE",
+    "SUMMARY_PARTITIONS",
     "CheckState",
     "SuccessCheck",
     "SuccessExpectations",
-    "check_success",
     "is_legacy",
     "job_record_path",
     "load_job_record",
     "load_success",
     "parse_newer_than",
+    "partitions_summary",
     "success_path",
-    "verify_success",
     "with_hadoop_partitions",
 ]
 
@@ -139,61 +139,6 @@ def _committer_matches(recorded: str, wanted: Iterable[str]) -> bool:
     return canonical(recorded) in {canonical(name) for name in wanted}
 
 
-def verify_success(
-    data: SuccessData,
-    *,
-    job_id: str | None = None,
-    committers: Iterable[str] | str | None = None,
-    min_files: int | None = None,
-    newer_than: datetime | None = None,
-    required_partitions: Iterable[str] | None = None,
-    label: str = SUCCESS_FILENAME,
-) -> list[str]:
-    """Every reason `data` fails the given expectations; an empty list means it passes.
-
-    `committers` is one name or several (any may match; compared case-insensitively);
-    `newer_than` must be timezone-aware or is taken as UTC. `label` names the file in reasons.
-    """
-    reasons: list[str] = []
-    if is_legacy(data):
-        if job_id is not None or committers is not None or required_partitions:
-            reasons.append(
-                "_SUCCESS is a legacy 0-byte marker: it records no job ID, committer or partitions"
-            )
-    elif not data.success:
-        reasons.append(f"{label} says the job did not succeed (state {data.state!r})")
-    if job_id is not None and not is_legacy(data) and data.job_id != job_id:
-        reasons.append(f"job ID is {data.job_id!r}, expected {job_id!r}")
-    if committers is not None and not is_legacy(data):
-        wanted = [committers] if isinstance(committers, str) else list(committers)
-        if not _committer_matches(data.committer, wanted):
-            expected = " or ".join(repr(name) for name in wanted)
-            reasons.append(f"committer is {data.committer!r}, expected {expected}")
-    if min_files is not None:
-        count, exact = data.committed_file_count()
-        if count < min_files:
-            if exact:
-                reasons.append(f"{count} files committed, expected at least {min_files}")
-            else:
-                reasons.append(
-                    f"{count} file names recorded and no file count (Hadoop caps the list at 100), "
-                    f"expected at least {min_files}"
-                )
-    if newer_than is not None:
-        threshold = newer_than if newer_than.tzinfo else newer_than.replace(tzinfo=timezone.utc)
-        written = datetime.fromtimestamp(data.timestamp / 1000, tz=timezone.utc)
-        if written <= threshold:
-            reasons.append(f"written at {written.isoformat()}, not after {threshold.isoformat()}")
-    if required_partitions and not is_legacy(data):
-        present = {_partition_key(p) for p in data.partitions}
-        missing = [p for p in required_partitions if _partition_key(p) not in present]
-        if missing:
-            capped = data.files is None and len(data.filenames) >= FILENAMES_LIMIT
-            note = f" (Hadoop lists only the first {FILENAMES_LIMIT} files)" if capped else ""
-            reasons.append(f"missing partitions: {', '.join(missing)}{note}")
-    return reasons
-
-
 # Job records ------------------------------------------------------------------------------------
 def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str) -> StorePath:
     """Where job `job_id` keeps its record under `destination` (JobLayout owns the location)."""
@@ -226,6 +171,15 @@ def load_job_record(
 # The one check ----------------------------------------------------------------------------------
 CheckState = Literal["missing", "rejected", "accepted"]
 
+#: Partitions an XCom summary lists; its `partition_count` is always exact.
+SUMMARY_PARTITIONS = 100
+
+
+def partitions_summary(partitions: Iterable[str] | None) -> dict[str, Any]:
+    """The partitions part of an XCom summary: XCom stays small however many partitions a job wrote."""
+    listed = list(partitions or ())
+    return {"partitions": listed[:SUMMARY_PARTITIONS], "partition_count": len(listed)}
+
 
 @dataclass(frozen=True)
 class SuccessCheck:
@@ -253,72 +207,17 @@ class SuccessCheck:
             return f"{self.path} does not qualify: {'; '.join(self.reasons)}"
         return f"{self.path} qualifies"
 
-
-def check_success(
-    store: Store,
-    location: str | os.PathLike[str] | StorePath,
-    *,
-    job_id: str | None = None,
-    committers: Iterable[str] | str | None = None,
-    min_files: int | None = None,
-    newer_than: datetime | None = None,
-    required_partitions: Iterable[str] | None = None,
-    allow_legacy: bool = False,
-) -> SuccessCheck:
-    """Find what proves `location` was committed (by `job_id`, if given) and judge it.
-
-    Reads `<location>/_SUCCESS` (one GET). When `job_id` is given and the `_SUCCESS` is absent or
-    names another job (a later day of a partitioned table, say), the job's own record under
-    `<location>/_airflow_commit/` is read instead (a second GET) and judged in its place. When
-    neither proves the job, the reasons say what each one said.
-
-    Raises InvalidCommitDataError naming the file when the `_SUCCESS` or the record cannot be
-    trusted at all (LegacySuccessMarkerError for a 0-byte `_SUCCESS` unless `allow_legacy`), and
-    StoreError when the store cannot be read.
-    """
-    path = success_path(location)
-    expectations = {
-        "job_id": job_id,
-        "committers": committers,
-        "min_files": min_files,
-        "newer_than": newer_than,
-        "required_partitions": list(required_partitions) if required_partitions else None,
-    }
-    try:
-        data: SuccessData | None = load_success(store, path, allow_legacy=allow_legacy)
-    except FileNotFoundInStoreError:
-        data = None
-    if data is not None and (job_id is None or (not is_legacy(data) and data.job_id == job_id)):
-        return _judge(path, data, from_record=False, **expectations)
-    if job_id is None:
-        return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet",))
-
-    destination = path.parent
-    try:
-        record_path: StorePath | None = job_record_path(destination, job_id)
-    except ValueError:
-        record_path = None  # such a job ID names no file: it cannot have a record of ours
-    if record_path is not None:
-        try:
-            record = load_job_record(store, destination, job_id)
-        except FileNotFoundInStoreError:
-            pass
-        else:
-            return _judge(record_path, record, from_record=True, **expectations)
-        no_record = f"no record of job {job_id!r} at {record_path} (not committed yet, or pruned)"
-    else:
-        no_record = f"job ID {job_id!r} is not usable in paths, so it has no record"
-    if data is None:
-        return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet", no_record))
-    judged = _judge(path, data, from_record=False, **expectations)
-    return SuccessCheck("rejected", path, data, (*judged.reasons, no_record))
-
-
-def _judge(path: StorePath, data: SuccessData, *, from_record: bool, **expectations: object) -> SuccessCheck:
-    label = "the job record" if from_record else SUCCESS_FILENAME
-    reasons = verify_success(data, label=label, **expectations)  # type: ignore[arg-type]
-    state: CheckState = "rejected" if reasons else "accepted"
-    return SuccessCheck(state, path, data, tuple(reasons), from_record)
+    def xcom_summary(self) -> dict[str, Any] | None:
+        """What the sensor and its trigger return: the file judged as a small JSON-able dict (never
+        the full file list), naming the file and its `source`; None when nothing was found."""
+        if self.data is None:
+            return None
+        summary = self.data.summary()
+        summary.update(partitions_summary(summary.get("partitions")))
+        summary["path"] = str(self.path)
+        summary["source"] = self.source
+        summary["legacy"] = is_legacy(self.data)
+        return summary
 
 
 # Expectations, as callers state them ------------------------------------------------------------
@@ -349,8 +248,9 @@ def parse_newer_than(value: datetime | str | None) -> datetime | None:
 class SuccessExpectations:
     """What a `_SUCCESS` (or a job's record) must say to prove a commit; every field is optional.
 
-    The sensor, its trigger and the operator state their expectations as one of these, so they
-    all judge the same way: through `check_success`.
+    The one carrier of the success checks: the CLI, the sensor, its trigger and the operator state
+    their expectations as one of these, so they all judge the same way, and the trigger stores it
+    as `to_dict()`. `committers` may match any of its names; `newer_than` is strict.
     """
 
     job_id: str | None = None
@@ -371,7 +271,7 @@ class SuccessExpectations:
         required_partitions: str | Iterable[str] | None = None,
         allow_legacy: bool = False,
     ) -> SuccessExpectations:
-        """Normalise operator/trigger arguments (rendered templates arrive as strings)."""
+        """Normalise user arguments (rendered templates arrive as strings); `build(**e.to_dict()) == e`."""
         if isinstance(committers, str):
             committers = (committers,)
         if isinstance(required_partitions, str):
@@ -385,15 +285,106 @@ class SuccessExpectations:
             allow_legacy=bool(allow_legacy),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able (what a trigger's `serialize` may hold); `build` reads it back."""
+        fields = asdict(self)
+        fields["newer_than"] = self.newer_than.isoformat() if self.newer_than else None
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()}
+
+    def verify(self, data: SuccessData, label: str = SUCCESS_FILENAME) -> list[str]:
+        """Every reason `data` fails these expectations; an empty list means it passes.
+
+        `label` names the file in reasons. A legacy marker records no job ID, committer or
+        partitions, so expecting any of them fails with one reason instead of passing silently.
+        """
+        reasons: list[str] = []
+        if is_legacy(data):
+            if self.job_id is not None or self.committers is not None or self.required_partitions:
+                reasons.append(
+                    "_SUCCESS is a legacy 0-byte marker: it records no job ID, committer or partitions"
+                )
+        elif not data.success:
+            reasons.append(f"{label} says the job did not succeed (state {data.state!r})")
+        if self.job_id is not None and not is_legacy(data) and data.job_id != self.job_id:
+            reasons.append(f"job ID is {data.job_id!r}, expected {self.job_id!r}")
+        committers = self.committers
+        if (
+            committers is not None
+            and not is_legacy(data)
+            and not _committer_matches(data.committer, committers)
+        ):
+            expected = " or ".join(repr(name) for name in committers)
+            reasons.append(f"committer is {data.committer!r}, expected {expected}")
+        if self.min_files is not None:
+            count, exact = data.committed_file_count()
+            if count < self.min_files:
+                if exact:
+                    reasons.append(f"{count} files committed, expected at least {self.min_files}")
+                else:
+                    reasons.append(
+                        f"{count} file names recorded and no file count (Hadoop caps the list at 100), "
+                        f"expected at least {self.min_files}"
+                    )
+        if self.newer_than is not None:
+            threshold = (
+                self.newer_than if self.newer_than.tzinfo else self.newer_than.replace(tzinfo=timezone.utc)
+            )
+            written = datetime.fromtimestamp(data.timestamp / 1000, tz=timezone.utc)
+            if written <= threshold:
+                reasons.append(f"written at {written.isoformat()}, not after {threshold.isoformat()}")
+        if self.required_partitions and not is_legacy(data):
+            present = {_partition_key(p) for p in data.partitions}
+            missing = [p for p in self.required_partitions if _partition_key(p) not in present]
+            if missing:
+                capped = data.files is None and len(data.filenames) >= FILENAMES_LIMIT
+                note = f" (Hadoop lists only the first {FILENAMES_LIMIT} files)" if capped else ""
+                reasons.append(f"missing partitions: {', '.join(missing)}{note}")
+        return reasons
+
     def check(self, store: Store, location: str | os.PathLike[str] | StorePath) -> SuccessCheck:
-        """Look once (the `_SUCCESS`, or the job's record) and judge it; raises as `check_success`."""
-        return check_success(
-            store,
-            location,
-            job_id=self.job_id,
-            committers=self.committers,
-            min_files=self.min_files,
-            newer_than=self.newer_than,
-            required_partitions=self.required_partitions or None,
-            allow_legacy=self.allow_legacy,
-        )
+        """Find what proves `location` was committed (by `job_id`, if expected) and judge it.
+
+        Reads `<location>/_SUCCESS` (one GET). When a `job_id` is expected and the `_SUCCESS` is
+        absent or names another job (a later day of a partitioned table, say), the job's own record
+        under `<location>/_airflow_commit/` is read instead (a second GET) and judged in its place.
+        When neither proves the job, the reasons say what each one said.
+
+        Raises InvalidCommitDataError naming the file when the `_SUCCESS` or the record cannot be
+        trusted at all (LegacySuccessMarkerError for a 0-byte `_SUCCESS` unless `allow_legacy`), and
+        StoreError when the store cannot be read.
+        """
+        path = success_path(location)
+        job_id = self.job_id
+        try:
+            data: SuccessData | None = load_success(store, path, allow_legacy=self.allow_legacy)
+        except FileNotFoundInStoreError:
+            data = None
+        if data is not None and (job_id is None or (not is_legacy(data) and data.job_id == job_id)):
+            return self._judge(path, data, from_record=False)
+        if job_id is None:
+            return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet",))
+
+        destination = path.parent
+        try:
+            record_path: StorePath | None = job_record_path(destination, job_id)
+        except ValueError:
+            record_path = None  # such a job ID names no file: it cannot have a record of ours
+        if record_path is not None:
+            try:
+                record = load_job_record(store, destination, job_id)
+            except FileNotFoundInStoreError:
+                pass
+            else:
+                return self._judge(record_path, record, from_record=True)
+            no_record = f"no record of job {job_id!r} at {record_path} (not committed yet, or pruned)"
+        else:
+            no_record = f"job ID {job_id!r} is not usable in paths, so it has no record"
+        if data is None:
+            return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet", no_record))
+        judged = self._judge(path, data, from_record=False)
+        return SuccessCheck("rejected", path, data, (*judged.reasons, no_record))
+
+    def _judge(self, path: StorePath, data: SuccessData, *, from_record: bool) -> SuccessCheck:
+        reasons = self.verify(data, label="the job record" if from_record else SUCCESS_FILENAME)
+        state: CheckState = "rejected" if reasons else "accepted"
+        return SuccessCheck(state, path, data, tuple(reasons), from_record)

@@ -80,7 +80,7 @@ from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
 from airflow_commit_provider.core.options import CommitOptions, is_template, parse_conflict_mode
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.core.success_check import SuccessExpectations, partitions_summary
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
 from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
@@ -106,8 +106,6 @@ __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 
 #: How long to wait for the processes of a stopped job to exit before aborting anyway.
 STOP_WAIT_SECONDS = 30.0
-#: Partitions listed in the XCom summary; the count is always exact.
-SUMMARY_PARTITIONS = 100
 #: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
 SHIPPED_SUBPACKAGES = ("core", "spark")
 
@@ -638,7 +636,6 @@ class CommittedSparkSubmitOperator(BaseOperator):
         adopted_from_try: int | None = None,
     ) -> dict[str, Any]:
         summary = data.summary()
-        partitions = list(summary.get("partitions") or ())
         result = {
             "job_id": data.job_id or job_id,
             "try_job_id": job_id,
@@ -648,8 +645,7 @@ class CommittedSparkSubmitOperator(BaseOperator):
             "files": summary.get("files"),
             "bytes": summary.get("bytes"),
             "rows": summary.get("rows"),
-            "partitions": partitions[:SUMMARY_PARTITIONS],
-            "partition_count": len(partitions),
+            **partitions_summary(summary.get("partitions")),
             "duration_seconds": round(duration, 3),
             "try_number": try_number,
             "adopted_from_try": adopted_from_try,

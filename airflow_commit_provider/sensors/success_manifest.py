@@ -11,8 +11,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
-from airflow_commit_provider.core.success_check import SuccessExpectations
-from airflow_commit_provider.triggers.success_manifest import SuccessCheckResult, SuccessManifestTrigger
+from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations
+from airflow_commit_provider.triggers.success_manifest import SuccessManifestTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -96,10 +96,11 @@ class SuccessManifestSensor(BaseSensorOperator):
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
         self._store: Store | None = None
-        self._last_result: SuccessCheckResult | None = None
+        self._last_check: SuccessCheck | None = None
 
     # Checks ------------------------------------------------------------------------------------
     def _expectations(self) -> SuccessExpectations:
+        """The one place the (rendered) arguments become the expectations every check uses."""
         return SuccessExpectations.build(
             job_id=self.job_id,
             committers=self.committers,
@@ -117,10 +118,10 @@ class SuccessManifestSensor(BaseSensorOperator):
             self._store = CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=1).get_store(self.path)
         return self._store
 
-    def check(self) -> SuccessCheckResult:
+    def check(self) -> SuccessCheck:
         """Look once (``_SUCCESS``, or the job's record); fails the task if it can never qualify."""
         try:
-            result = SuccessCheckResult.from_check(self._expectations().check(self.store, self.path))
+            found = self._expectations().check(self.store, self.path)
         except LegacySuccessMarkerError as error:
             raise AirflowFailException(
                 f"{error}. Set allow_legacy=True to accept such markers, or write the output with a "
@@ -128,17 +129,16 @@ class SuccessManifestSensor(BaseSensorOperator):
             ) from error
         except InvalidCommitDataError as error:
             raise AirflowFailException(f"not a valid SuccessData file: {error}") from error
-        self._last_result = result
-        if result.state == "rejected" and self.fail_on_mismatch:
-            raise AirflowFailException(result.describe())
-        return result
+        self._last_check = found
+        if found.state == "rejected" and self.fail_on_mismatch:
+            raise AirflowFailException(found.describe())
+        return found
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        result = self.check()
-        if result.state == "accepted":
-            self.log.info("%s", result.describe())
-            return PokeReturnValue(is_done=True, xcom_value=result.summary)
-        self.log.info("%s", result.describe())
+        found = self.check()
+        self.log.info("%s", found.describe())
+        if found.state == "accepted":
+            return PokeReturnValue(is_done=True, xcom_value=found.xcom_summary())
         return False
 
     # Modes -------------------------------------------------------------------------------------
@@ -152,13 +152,13 @@ class SuccessManifestSensor(BaseSensorOperator):
             finally:
                 self._close_store()
         try:
-            result = self.check()
+            found = self.check()
         finally:
             self._close_store()
-        if result.state == "accepted":
-            self.log.info("%s", result.describe())
-            return result.summary
-        self.log.info("%s; deferring to the triggerer", result.describe())
+        if found.state == "accepted":
+            self.log.info("%s", found.describe())
+            return found.xcom_summary()
+        self.log.info("%s; deferring to the triggerer", found.describe())
         self.defer(
             trigger=self._trigger(),
             method_name="execute_complete",
@@ -166,17 +166,11 @@ class SuccessManifestSensor(BaseSensorOperator):
         )
 
     def _trigger(self) -> SuccessManifestTrigger:
-        expectations = self._expectations()
         return SuccessManifestTrigger(
             path=self.path,
             aws_conn_id=self.aws_conn_id,
             poke_interval=self.poke_interval,
-            job_id=expectations.job_id,
-            committers=list(expectations.committers) if expectations.committers is not None else None,
-            min_files=expectations.min_files,
-            newer_than=expectations.newer_than.isoformat() if expectations.newer_than else None,
-            required_partitions=list(expectations.required_partitions),
-            allow_legacy=self.allow_legacy,
+            expectations=self._expectations(),
             fail_on_mismatch=self.fail_on_mismatch,
         )
 
@@ -192,7 +186,7 @@ class SuccessManifestSensor(BaseSensorOperator):
         raise AirflowException(message)
 
     def _describe_last(self) -> str:
-        return self._last_result.describe() if self._last_result else "none"
+        return self._last_check.describe() if self._last_check else "none"
 
     def _close_store(self) -> None:
         if self._store is not None:

@@ -1,75 +1,28 @@
-"""The trigger behind the deferrable ``SuccessManifestSensor``, and the check both share.
+"""The trigger behind the deferrable ``SuccessManifestSensor``.
 
-The check itself is core's ``check_success``. It costs one request, a single GET of ``_SUCCESS``
-(a missing file is one failed GET), and a second when a ``job_id`` is expected and ``_SUCCESS`` is
-absent or names another job: the GET of that job's record. A 0-byte legacy marker accepted with
-``allow_legacy`` also costs a second request (its modification time).
+The check itself is core's ``SuccessExpectations.check``. It costs one request, a single GET of
+``_SUCCESS`` (a missing file is one failed GET), and a second when a ``job_id`` is expected and
+``_SUCCESS`` is absent or names another job: the GET of that job's record. A 0-byte legacy marker
+accepted with ``allow_legacy`` also costs a second request (its modification time).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
-from airflow_commit_provider.core.success_check import (
-    CheckState,
-    SuccessCheck,
-    SuccessExpectations,
-    is_legacy,
-)
+from airflow_commit_provider.core.success_check import SuccessExpectations
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.core.formats.success import SuccessData
     from airflow_commit_provider.core.store import Store
 
-__all__ = ["SuccessCheckResult", "SuccessManifestTrigger"]
-
-#: Partitions listed in the XCom summary; the count is always exact.
-SUMMARY_PARTITIONS = 100
-
-
-@dataclass(frozen=True)
-class SuccessCheckResult:
-    """Core's verdict on one look at ``_SUCCESS`` (or the job's record), with the XCom summary.
-
-    ``summary`` is set when the verdict is ``accepted``; ``describe`` says why it is not otherwise.
-    """
-
-    found: SuccessCheck
-    summary: dict[str, Any] | None = None
-
-    @property
-    def state(self) -> CheckState:
-        return self.found.state
-
-    def describe(self) -> str:
-        return self.found.describe()
-
-    @classmethod
-    def from_check(cls, found: SuccessCheck) -> SuccessCheckResult:
-        if found.state == "accepted" and found.data is not None:
-            return cls(found, xcom_summary(found.data, found.path, source=found.source))
-        return cls(found)
-
-
-def xcom_summary(data: SuccessData, path: StorePath, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
-    """The parsed ``_SUCCESS`` or job record as a small JSON-able dict (never the full file list)."""
-    summary = data.summary()
-    partitions = list(summary.get("partitions") or ())
-    summary["partitions"] = partitions[:SUMMARY_PARTITIONS]
-    summary["partition_count"] = len(partitions)
-    summary["path"] = str(path)
-    summary["source"] = source
-    summary["legacy"] = is_legacy(data)
-    return summary
+__all__ = ["SuccessManifestTrigger"]
 
 
 class SuccessManifestTrigger(BaseTrigger):
@@ -87,34 +40,19 @@ class SuccessManifestTrigger(BaseTrigger):
         path: str,
         aws_conn_id: str | None = "aws_default",
         poke_interval: float = 60.0,
-        job_id: str | None = None,
-        committers: Sequence[str] | None = None,
-        min_files: int | None = None,
-        newer_than: str | None = None,
-        required_partitions: Sequence[str] | None = None,
-        allow_legacy: bool = False,
+        expectations: SuccessExpectations | Mapping[str, Any] | None = None,
         fail_on_mismatch: bool = False,
     ) -> None:
+        """`expectations` may also be the mapping `serialize` wrote, from which the triggerer
+        re-creates the trigger; None expects only a `_SUCCESS`."""
         super().__init__()
         self.path = path
         self.aws_conn_id = aws_conn_id
         self.poke_interval = float(poke_interval)
-        self.job_id = job_id
-        self.committers = list(committers) if committers is not None else None
-        self.min_files = min_files
-        self.newer_than = newer_than
-        self.required_partitions = list(required_partitions or ())
-        self.allow_legacy = allow_legacy
+        if not isinstance(expectations, SuccessExpectations):
+            expectations = SuccessExpectations.build(**(expectations or {}))
+        self.expectations = expectations
         self.fail_on_mismatch = fail_on_mismatch
-        # Fail at construction (in the worker, before deferring), not in the triggerer.
-        self.expectations = SuccessExpectations.build(
-            job_id=job_id,
-            committers=self.committers,
-            min_files=min_files,
-            newer_than=newer_than,
-            required_partitions=self.required_partitions,
-            allow_legacy=allow_legacy,
-        )
         StorePath.parse(path)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -124,12 +62,7 @@ class SuccessManifestTrigger(BaseTrigger):
                 "path": self.path,
                 "aws_conn_id": self.aws_conn_id,
                 "poke_interval": self.poke_interval,
-                "job_id": self.job_id,
-                "committers": self.committers,
-                "min_files": self.min_files,
-                "newer_than": self.newer_than,
-                "required_partitions": self.required_partitions,
-                "allow_legacy": self.allow_legacy,
+                "expectations": self.expectations.to_dict(),
                 "fail_on_mismatch": self.fail_on_mismatch,
             },
         )
@@ -156,15 +89,14 @@ class SuccessManifestTrigger(BaseTrigger):
                 except StoreError as error:
                     yield TriggerEvent(_error("store", str(error)))
                     return
-                result = SuccessCheckResult.from_check(found)
-                if result.state == "accepted":
-                    self.log.info("%s", result.describe())
-                    yield TriggerEvent({"status": "success", "summary": result.summary})
+                if found.state == "accepted":
+                    self.log.info("%s", found.describe())
+                    yield TriggerEvent({"status": "success", "summary": found.xcom_summary()})
                     return
-                if result.state == "rejected" and self.fail_on_mismatch:
-                    yield TriggerEvent(_error("rejected", result.describe()))
+                if found.state == "rejected" and self.fail_on_mismatch:
+                    yield TriggerEvent(_error("rejected", found.describe()))
                     return
-                description = result.describe()
+                description = found.describe()
                 if description != last_description:
                     self.log.info("%s; checking again every %s s", description, self.poke_interval)
                     last_description = description

@@ -128,7 +128,7 @@ def s3_bucket(embedded_s3: EmbeddedS3) -> Iterator[str]:
 def test_failed_try_retry_backfill_and_rerun(
     airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
 ) -> None:
-    from airflow_commit_provider.core.success_check import check_success, load_success
+    from airflow_commit_provider.core.success_check import SuccessExpectations, load_success
 
     store = aws_default.store()
     root = StorePath("s3", s3_bucket, "")
@@ -169,7 +169,8 @@ def test_failed_try_retry_backfill_and_rerun(
     assert xcom(run2, "check_partition")["rows"] == xcom(run2, "land_source_data")["rows"]
     assert_day_marker(store, table, "2024-01-02", written2["job_id"], xcom(run2, "wait_for_success"))
     assert load_success(store, table).job_id == written2["job_id"]
-    day1_proof = check_success(store, table, job_id=written["job_id"], required_partitions=["dt=2024-01-01"])
+    day1_expectations = SuccessExpectations(job_id=written["job_id"], required_partitions=("dt=2024-01-01",))
+    day1_proof = day1_expectations.check(store, table)
     assert (
         day1_proof.state == "accepted" and day1_proof.path == JobLayout(table, written["job_id"]).job_record
     )

@@ -78,7 +78,7 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
 ) -> None:
     import pyarrow.parquet as pq
 
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.core.success_check import SuccessExpectations, load_success
     from airflow_commit_provider.spark import plan_write
     from airflow_commit_provider.spark.config import SparkConf
     from airflow_commit_provider.spark.instrumentation import WriteInstrumentation
@@ -139,7 +139,11 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
         assert (on_table["job_id"], on_table["source"]) == (job_id, expected_source)
         if job_id != last:
             assert on_table["path"] == str(JobLayout(table, job_id).job_record)
-            event = first_event(SuccessManifestTrigger(path=str(table), job_id=job_id, poke_interval=0))
+            event = first_event(
+                SuccessManifestTrigger(
+                    path=str(table), expectations=SuccessExpectations(job_id=job_id), poke_interval=0
+                )
+            )
             assert event["status"] == "success" and event["summary"]["source"] == "job record"
 
         # Exactly the day's rows, in exactly the files its _SUCCESS lists.

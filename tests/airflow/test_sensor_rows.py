@@ -44,9 +44,8 @@ def partition_sensor(path: str, job_id: str) -> Any:
 def test_each_partition_success_reports_its_own_rows(
     spark: Any, aws_default: EmbeddedS3, s3_bucket: str, airflow_db: Any
 ) -> None:
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.core.success_check import SuccessExpectations, load_success
     from airflow_commit_provider.spark import write_committed
-    from airflow_commit_provider.triggers.success_manifest import xcom_summary
 
     table = StorePath("s3", s3_bucket, "warehouse/events")
     options = {
@@ -80,6 +79,10 @@ def test_each_partition_success_reports_its_own_rows(
             assert len(tasks_writing) > 1, f"dt={day} is written by several tasks, whose rows add up"
         # The table's _SUCCESS: the sensor on the table reports what the write did.
         on_table = partition_sensor(str(table), written.job_id).execute({})
-        assert on_table["rows"] == written.rows == xcom_summary(load_success(store, table), table)["rows"]
+        assert (
+            on_table["rows"]
+            == written.rows
+            == SuccessExpectations().check(store, table).xcom_summary()["rows"]
+        )
     finally:
         store.close()

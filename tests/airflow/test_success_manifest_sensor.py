@@ -240,12 +240,14 @@ def test_deferrable_defers_to_the_trigger_with_everything_it_needs(table: StoreP
         "path": str(table),
         "aws_conn_id": "my_aws",
         "poke_interval": 5.0,
-        "job_id": JOB,
-        "committers": ["partitioned"],
-        "min_files": 1,
-        "newer_than": "2024-01-02T00:00:00+00:00",
-        "required_partitions": ["dt=2024-01-01"],
-        "allow_legacy": False,
+        "expectations": {
+            "job_id": JOB,
+            "committers": ["partitioned"],
+            "min_files": 1,
+            "newer_than": "2024-01-02T00:00:00+00:00",
+            "required_partitions": ["dt=2024-01-01"],
+            "allow_legacy": False,
+        },
         "fail_on_mismatch": False,
     }
 

@@ -26,15 +26,17 @@ async def first_event(trigger: SuccessManifestTrigger) -> Any:
     return event.payload
 
 
+def _job(job_id: str) -> SuccessExpectations:
+    return SuccessExpectations(job_id=job_id)
+
+
 @pytest.fixture
 def table(tmp_path: Path) -> StorePath:
     return StorePath.parse(str(tmp_path / "table"))
 
 
 def test_serialize_round_trip(table: StorePath) -> None:
-    trigger = SuccessManifestTrigger(
-        path=str(table),
-        poke_interval=7,
+    expectations = SuccessExpectations.build(
         job_id=JOB,
         committers=["magic"],
         min_files=2,
@@ -42,16 +44,41 @@ def test_serialize_round_trip(table: StorePath) -> None:
         required_partitions=["dt=2024-01-01"],
         allow_legacy=True,
     )
+    trigger = SuccessManifestTrigger(path=str(table), poke_interval=7, expectations=expectations)
     classpath, kwargs = trigger.serialize()
+    assert kwargs["expectations"] == {
+        "job_id": JOB,
+        "committers": ["magic"],
+        "min_files": 2,
+        "newer_than": "2024-01-02T00:00:00+00:00",
+        "required_partitions": ["dt=2024-01-01"],
+        "allow_legacy": True,
+    }
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
-    assert rebuilt.expectations == trigger.expectations
+    assert rebuilt.expectations == expectations
+
+
+def test_the_triggerer_recreates_it_from_what_airflow_stores(table: StorePath) -> None:
+    """Through Airflow's own trigger row: kwargs encrypted and serialized, then read back as the triggerer does."""
+    from airflow.models.trigger import Trigger
+
+    expectations = SuccessExpectations.build(
+        job_id=JOB, committers="magic", newer_than="2024-01-02T00:00:00Z", required_partitions="dt=1"
+    )
+    trigger = SuccessManifestTrigger(path=str(table), expectations=expectations, fail_on_mismatch=True)
+    row = Trigger.from_object(trigger)
+    classpath, kwargs = trigger.serialize()
+    assert row.classpath == classpath
+    rebuilt = SuccessManifestTrigger(**row.kwargs)
+    assert rebuilt.expectations == expectations
+    assert rebuilt.serialize() == (classpath, kwargs)
 
 
 def test_success_event(table: StorePath) -> None:
     put(LocalStore(), table, success())
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), job_id=JOB)))
+    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=_job(JOB))))
     assert payload["status"] == "success"
     assert payload["summary"]["job_id"] == JOB and payload["summary"]["files"] == 3
 
@@ -74,7 +101,8 @@ def test_polls_in_threads_until_the_file_qualifies(table: StorePath, monkeypatch
     monkeypatch.setattr(SuccessExpectations, "check", check)
 
     async def scenario() -> tuple[Any, int]:
-        payload = await first_event(SuccessManifestTrigger(path=str(table), job_id=JOB, poke_interval=0))
+        trigger = SuccessManifestTrigger(path=str(table), expectations=_job(JOB), poke_interval=0)
+        payload = await first_event(trigger)
         return payload, threading.get_ident()
 
     payload, loop_thread = asyncio.run(scenario())
@@ -98,7 +126,9 @@ def test_corrupt_file_is_an_invalid_event(table: StorePath) -> None:
 
 def test_mismatch_with_fail_on_mismatch_is_a_rejected_event(table: StorePath) -> None:
     put(LocalStore(), table, success())
-    trigger = SuccessManifestTrigger(path=str(table), min_files=99, fail_on_mismatch=True)
+    trigger = SuccessManifestTrigger(
+        path=str(table), expectations=SuccessExpectations(min_files=99), fail_on_mismatch=True
+    )
     payload = asyncio.run(first_event(trigger))
     assert payload["kind"] == "rejected" and "expected at least 99" in payload["message"]
 
@@ -113,11 +143,14 @@ def test_store_failure_is_a_store_event(aws_default: EmbeddedS3) -> None:
 def test_s3_through_the_aws_connection(aws_default: EmbeddedS3, s3_bucket: str) -> None:
     table = StorePath("s3", s3_bucket, "t")
     put(aws_default.store(), table, success())
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), committers=["partitioned"])))
+    expectations = SuccessExpectations(committers=("partitioned",))
+    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=expectations)))
     assert payload["status"] == "success"
     assert payload["summary"]["path"] == f"s3://{s3_bucket}/t/_SUCCESS"
 
 
 def test_invalid_arguments_fail_when_built(table: StorePath) -> None:
     with pytest.raises(ValueError, match="newer_than"):
-        SuccessManifestTrigger(path=str(table), newer_than="not a date")
+        SuccessManifestTrigger(path=str(table), expectations={"newer_than": "not a date"})
+    with pytest.raises(TypeError, match="min_file"):
+        SuccessManifestTrigger(path=str(table), expectations={"min_file": 3})

@@ -18,6 +18,7 @@ from airflow_commit_provider.compat import AirflowFailException, AirflowSensorTi
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.sensors import SuccessManifestSensor
 from airflow_commit_provider.triggers import SuccessManifestTrigger
@@ -130,13 +131,16 @@ def test_a_bad_record_ends_the_trigger_as_invalid(
     table: StorePath, payload: bytes | None, fragment: str
 ) -> None:
     record = _bad_record(table, payload)
-    event = first_event(SuccessManifestTrigger(path=str(table), job_id="job-x"))
+    event = first_event(
+        SuccessManifestTrigger(path=str(table), expectations=SuccessExpectations(job_id="job-x"))
+    )
     assert (event["status"], event["kind"]) == ("error", "invalid")
     assert str(record) in event["message"] and fragment in event["message"]
 
 
 def test_trigger_falls_back_to_the_record(table: StorePath) -> None:
-    event = first_event(SuccessManifestTrigger(path=str(table), job_id="job-a", required_partitions=["dt=1"]))
+    expectations = SuccessExpectations(job_id="job-a", required_partitions=("dt=1",))
+    event = first_event(SuccessManifestTrigger(path=str(table), expectations=expectations))
     assert event["status"] == "success"
     assert (event["summary"]["job_id"], event["summary"]["source"]) == ("job-a", "job record")
 

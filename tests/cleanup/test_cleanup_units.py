@@ -15,7 +15,7 @@ from airflow_commit_provider.core.cleanup import (
 )
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import verify_success
+from airflow_commit_provider.core.success_check import SuccessExpectations
 
 
 @pytest.mark.parametrize(
@@ -109,16 +109,18 @@ def _success(**overrides: object) -> SuccessData:
 
 def test_verify_success_passes_and_explains_each_failure() -> None:
     data = _success()
-    assert verify_success(data, job_id="job-1", committers="MAGIC", min_files=12) == []
-    assert verify_success(data, newer_than=datetime(2026, 1, 1), required_partitions=["day=1/"]) == []
-    reasons = verify_success(
-        data,
+    assert SuccessExpectations.build(job_id="job-1", committers="MAGIC", min_files=12).verify(data) == []
+    assert (
+        SuccessExpectations(newer_than=datetime(2026, 1, 1), required_partitions=("day=1/",)).verify(data)
+        == []
+    )
+    reasons = SuccessExpectations.build(
         job_id="job-2",
         committers=["staging", "directory"],
         min_files=13,
         newer_than=datetime(2026, 1, 3, tzinfo=timezone.utc),
         required_partitions=["day=3"],
-    )
+    ).verify(data)
     assert reasons == [
         "job ID is 'job-1', expected 'job-2'",
         "committer is 'magic', expected 'staging' or 'directory'",
@@ -130,8 +132,8 @@ def test_verify_success_passes_and_explains_each_failure() -> None:
 
 def test_verify_success_with_hadoops_capped_file_list() -> None:
     data = _success(file_count=None, filenames=[f"f{i}" for i in range(100)])
-    (reason,) = verify_success(data, min_files=150)
+    (reason,) = SuccessExpectations(min_files=150).verify(data)
     assert "Hadoop caps the list at 100" in reason
-    assert verify_success(_success(success=False, state="failed")) == [
+    assert SuccessExpectations().verify(_success(success=False, state="failed")) == [
         "_SUCCESS says the job did not succeed (state 'failed')"
     ]
