@@ -26,6 +26,7 @@ from airflow_commit_provider.core.cleanup import (
     find_job_records,
     find_temp_trees,
     format_duration,
+    format_size,
     list_pending_uploads,
     parse_duration,
     parse_scope,
@@ -251,17 +252,6 @@ def _emit(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
-def _size(count: int | None) -> str:
-    if count is None:
-        return "?"
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
 @contextmanager
 def _progress(args: argparse.Namespace) -> Iterator[Progress]:
     """Rich bars when stdout is a terminal and the output is for humans, otherwise nothing."""
@@ -368,13 +358,12 @@ def _list_confirm_act(
     question: Callable[[Any], str],
     declined: str,
     act: Callable[..., Any],
-    describe: Callable[[Any, dict[str, Any]], str],
 ) -> int:
     """The flow of the destructive commands: list, show and ask (unless --dry-run or --yes), act.
 
     Refuses before listing when a prompt would be needed that nobody can answer. Exits 1 when the
-    user declines or anything failed. `describe` turns the listing and the report's JSON into the
-    closing line for people; failures follow it on stderr, one line each.
+    user declines or anything failed. The closing line for people is what the report says of
+    itself; failures follow it on stderr, one line each.
     """
     _scope(args)
     _confirm_possible(args, action)
@@ -395,7 +384,7 @@ def _list_confirm_act(
     else:
         if args.dry_run:
             preview(chosen, _DRY_RUN_PREVIEW)
-        print(describe(listing, summary))
+        print(report.describe())
         for failure in summary["failures"]:  # what names the item (URL, or key and upload ID), then why
             where = " ".join(str(value) for key, value in failure.items() if key != "error")
             print(f"FAILED {where}: {failure['error']}", file=sys.stderr)
@@ -423,7 +412,7 @@ def _upload_row(upload: Any) -> str:
     initiated = datetime.fromtimestamp(upload.initiated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     return (
         f"{initiated:<25} {format_duration(upload.age_seconds):>7} {_or_dash(upload.parts):>5} "
-        f"{'-' if upload.bytes is None else _size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
+        f"{'-' if upload.bytes is None else format_size(upload.bytes):>10}  {upload.path.key}  {upload.upload_id}"
     )
 
 
@@ -436,7 +425,7 @@ def _uploads_list(args: argparse.Namespace) -> int:
         _print_uploads(listing.uploads)
         print(
             f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
-            f"{_size(listing.total_bytes)} in {listing.total_parts} parts "
+            f"{format_size(listing.total_bytes)} in {listing.total_parts} parts "
             f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs, "
             f"{listing.committing} of jobs past their commit point)"
         )
@@ -445,18 +434,6 @@ def _uploads_list(args: argparse.Namespace) -> int:
 
 
 def _uploads_abort(args: argparse.Namespace) -> int:
-    def describe(listing: Any, summary: dict[str, Any]) -> str:
-        verb = "Would abort" if args.dry_run else "Aborted"
-        count = summary["would_abort"] if args.dry_run else summary["aborted"]
-        measured = summary["bytes"] is not None
-        reclaimed = f"{_size(summary['bytes'])} reclaimed" if measured else "bytes not measured (use --sizes)"
-        return (
-            f"{verb} {count} uploads under {listing.scope} older than {_age_text(args)}: "
-            f"{reclaimed}{' (dry run)' if args.dry_run else ''}; "
-            f"{summary['vanished']} vanished meanwhile, {summary['failed']} failed "
-            f"in {summary['seconds']:.1f}s; {summary['committing']} kept for jobs past their commit point"
-        )
-
     return _list_confirm_act(
         args,
         action="abort uploads",
@@ -465,12 +442,11 @@ def _uploads_abort(args: argparse.Namespace) -> int:
         preview=_print_uploads,
         question=lambda listing: (
             f"Abort {len(listing.uploads)} uploads "
-            f"({'size not measured' if listing.total_bytes is None else _size(listing.total_bytes)}) under "
+            f"({'size not measured' if listing.total_bytes is None else format_size(listing.total_bytes)}) under "
             f"{listing.scope} older than {_age_text(args)}?"
         ),
         declined="Nothing aborted.",
         act=abort_uploads,
-        describe=describe,
     )
 
 
@@ -488,7 +464,7 @@ def _print_trees(trees: Sequence[Any], limit: int | None = None) -> None:
 def _tree_row(tree: Any) -> str:
     age = "-" if tree.age_seconds is None else format_duration(tree.age_seconds)
     state = "stale" if tree.stale else "commit" if tree.committing else "active"
-    return f"{state:<7} {age:>7} {tree.files:>6} {_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}"
+    return f"{state:<7} {age:>7} {tree.files:>6} {format_size(tree.bytes):>10} {tree.uploads:>7}  {tree.path}"
 
 
 def _temp_list(args: argparse.Namespace) -> int:
@@ -498,7 +474,7 @@ def _temp_list(args: argparse.Namespace) -> int:
         committing = sum(1 for tree in listing.trees if tree.committing)
         print(
             f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
-            f"(no writes for {_age_text(args)}): {_size(sum(t.bytes for t in stale))} "
+            f"(no writes for {_age_text(args)}): {format_size(sum(t.bytes for t in stale))} "
             f"in {sum(t.files for t in stale)} files; {committing} kept for jobs past their commit point"
         )
 
@@ -506,16 +482,6 @@ def _temp_list(args: argparse.Namespace) -> int:
 
 
 def _temp_clean(args: argparse.Namespace) -> int:
-    def describe(listing: Any, summary: dict[str, Any]) -> str:
-        verb = "Would delete" if args.dry_run else "Deleted"
-        count = summary["would_delete"] if args.dry_run else summary["deleted"]
-        return (
-            f"{verb} {count} stale temporary trees under {listing.scope}: {summary['files']} files, "
-            f"{_size(summary['bytes'])}, {summary['uploads_aborted']} uploads aborted; "
-            f"{summary['skipped_active']} active left alone ({summary['kept_committing']} of jobs past "
-            f"their commit point), {summary['failed']} failed"
-        )
-
     return _list_confirm_act(
         args,
         action="delete temporary trees",
@@ -524,11 +490,10 @@ def _temp_clean(args: argparse.Namespace) -> int:
         preview=_print_trees,
         question=lambda listing: (
             f"Delete {len(listing.stale)} stale temporary trees "
-            f"({_size(sum(t.bytes for t in listing.stale))}) under {listing.scope}?"
+            f"({format_size(sum(t.bytes for t in listing.stale))}) under {listing.scope}?"
         ),
         declined="Nothing deleted.",
         act=clean_temp_trees,
-        describe=describe,
     )
 
 
@@ -578,7 +543,7 @@ def _success_show(args: argparse.Namespace) -> int:
         ("written", f"{data.date} on {data.hostname}"),
         ("state", f"{data.state or '-'} ({'success' if data.success else 'FAILED'})"),
         ("files", str(summary["files"])),
-        ("bytes", _size(data.total_bytes) if data.total_bytes is not None else "?"),
+        ("bytes", format_size(data.total_bytes) if data.total_bytes is not None else "?"),
         ("rows", "?" if data.rows is None else str(data.rows)),
         (
             "partitions",
@@ -658,7 +623,7 @@ def _job_row(job: Any) -> str:
     state = "prunable" if job.stale else f"kept:{job.keep}"
     kinds = ",".join(job.kinds)
     return (
-        f"{state:<11} {format_duration(job.age_seconds):>7} {len(job.files):>5} {_size(job.bytes):>10}  "
+        f"{state:<11} {format_duration(job.age_seconds):>7} {len(job.files):>5} {format_size(job.bytes):>10}  "
         f"{kinds:<25} {job.job_id}{'  (' + job.error + ')' if job.error else ''}"
     )
 
@@ -668,7 +633,7 @@ def _records_list(args: argparse.Namespace) -> int:
         _print_jobs(listing.jobs)
         print(
             f"{len(listing.jobs)} jobs with records in {listing.records_dir}; {len(listing.stale)} older than "
-            f"{_age_text(args)} ({_size(sum(job.bytes for job in listing.stale))}); kept: "
+            f"{_age_text(args)} ({format_size(sum(job.bytes for job in listing.stale))}); kept: "
             f"{len(listing.kept('recent'))} recent, {len(listing.kept('committing'))} committing, "
             f"{len(listing.kept('unreadable'))} unreadable"
         )
@@ -677,16 +642,6 @@ def _records_list(args: argparse.Namespace) -> int:
 
 
 def _records_prune(args: argparse.Namespace) -> int:
-    def describe(listing: Any, summary: dict[str, Any]) -> str:
-        verb = "Would prune" if args.dry_run else "Pruned"
-        count = summary["would_prune"] if args.dry_run else summary["pruned"]
-        return (
-            f"{verb} the records of {count} jobs older than {_age_text(args)} in {listing.records_dir}: "
-            f"{summary['files']} files, {_size(summary['bytes'])}; kept {summary['kept_recent']} recent, "
-            f"{summary['kept_committing']} committing, {summary['kept_unreadable']} unreadable, "
-            f"{summary['changed']} written to meanwhile; {summary['failed']} failed"
-        )
-
     return _list_confirm_act(
         args,
         action="prune job records",
@@ -699,7 +654,6 @@ def _records_prune(args: argparse.Namespace) -> int:
         ),
         declined="Nothing pruned.",
         act=prune_records,
-        describe=describe,
     )
 
 

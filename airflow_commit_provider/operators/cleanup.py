@@ -22,7 +22,6 @@ from airflow_commit_provider.core.cleanup import (
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
-    format_duration,
     parse_scope,
     prune_old_records,
 )
@@ -98,11 +97,11 @@ class _CleanupOperator(BaseOperator):
         finally:
             store.close()
         self._report = report
-        result = report.to_json(sample=self.sample_size)
-        self.log.info("%s: %s", path, self._summary(result, format_duration(age.total_seconds()), dry_run))
-        if report.failed:
-            raise RuntimeError(self._failure(path, report))
-        return result
+        self.log.info("%s", report.describe())
+        failure = report.failure_message()
+        if failure:
+            raise RuntimeError(failure)
+        return report.to_json(sample=self.sample_size)
 
     def _resolve(self) -> tuple[StorePath, timedelta, str | None, bool]:
         """The rendered arguments, checked again: templates can render to anything."""
@@ -123,14 +122,6 @@ class _CleanupOperator(BaseOperator):
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> CleanupReport[Any, Any]:
         """Find and remove (or, dry, report) what this operator cleans under `path`."""
-        raise NotImplementedError
-
-    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
-        """The log line for `result` (the report's JSON), after the scope."""
-        raise NotImplementedError
-
-    def _failure(self, path: StorePath, report: Any) -> str:
-        """The task's error when some items could not be removed."""
         raise NotImplementedError
 
 
@@ -161,27 +152,6 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
     def _clean(self, store: Store, path: StorePath, **options: Any) -> AbortReport:
         return abort_pending_uploads(store, path, sizes=self.measure_sizes, **options)
 
-    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
-        verb = "would abort" if dry_run else "aborted"
-        sizes = (
-            "bytes not measured; measure_sizes=True measures them"
-            if result["bytes"] is None
-            else f"{result['bytes']} bytes in {result['parts']} parts"
-        )
-        return (
-            f"{verb} {result['would_abort'] if dry_run else result['aborted']} uploads older than {age} "
-            f"({sizes}); {result['vanished']} vanished "
-            f"meanwhile, {result['too_recent']} too recent, {result['other_jobs']} of other jobs, "
-            f"{result['committing']} kept for jobs past their commit point, {result['failed']} failed"
-        )
-
-    def _failure(self, path: StorePath, report: AbortReport) -> str:
-        first = report.failed[0]
-        return (
-            f"{len(report.failed)} of {len(report.outcomes)} uploads under {path} could not be "
-            f"aborted; first: {first.upload.path} ({first.error})"
-        )
-
 
 class CleanupTemporaryOperator(_CleanupOperator):
     """Delete stale temporary trees (`_temporary`, `__magic*`, `.spark-staging-*`) in a table root.
@@ -203,22 +173,6 @@ class CleanupTemporaryOperator(_CleanupOperator):
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> TempCleanReport:
         return clean_stale_temp_trees(store, path, nested=self.nested, **options)
-
-    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
-        verb = "would delete" if dry_run else "deleted"
-        return (
-            f"{verb} {result['would_delete'] if dry_run else result['deleted']} stale temporary trees "
-            f"older than {age} ({result['files']} files, {result['bytes']} bytes, "
-            f"{result['uploads_aborted']} uploads aborted); {result['skipped_active']} active left "
-            f"alone ({result['kept_committing']} of jobs past their commit point), {result['failed']} failed"
-        )
-
-    def _failure(self, path: StorePath, report: TempCleanReport) -> str:
-        first = report.failed[0]
-        return (
-            f"{len(report.failed)} temporary trees under {path} could not be deleted; "
-            f"first: {first.tree.path} ({first.error})"
-        )
 
 
 class PruneCommitRecordsOperator(_CleanupOperator):
@@ -246,19 +200,3 @@ class PruneCommitRecordsOperator(_CleanupOperator):
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> RecordPruneReport:
         return prune_old_records(store, path, **options)
-
-    def _summary(self, result: dict[str, Any], age: str, dry_run: bool) -> str:
-        verb = "would prune" if dry_run else "pruned"
-        return (
-            f"{verb} the records of {result['would_prune'] if dry_run else result['pruned']} jobs older "
-            f"than {age} ({result['files']} files, {result['bytes']} bytes); kept {result['kept_recent']} "
-            f"recent, {result['kept_committing']} committing, {result['kept_unreadable']} unreadable, "
-            f"{result['changed']} written to meanwhile; {result['failed']} failed"
-        )
-
-    def _failure(self, path: StorePath, report: RecordPruneReport) -> str:
-        first = report.failed[0]
-        return (
-            f"the records of {len(report.failed)} jobs under {path} could not be pruned; "
-            f"first: {first.job.job_id} ({first.error})"
-        )

@@ -94,7 +94,7 @@ def test_abort_operator_reports_counts_bytes_and_sample(
 
 @pytest.mark.s3
 def test_abort_operator_measures_sizes_only_in_dry_runs_unless_asked(
-    aws_test_conn: str, s3_store: S3Store, s3_bucket: str
+    aws_test_conn: str, s3_store: S3Store, s3_bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = StorePath("s3", s3_bucket, "lake/t")
     for i in range(3):
@@ -113,8 +113,9 @@ def test_abort_operator_measures_sizes_only_in_dry_runs_unless_asked(
         None,
         None,
     )
-    logged = AbortMultipartUploadsOperator(task_id="a", scope=scope)._summary(report, age, False)
-    assert "aborted 3 uploads older than 0s (bytes not measured; measure_sizes=True measures them)" in logged
+    logged = capsys.readouterr().out  # the task logger (structlog) writes to stdout here
+    assert f"Aborted 3 uploads older than 0s under {scope}: sizes not measured" in logged, logged
+    assert "measure_sizes=True" in logged
     assert list(s3_store.list_multipart_uploads(table)) == []
 
 
@@ -154,7 +155,9 @@ def test_the_dry_run_argument_leaves_the_operators_dry_run_method_alone(tmp_path
     assert keys_under(store, root) == {"__magic_job-x/a"}
 
 
-def test_prune_records_operator_keeps_young_and_committing_jobs(tmp_path: Path) -> None:
+def test_prune_records_operator_keeps_young_and_committing_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store, root = LocalStore(), StorePath.parse(str(tmp_path / "table"))
     commit(store, root, "job-a")
     interrupt_after_commit_point(store, root, "job-c")
@@ -172,8 +175,8 @@ def test_prune_records_operator_keeps_young_and_committing_jobs(tmp_path: Path) 
     assert keys_under(store, records) == {"job-c.outcome.json"}
     assert "job-a" in "".join(keys_under(store, root)), "the output stays"
     json.dumps(report)  # XCom-safe
-    logged = op._summary(report, "0s", False)
-    assert "pruned the records of 1 jobs older than 0s" in logged and "1 committing" in logged
+    logged = capsys.readouterr().out  # the task logger (structlog) writes to stdout here
+    assert "Pruned the records of 1 jobs older than 0s" in logged and "1 committing" in logged
 
 
 def test_example_dag_imports() -> None:

@@ -5,7 +5,7 @@ Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow import
 
 from __future__ import annotations
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size
 from airflow_commit_provider.core.cleanup.durations import (
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
@@ -66,6 +66,7 @@ __all__ = [
     "find_job_records",
     "find_temp_trees",
     "format_duration",
+    "format_size",
     "list_pending_uploads",
     "parse_duration",
     "parse_scope",

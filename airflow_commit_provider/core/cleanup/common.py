@@ -1,4 +1,4 @@
-"""Helpers shared by upload and temp-tree cleanup: clocks, progress, retries, errors."""
+"""Helpers shared by upload and temp-tree cleanup: clocks, progress, retries, errors, sizes."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ class NoProgress:
 
     def advance(self, amount: int = 1) -> None:
         return None
+
+
+def format_size(count: int | None) -> str:
+    """Bytes for people: `512 B`, `1.5 MiB`; `?` when unknown."""
+    if count is None:
+        return "?"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def utc_now(now: datetime | None) -> datetime:

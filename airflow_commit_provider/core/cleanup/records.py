@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size, iso, one_line
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_RECORDS_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -150,6 +150,8 @@ class RecordOutcome:
 class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
     ACTED = (PRUNED, WOULD_PRUNE)
     DETAILS = "jobs"
+    ACTION = ("prune", "pruned")
+    ITEMS = "the records of {} jobs"
 
     def _counts(self, acted: list[RecordOutcome]) -> dict[str, Any]:
         listing = self.listing
@@ -167,6 +169,16 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
             "bytes": sum(o.job.bytes for o in acted),
             "unrecognised": listing.unrecognised,
         }
+
+    def _where(self) -> str:
+        return f"in {self.listing.records_dir}"
+
+    def _details(self, counts: dict[str, Any]) -> str:
+        return (
+            f"{counts['files']} files, {format_size(counts['bytes'])}; kept {counts['kept_recent']} recent, "
+            f"{counts['kept_committing']} committing, {counts['kept_unreadable']} unreadable, "
+            f"{counts['changed']} written to meanwhile"
+        )
 
 
 def find_job_records(

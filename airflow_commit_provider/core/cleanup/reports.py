@@ -2,8 +2,8 @@
 
 Uploads and temporary trees differ in what they find and how they remove it, but not in how a
 scope is selected, how a dry run differs from a real run, or how a report is summarised for
-XCom and `--json`. That part lives here once, so both kinds answer the operators and the CLI
-in the same shape.
+XCom and `--json`, or in words for people. That part lives here once, so every kind answers the
+operators and the CLI in the same shape, and both print the same sentences.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from airflow_commit_provider.core.cleanup.common import (
     Progress,
     utc_now,
 )
-from airflow_commit_provider.core.cleanup.durations import as_timedelta
+from airflow_commit_provider.core.cleanup.durations import as_timedelta, format_duration
 from airflow_commit_provider.core.cleanup.scope import parse_scope
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
@@ -45,6 +45,9 @@ class Outcome(Protocol):
     def label(self) -> str:
         """How the item is named in a report's sample."""
         ...
+
+    @property
+    def error(self) -> str | None: ...
 
     def failure_json(self) -> dict[str, Any]:
         """The item's identifying fields, then `error`."""
@@ -100,6 +103,10 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
     ACTED: ClassVar[tuple[str, ...]]
     #: The key under which `to_json(details=True)` lists every outcome.
     DETAILS: ClassVar[str]
+    #: What is done to an item, and its participle: ``("abort", "aborted")``.
+    ACTION: ClassVar[tuple[str, str]]
+    #: How a number of items reads in a sentence: ``"{} uploads"``.
+    ITEMS: ClassVar[str]
 
     @classmethod
     def run(
@@ -176,6 +183,37 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
             result[self.DETAILS] = [o.to_json() for o in self.outcomes]
         return result
 
+    def describe(self) -> str:
+        """The closing line for people, which the CLI prints and the operators log: what was done
+        (or, dry, would be done), what was left alone and why, and how many items failed."""
+        verb, participle = self.ACTION
+        done = f"Would {verb}" if self.dry_run else participle.capitalize()
+        age = format_duration(self.listing.older_than.total_seconds())
+        return (
+            f"{done} {self.ITEMS.format(len(self.acted))} older than {age} {self._where()}: "
+            f"{self._details(self._counts(self.acted))}; {len(self.failed)} failed in {self.seconds:.1f}s"
+            f"{' (dry run)' if self.dry_run else ''}"
+        )
+
+    def failure_message(self) -> str | None:
+        """Why the cleanup as a whole failed (how many items, where, the first and its error);
+        None when nothing failed."""
+        failed = self.failed
+        if not failed:
+            return None
+        items = self.ITEMS.format(f"{len(failed)} of {len(self.outcomes)}")
+        return (
+            f"{items} {self._where()} could not be {self.ACTION[1]}; "
+            f"first: {failed[0].label} ({failed[0].error})"
+        )
+
+    def _where(self) -> str:
+        return f"under {self.listing.scope}"
+
     def _counts(self, acted: list[OutcomeT]) -> dict[str, Any]:
         """The kind's own counts and sizes, which `to_json` puts between selection and timing."""
+        raise NotImplementedError
+
+    def _details(self, counts: dict[str, Any]) -> str:
+        """What `describe` says of `counts` (`_counts`) between the items acted on and the failures."""
         raise NotImplementedError

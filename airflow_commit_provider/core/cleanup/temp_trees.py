@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_commit_provider.core.cleanup.committing import committing_jobs
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, iso, one_line
+from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size, iso, one_line
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
@@ -128,6 +128,8 @@ class TreeOutcome:
 class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
     ACTED = (DELETED, WOULD_DELETE)
     DETAILS = "trees"
+    ACTION = ("delete", "deleted")
+    ITEMS = "{} stale temporary trees"
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -147,6 +149,13 @@ class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
             "bytes": self.bytes_reclaimed,
             "uploads_aborted": sum(o.uploads_aborted for o in self.outcomes),
         }
+
+    def _details(self, counts: dict[str, Any]) -> str:
+        return (
+            f"{counts['files']} files, {format_size(counts['bytes'])}, {counts['uploads_aborted']} uploads "
+            f"aborted; {counts['skipped_active']} active left alone ({counts['kept_committing']} of jobs "
+            "past their commit point)"
+        )
 
 
 @dataclass

@@ -30,6 +30,7 @@ from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import (
     NoProgress,
     Progress,
+    format_size,
     iso,
     one_line,
     with_retries,
@@ -144,6 +145,8 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
 
     ACTED = (ABORTED, WOULD_ABORT)
     DETAILS = "uploads"
+    ACTION = ("abort", "aborted")
+    ITEMS = "{} uploads"
 
     @property
     def aborted(self) -> int:
@@ -173,6 +176,18 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
             "committing": self.listing.committing,
             "other_jobs": self.listing.other_jobs,
         }
+
+    def _details(self, counts: dict[str, Any]) -> str:
+        sizes = (
+            "sizes not measured (--sizes or measure_sizes=True measure them)"
+            if counts["bytes"] is None
+            else f"{format_size(counts['bytes'])} in {counts['parts']} parts"
+        )
+        return (
+            f"{sizes}; {counts['vanished']} vanished meanwhile, {counts['too_recent']} too recent, "
+            f"{counts['other_jobs']} of other jobs, {counts['committing']} kept for jobs past their "
+            "commit point"
+        )
 
 
 def _total(values: list[int | None], measured: bool) -> int | None:

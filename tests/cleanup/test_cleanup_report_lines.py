@@ -1,0 +1,72 @@
+"""The sentences a cleanup report says of itself, which the CLI prints and the operators log or raise."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow_commit_provider.core.cleanup.records import (
+    PRUNED,
+    WOULD_PRUNE,
+    JobRecords,
+    RecordListing,
+    RecordOutcome,
+    RecordPruneReport,
+)
+from airflow_commit_provider.core.cleanup.reports import FAILED
+from airflow_commit_provider.core.cleanup.uploads import (
+    ABORTED,
+    AbortOutcome,
+    AbortReport,
+    UploadInfo,
+    UploadListing,
+)
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import FileStatus
+
+NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
+SCOPE = StorePath("s3", "bucket", "lake/t")
+
+
+def _job(job_id: str, size: int) -> JobRecords:
+    status = FileStatus(SCOPE.join("_airflow_commit", f"{job_id}.json"), size, 0.0)
+    return JobRecords(job_id, (status,), ("success",), newest=0.0, age_seconds=86400 * 40)
+
+
+def _records_report(*outcomes: RecordOutcome, dry_run: bool = False) -> RecordPruneReport:
+    listing = RecordListing(SCOPE, timedelta(days=30), NOW, None, records_dir=SCOPE.join("_airflow_commit"))
+    listing.jobs = [outcome.job for outcome in outcomes]
+    return RecordPruneReport(listing, dry_run, list(outcomes), seconds=1.5)
+
+
+def test_a_report_says_what_it_did_and_what_failed() -> None:
+    report = _records_report(
+        RecordOutcome(_job("job-a", 1536), PRUNED),
+        RecordOutcome(_job("job-b", 10), FAILED, error="AccessDenied"),
+    )
+    assert report.describe() == (
+        "Pruned the records of 1 jobs older than 30d in s3://bucket/lake/t/_airflow_commit: 1 files, "
+        "1.5 KiB; kept 0 recent, 0 committing, 0 unreadable, 0 written to meanwhile; 1 failed in 1.5s"
+    )
+    assert report.failure_message() == (
+        "the records of 1 of 2 jobs in s3://bucket/lake/t/_airflow_commit could not be pruned; "
+        "first: job-b (AccessDenied)"
+    )
+
+
+def test_a_dry_run_says_what_it_would_do_and_nothing_failed() -> None:
+    report = _records_report(RecordOutcome(_job("job-a", 10), WOULD_PRUNE), dry_run=True)
+    line = report.describe()
+    assert line.startswith("Would prune the records of 1 jobs older than 30d") and line.endswith("(dry run)")
+    assert report.failure_message() is None
+
+
+def test_an_abort_report_says_whether_sizes_were_measured() -> None:
+    upload = UploadInfo(SCOPE.join("part-0"), "upload-1", initiated=0.0, age_seconds=90, parts=2, bytes=20)
+    for measured, sizes in ((True, ": 20 B in 2 parts; "), (False, ": sizes not measured (--sizes or ")):
+        listing = UploadListing(
+            SCOPE, timedelta(seconds=60), NOW, None, uploads=[upload], sizes_measured=measured
+        )
+        report = AbortReport(listing, False, [AbortOutcome(upload, ABORTED)], seconds=0.5)
+        line = report.describe()
+        assert line.startswith(f"Aborted 1 uploads older than 1m under {SCOPE}{sizes}"), line
+        assert line.endswith("0 kept for jobs past their commit point; 0 failed in 0.5s")
