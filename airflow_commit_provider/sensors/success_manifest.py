@@ -96,7 +96,7 @@ class SuccessManifestSensor(BaseSensorOperator):
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
         self._store: Store | None = None
-        self._last_check: SuccessCheck | None = None
+        self._last_result: SuccessCheck | None = None
 
     # Checks ------------------------------------------------------------------------------------
     def _expectations(self) -> SuccessExpectations:
@@ -129,7 +129,7 @@ class SuccessManifestSensor(BaseSensorOperator):
             ) from error
         except InvalidCommitDataError as error:
             raise AirflowFailException(f"not a valid SuccessData file: {error}") from error
-        self._last_check = found
+        self._last_result = found
         if found.state == "rejected" and self.fail_on_mismatch:
             raise AirflowFailException(found.describe())
         return found
@@ -186,7 +186,7 @@ class SuccessManifestSensor(BaseSensorOperator):
         raise AirflowException(message)
 
     def _describe_last(self) -> str:
-        return self._last_check.describe() if self._last_check else "none"
+        return self._last_result.describe() if self._last_result else "none"
 
     def _close_store(self) -> None:
         if self._store is not None:
