@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import textwrap
 from typing import Any
 
@@ -114,3 +115,21 @@ def test_templating_is_the_providers() -> None:
     assert set(SparkSubmitOperator.template_fields) <= set(CommittedSparkSubmitOperator.template_fields)
     ours = set(CommittedSparkSubmitOperator.template_fields) - set(SparkSubmitOperator.template_fields)
     assert ours == {"destination", "committer", "conflict_mode", "engine", "aws_conn_id", "archives"}
+
+
+def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, spark_default: None
+) -> None:
+    """spark-submit would return once the YARN application is submitted: checking its ``_SUCCESS``
+    then would abort a running job, so the try refuses before anything starts."""
+    connection = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(connection))
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://b/t"}
+    op = CommittedSparkSubmitOperator(
+        **values, committer="magic", engine="hadoop", conn_id="spark_yarn", yarn_track_via_rm_api=True
+    )
+    with pytest.raises(ValueError, match=r"^yarn_track_via_rm_api=True makes spark-submit return") as refused:
+        op.execute({})
+    assert "\n" not in str(refused.value)
+    waiting = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", conn_id="spark_yarn")
+    waiting._get_hook()._refuse_early_return()  # without the tracking, spark-submit waits: accepted
