@@ -66,3 +66,11 @@ def test_the_cli_checks_a_committer_by_the_same_spelling(
 ) -> None:
     put(LocalStore(), StorePath.parse(str(tmp_path)), success(committer="magic"))
     assert main(["success", "verify", str(tmp_path), "--committer", name]) == code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["manifest", " Manifest ", "MANIFEST"], ids=repr)
+def test_the_core_opens_a_committer_by_the_same_spelling(tmp_path: Path, name: str) -> None:
+    """What aborts or fences a job from outside its driver (`job_control`) opens it by name too."""
+    from airflow_commit_provider.core.committers import create_committer
+
+    assert create_committer(name, LocalStore(), str(tmp_path), "job-1").name == "manifest"

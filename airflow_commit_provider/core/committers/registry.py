@@ -39,9 +39,9 @@ COMMITTERS: dict[str, type[Committer]] = {
 
 
 def committer_class(name: str) -> type[Committer]:
-    """The committer called `name`, or a ValueError listing the names there are."""
+    """The committer called `name` (by `committer_spelling`), or a ValueError listing the names there are."""
     try:
-        return COMMITTERS[name]
+        return COMMITTERS[committer_spelling(name)]
     except KeyError:
         raise ValueError(
             f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}"
