@@ -61,8 +61,9 @@ def committer_spelling(name: str) -> str:
     """`name` as the registry spells committers: case and surrounding spaces do not count.
 
     The one spelling rule: `resolve` applies it to the user's choice, whichever entry point (the
-    operator, ``write_committed``, the data source, ``jvm_committer_conf``) passed it on, and the
-    ``_SUCCESS`` check to the names it compares, so ``"Magic"`` and ``" magic "`` read alike everywhere.
+    operator, ``write_committed``, the data source, ``jvm_committer_conf``) passed it on,
+    `committer_class` to a name a job is opened by, and the ``_SUCCESS`` check to the names it
+    compares, so ``"Magic"`` and ``" magic "`` read alike everywhere.
     """
     return name.strip().lower()
 
