@@ -131,10 +131,13 @@ def _committer_matches(recorded: str, wanted: Iterable[str]) -> bool:
     """Whether the committer a `_SUCCESS` names is one of `wanted`, by our registry's names:
     Hadoop's manifest committer writes its class name, ``staging`` is the directory committer."""
     # Imported here: the registry imports the stages, which import this module.
-    from airflow_commit_provider.core.committers.registry import committer_named_in_success
+    from airflow_commit_provider.core.committers.registry import (
+        committer_named_in_success,
+        committer_spelling,
+    )
 
     def canonical(name: str) -> str:
-        return committer_named_in_success(name) or name.lower()
+        return committer_named_in_success(name) or committer_spelling(name)
 
     return canonical(recorded) in {canonical(name) for name in wanted}
 

@@ -104,10 +104,26 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         Checked in the environment spark-submit gets: the provider passes ``env_vars`` to it on every
         master but Kubernetes, where they become driver confs.
         """
+        self._refuse_early_return()
         environment = dict(os.environ)
         if not self._is_kubernetes:
             environment.update({name: str(value) for name, value in self.environment.items()})
         check_spark_launcher(self._connection["spark_binary"], environment)
+
+    def _refuse_early_return(self) -> None:
+        """A committed try checks the job's ``_SUCCESS`` once spark-submit returns, and aborts the job if
+        it is missing. With the provider's REST/API tracking spark-submit returns as soon as the job is
+        submitted (the provider's operator polls the cluster afterwards), so that check would abort a
+        running job: refused, in one line. Absent attributes are providers without that tracking."""
+        for argument, tracks in (
+            ("yarn_track_via_rm_api", "_should_track_yarn_application_via_rm_api"),
+            ("track_driver_via_k8s_api", "_should_track_driver_via_k8s_api"),
+        ):
+            if getattr(self, tracks, lambda: False)():
+                raise ValueError(
+                    f"{argument}=True makes spark-submit return before the job ends, and a committed try "
+                    "must see its job end: leave it False (spark-submit then waits for the application)"
+                )
 
     def kill_process_group(self, wait_seconds: float) -> bool:
         """Kill spark-submit and everything it started; True once they are all gone.

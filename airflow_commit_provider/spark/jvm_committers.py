@@ -116,7 +116,7 @@ def jvm_committer_conf(
     ``conditional_create``; its credentials are never put in the conf.
     """
     plan = resolve(
-        committer.lower(),
+        committer,
         destination,
         conflict_mode=conflict_mode,
         allow_unsafe_v2=allow_unsafe_v2,

@@ -62,9 +62,8 @@ def plan_write(
     if not location:
         raise ValueError(f"no destination: pass a path or set {cfg.CONF_DESTINATION}")
     commit_options = cfg.commit_options(parsed.committer, conf)
-    name = committer or conf.get(cfg.CONF_COMMITTER)
     commit = resolve(
-        name.lower() if name else None,
+        committer or conf.get(cfg.CONF_COMMITTER) or None,
         location,
         partition_columns=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
         conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),

@@ -39,9 +39,9 @@ COMMITTERS: dict[str, type[Committer]] = {
 
 
 def committer_class(name: str) -> type[Committer]:
-    """The committer called `name`, or a ValueError listing the names there are."""
+    """The committer called `name` (by `committer_spelling`), or a ValueError listing the names there are."""
     try:
-        return COMMITTERS[name]
+        return COMMITTERS[committer_spelling(name)]
     except KeyError:
         raise ValueError(
             f"unknown committer {name!r}: choose one of {', '.join(sorted(COMMITTERS))}"
@@ -57,6 +57,17 @@ def committer_names(**wanted: object) -> tuple[str, ...]:
     )
 
 
+def committer_spelling(name: str) -> str:
+    """`name` as the registry spells committers: case and surrounding spaces do not count.
+
+    The one spelling rule: `resolve` applies it to the user's choice, whichever entry point (the
+    operator, ``write_committed``, the data source, ``jvm_committer_conf``) passed it on,
+    `committer_class` to a name a job is opened by, and the ``_SUCCESS`` check to the names it
+    compares, so ``"Magic"`` and ``" magic "`` read alike everywhere.
+    """
+    return name.strip().lower()
+
+
 def canonical_jvm_name(name: str) -> str:
     """Our name for the committer Hadoop users call `name` (``file`` and ``staging`` included)."""
     for canonical, cls in COMMITTERS.items():
@@ -69,9 +80,10 @@ def canonical_jvm_name(name: str) -> str:
 def committer_named_in_success(name: str) -> str | None:
     """Our name for the committer a ``_SUCCESS`` names in ``committer`` (ours, or one of Hadoop's
     S3A or manifest committers), or None when it is none of ours."""
+    spelled = committer_spelling(name)
     for canonical, cls in COMMITTERS.items():
         jvm = cls.traits.jvm
-        if name.lower() in {canonical, *jvm.aliases, *(n.lower() for n in jvm.success_names)}:
+        if spelled in {canonical, *jvm.aliases, *(committer_spelling(n) for n in jvm.success_names)}:
             return canonical
     return None
 
@@ -129,7 +141,8 @@ def resolve(
 ) -> WritePlan:
     """Check the user's choice and decide how it is committed; raise ValueError naming what is wrong.
 
-    ``committer=None`` picks `default_committer` (``engine="python"``). A conflict mode the
+    ``committer=None`` picks `default_committer` (``engine="python"``); a name is read with
+    `committer_spelling` (``"Magic"`` is ``magic``), the one place it is interpreted. A conflict mode the
     committer cannot honour is refused: only ``fail`` with ``engine="python"`` is honoured for
     committers that resolve no conflicts, by checking the destination before the job starts.
     """
@@ -137,6 +150,10 @@ def resolve(
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     mode = parse_conflict_mode(conflict_mode or "append")
     columns = tuple(partition_columns)
+    if committer is not None:
+        committer = committer_spelling(committer)
+        if not committer:
+            raise ValueError(f"committer is empty: choose one of {', '.join(sorted(COMMITTERS))}")
     if engine == "hadoop":
         if committer is None:
             raise ValueError("engine='hadoop' needs a committer: one of Hadoop's JVM committers")

@@ -1,0 +1,95 @@
+"""What a committed try hands spark-submit: its confs, the provider's hook arguments, and the package.
+
+``CommittedSparkSubmitOperator`` subclasses the Spark provider's ``SparkSubmitOperator``, so its
+arguments, defaults and template fields are the provider's own, with no copy here to drift. The
+provider's operator keeps each ``SparkSubmitHook`` argument ``x`` as its attribute ``x`` or ``_x``
+(its ``_get_hook`` passes them so); :func:`hook_arguments` reads them back by the installed hook's
+signature, so an argument a newer provider adds reaches our hook too. The Spark-provider test in
+tests/airflow/test_committed_spark_submit_arguments.py compares the hook built so with the
+provider's own, argument by argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from airflow_commit_provider.core.committers.registry import WritePlan
+from airflow_commit_provider.spark import config as cfg
+
+__all__ = ["SHIPPED_SUBPACKAGES", "build_py_files_zip", "hook_arguments", "try_confs"]
+
+#: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
+SHIPPED_SUBPACKAGES = ("core", "spark")
+_NOT_ARGUMENTS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def hook_arguments(operator: object) -> dict[str, Any]:
+    """The ``SparkSubmitHook`` arguments a provider ``SparkSubmitOperator`` holds, by the hook's signature."""
+    held = vars(operator)
+    arguments: dict[str, Any] = {}
+    for name, parameter in inspect.signature(SparkSubmitHook.__init__).parameters.items():
+        if name == "self" or parameter.kind in _NOT_ARGUMENTS:
+            continue
+        attribute = next((a for a in (name, f"_{name}") if a in held), None)
+        if attribute is not None:
+            arguments[name] = held[attribute]
+    return arguments
+
+
+def try_confs(
+    plan: WritePlan,
+    given: tuple[str, str | None],
+    job_id: str,
+    try_number: int | None,
+    jvm_options: dict[str, Any],
+) -> dict[str, str]:
+    """The ``spark.airflow_commit.*`` confs of one try (for engine="hadoop", with the JVM committer conf).
+
+    `given` is the (destination, conflict mode) as the user wrote them; the committer is the
+    plan's, as `resolve` spelled it, so the application reads the name every other entry point does.
+    """
+    destination, conflict_mode = given
+    conf = {
+        cfg.CONF_JOB_ID: job_id,
+        cfg.CONF_COMMITTER: plan.committer,
+        cfg.CONF_DESTINATION: destination,
+        cfg.CONF_ENGINE: plan.engine,
+    }
+    if conflict_mode:
+        conf[cfg.CONF_CONFLICT_MODE] = plan.conflict_mode
+    if try_number is not None:
+        conf[cfg.CONF_TRY_NUMBER] = str(try_number)
+    if plan.engine == "hadoop":
+        from airflow_commit_provider.spark.jvm_committers import plan_conf
+
+        conf.update(plan_conf(plan, job_id=job_id, **jvm_options))
+    return conf
+
+
+def build_py_files_zip(directory: str | os.PathLike[str]) -> str:
+    """Zip ``airflow_commit_provider/{__init__.py,core,spark}`` into ``directory`` for ``--py-files``.
+
+    Only the modules that run in Spark are shipped: they import neither Airflow nor this package's
+    Airflow modules, so executors need nothing but boto3 and pyarrow.
+    """
+    import airflow_commit_provider
+
+    package_dir = Path(airflow_commit_provider.__file__).resolve().parent
+    target = Path(directory, f"airflow_commit_provider-{airflow_commit_provider.__version__}.zip")
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.write(package_dir / "__init__.py", "airflow_commit_provider/__init__.py")
+        for sub in SHIPPED_SUBPACKAGES:
+            root = package_dir / sub
+            if not root.is_dir():
+                continue
+            for source in sorted(root.rglob("*.py")):
+                if "__pycache__" in source.parts:
+                    continue
+                archive.write(source, f"airflow_commit_provider/{source.relative_to(package_dir).as_posix()}")
+    return str(target)

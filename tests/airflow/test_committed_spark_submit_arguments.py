@@ -1,0 +1,135 @@
+"""CommittedSparkSubmitOperator takes the Spark provider's arguments through, with no copy of its own.
+
+Every argument of the installed ``SparkSubmitOperator.__init__`` gets a value unlike its default;
+the provider's operator and ours are built with them, and must keep them alike and hand their
+hooks alike (the real ``SparkSubmitHook`` and our subclass, resolving the real ``spark_default``
+connection). A provider release adding an argument that ours drops, or keeps under another name,
+fails here; so does one whose type this test cannot give a value to, so it is looked at.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import textwrap
+from typing import Any
+
+import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+from airflow_commit_provider.operators.submission import hook_arguments
+
+#: Arguments whose value must name a real thing: the connection the fixture defines, a known binary.
+REAL_VALUES: dict[str, Any] = {"conn_id": "spark_default", "spark_binary": "spark3-submit"}
+#: Deprecated aliases: the provider maps them to another argument (with a warning) and keeps nothing.
+ALIASES = ("reconnect_on_retry",)
+#: What a hook holds that is its own or a try's, not an argument's: ours adds the S3 and Python environment.
+HOOK_STATE = ("_env_vars", "_env")
+
+
+class AuthSentinel:
+    """Any object: ``yarn_rm_auth`` is only handed on."""
+
+
+def provider_arguments() -> dict[str, inspect.Parameter]:
+    parameters = inspect.signature(SparkSubmitOperator.__init__).parameters
+    return {
+        name: p
+        for name, p in parameters.items()
+        if name != "self" and name not in ALIASES and p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+
+
+def unlike_default(name: str, parameter: inspect.Parameter) -> Any:
+    """A value for `name` that differs from its default, by its annotation."""
+    if name in REAL_VALUES:
+        return REAL_VALUES[name]
+    annotation = str(parameter.annotation)
+    if annotation.startswith("bool"):
+        return not parameter.default
+    if annotation.startswith("int"):
+        return 7
+    if annotation.startswith("str"):
+        return f"{name}-value"
+    if annotation.startswith("dict"):
+        return {f"spark.test.{name}": "1"}
+    if annotation.startswith("list"):
+        return [f"{name}-1", f"{name}-2"]
+    if "AuthBase" in annotation:
+        return AuthSentinel()
+    raise AssertionError(f"SparkSubmitOperator has a new argument {name}: {annotation}; give it a value here")
+
+
+@pytest.fixture
+def both(spark_default: None) -> tuple[SparkSubmitOperator, CommittedSparkSubmitOperator]:
+    values = {name: unlike_default(name, p) for name, p in provider_arguments().items()}
+    values["application"] = "/jobs/app.py"
+    provider = SparkSubmitOperator(task_id="provider", **values)
+    ours = CommittedSparkSubmitOperator(task_id="ours", destination="s3://b/t", committer="magic", **values)
+    return provider, ours
+
+
+def test_every_provider_argument_is_kept_as_the_provider_keeps_it(
+    both: tuple[SparkSubmitOperator, CommittedSparkSubmitOperator],
+) -> None:
+    provider, ours = both
+    kept = vars(provider)
+    for name in provider_arguments():
+        attributes = [a for a in (name, f"_{name}") if a in kept]
+        for attribute in attributes:
+            assert vars(ours)[attribute] == kept[attribute], name
+
+
+def test_every_hook_argument_reaches_our_hook_as_the_providers(
+    both: tuple[SparkSubmitOperator, CommittedSparkSubmitOperator],
+) -> None:
+    provider, ours = both
+    theirs, mine = vars(provider._get_hook()), vars(ours._get_hook())
+    assert set(mine) >= set(theirs)
+    differing = {
+        key: (theirs[key], mine[key])
+        for key in theirs
+        if key not in HOOK_STATE and key != "_last_submit_log_lines" and theirs[key] != mine[key]
+    }
+    assert differing == {}
+    assert mine["_env_vars"].items() >= theirs["_env_vars"].items(), "the user's variables are all passed"
+    # Not vacuous: the values given are in the hook, not defaults (spot checks of private and public ones).
+    assert mine["_yarn_rm_auth"] is vars(provider)["_yarn_rm_auth"]
+    assert mine["_yarn_track_via_rm_api"] is True and mine["_name"] == "name-value"
+
+
+def test_we_pass_every_argument_the_providers_operator_passes_its_hook(
+    both: tuple[SparkSubmitOperator, CommittedSparkSubmitOperator],
+) -> None:
+    """Read from the provider's own ``_get_hook``: the keywords it passes are the ones we pass."""
+    source = textwrap.dedent(inspect.getsource(SparkSubmitOperator._get_hook))
+    calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+    passed = {keyword.arg for call in calls for keyword in call.keywords if keyword.arg}
+    assert passed, "the provider's _get_hook passes its arguments by keyword"
+    assert set(hook_arguments(both[1])) == passed
+
+
+def test_templating_is_the_providers() -> None:
+    assert set(SparkSubmitOperator.template_fields) <= set(CommittedSparkSubmitOperator.template_fields)
+    ours = set(CommittedSparkSubmitOperator.template_fields) - set(SparkSubmitOperator.template_fields)
+    assert ours == {"destination", "committer", "conflict_mode", "engine", "aws_conn_id", "archives"}
+
+
+def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, spark_default: None
+) -> None:
+    """spark-submit would return once the YARN application is submitted: checking its ``_SUCCESS``
+    then would abort a running job, so the try refuses before anything starts."""
+    connection = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(connection))
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://b/t"}
+    op = CommittedSparkSubmitOperator(
+        **values, committer="magic", engine="hadoop", conn_id="spark_yarn", yarn_track_via_rm_api=True
+    )
+    with pytest.raises(ValueError, match=r"^yarn_track_via_rm_api=True makes spark-submit return") as refused:
+        op.execute({})
+    assert "\n" not in str(refused.value)
+    waiting = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", conn_id="spark_yarn")
+    waiting._get_hook()._refuse_early_return()  # without the tracking, spark-submit waits: accepted
