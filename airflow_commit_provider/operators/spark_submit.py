@@ -78,7 +78,7 @@ from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan,
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, mark_delivered
-from airflow_commit_provider.core.options import CommitOptions, is_template, parse_conflict_mode
+from airflow_commit_provider.core.options import CommitOptions, parse_conflict_mode
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
@@ -94,6 +94,7 @@ from airflow_commit_provider.spark.config import (
     CONF_TRY_NUMBER,
     OPERATOR_CONFS,
 )
+from airflow_commit_provider.templating import is_template
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage

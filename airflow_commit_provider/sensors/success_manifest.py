@@ -6,12 +6,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.providers.amazon.aws.sensors.base_aws import AwsBaseSensor
+from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
+from airflow.sdk import PokeReturnValue
 
 from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
 from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.triggers.success_manifest import SuccessCheckResult, SuccessManifestTrigger
 
 if TYPE_CHECKING:
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["SuccessManifestSensor"]
 
 
-class SuccessManifestSensor(BaseSensorOperator):
+class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     """Wait for ``_SUCCESS`` under a ``file://`` or ``s3://`` path and validate it.
 
     The file must be JSON in the SuccessData format (ours or Hadoop's S3A/manifest committers'). A
@@ -43,7 +46,8 @@ class SuccessManifestSensor(BaseSensorOperator):
     path of the file judged and its ``source``) is returned as XCom.
 
     :param path: the output directory (or its ``_SUCCESS`` file). Templated.
-    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
+    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated, as
+        ``region_name`` and ``verify``; with ``botocore_config`` as in the Amazon provider's sensors.
     :param job_id: the job ID the file must carry, e.g. the producing operator's XCom; when
         ``_SUCCESS`` names another job, the job's record is checked instead. Templated.
     :param committers: committer name, or names any of which may have written it. Templated.
@@ -56,9 +60,9 @@ class SuccessManifestSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer; defaults to ``[operators] default_deferrable``.
     """
 
-    template_fields: Sequence[str] = (
+    aws_hook_class = CommitStoreHook
+    template_fields: Sequence[str] = aws_template_fields(
         "path",
-        "aws_conn_id",
         "job_id",
         "committers",
         "min_files",
@@ -71,7 +75,6 @@ class SuccessManifestSensor(BaseSensorOperator):
         self,
         *,
         path: str,
-        aws_conn_id: str | None = "aws_default",
         job_id: str | None = None,
         committers: str | Sequence[str] | None = None,
         min_files: int | None = None,
@@ -84,7 +87,6 @@ class SuccessManifestSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.path = path
-        self.aws_conn_id = aws_conn_id
         self.job_id = job_id
         self.committers = committers
         self.min_files = min_files
@@ -97,6 +99,10 @@ class SuccessManifestSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self._store: Store | None = None
         self._last_result: SuccessCheckResult | None = None
+
+    @property
+    def _hook_parameters(self) -> dict[str, Any]:
+        return {**super()._hook_parameters, "threads": 1}  # one GET per poke
 
     # Checks ------------------------------------------------------------------------------------
     def _expectations(self) -> SuccessExpectations:
@@ -112,9 +118,7 @@ class SuccessManifestSensor(BaseSensorOperator):
     @property
     def store(self) -> Store:
         if self._store is None:
-            from airflow_commit_provider.hooks.commit_store import CommitStoreHook
-
-            self._store = CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=1).get_store(self.path)
+            self._store = self.hook.get_store(self.path)
         return self._store
 
     def check(self) -> SuccessCheckResult:

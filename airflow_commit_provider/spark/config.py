@@ -4,23 +4,21 @@ This module owns the ``spark.airflow_commit.*`` conf contract: the operator sets
 each try, applications (the example job, ``write_committed``) read them.
 
 Nothing here imports PySpark. Executors rebuild the store and committer from :class:`TaskConfig`,
-which carries S3 settings (endpoint and credentials taken from the driver); its ``repr`` never shows
-a credential, and nothing in this package logs one.
+which carries the driver's :class:`~airflow_commit_provider.core.store.settings.S3Settings` (the
+store owns what they mean; this module only says which keys and options set them).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_commit_provider.core.options import CommitOptions, parse_bool
-from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE_ENV
-from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV
+from airflow_commit_provider.core.store.settings import S3Settings
 
 PREFIX = "spark.airflow_commit."
 #: The output directory; ``write_committed(df)`` writes there when given no path.
@@ -51,6 +49,8 @@ CONF_S3_REQUEST_PATH = PREFIX + "s3.request_path"
 #: check | trusted: whether job setup probes the store's ``If-None-Match: *`` once per process, or
 #: the user vouches for it (`core.store.check`; Hadoop's ``fs.s3a.create.conditional.enabled``).
 CONF_S3_CONDITIONAL_CREATE = PREFIX + "s3.conditional_create"
+#: botocore Config options as a JSON object (the Amazon provider's ``botocore_config``).
+CONF_S3_BOTOCORE_CONFIG = PREFIX + "s3.botocore_config"
 #: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
 OPERATOR_CONFS = (
     CONF_JOB_ID,
@@ -60,8 +60,6 @@ OPERATOR_CONFS = (
     CONF_CONFLICT_MODE,
     CONF_TRY_NUMBER,
 )
-#: The same for a job's environment: boto3 reads AWS_CA_BUNDLE but has no variable for `false`.
-ENV_S3_VERIFY = "AIRFLOW_COMMIT_S3_VERIFY"
 
 #: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.
 HADOOP_CONF_PREFIX = "spark.hadoop."
@@ -79,21 +77,18 @@ SPARK_PARQUET_CODEC = "spark.sql.parquet.compression.codec"
 SPARK_ORC_CODEC = "spark.sql.orc.compression.codec"
 SPARK_SPECULATION = "spark.speculation"
 
-#: S3 settings: (option key, Spark conf key, environment variables, S3Store keyword).
-_S3_SOURCES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("s3.endpoint_url", CONF_S3_ENDPOINT_URL, ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), "endpoint_url"),
-    ("s3.access_key_id", CONF_S3_ACCESS_KEY_ID, ("AWS_ACCESS_KEY_ID",), "aws_access_key_id"),
-    ("s3.secret_access_key", CONF_S3_SECRET_ACCESS_KEY, ("AWS_SECRET_ACCESS_KEY",), "aws_secret_access_key"),
-    ("s3.session_token", CONF_S3_SESSION_TOKEN, ("AWS_SESSION_TOKEN",), "aws_session_token"),
-    ("s3.region", CONF_S3_REGION, ("AWS_DEFAULT_REGION", "AWS_REGION"), "region_name"),
-    ("s3.verify", CONF_S3_VERIFY, (ENV_S3_VERIFY, "AWS_CA_BUNDLE"), "verify"),
-    ("s3.request_path", CONF_S3_REQUEST_PATH, (REQUEST_PATH_ENV,), "request_path"),
-    (
-        "s3.conditional_create",
-        CONF_S3_CONDITIONAL_CREATE,
-        (CONDITIONAL_CREATE_ENV,),
-        "conditional_create",
-    ),
+#: S3 settings a write takes from its options, then the Spark conf (:func:`resolve_s3_settings`):
+#: (option key, Spark conf key, :class:`S3Settings` field).
+_S3_SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("s3.endpoint_url", CONF_S3_ENDPOINT_URL, "endpoint_url"),
+    ("s3.access_key_id", CONF_S3_ACCESS_KEY_ID, "aws_access_key_id"),
+    ("s3.secret_access_key", CONF_S3_SECRET_ACCESS_KEY, "aws_secret_access_key"),
+    ("s3.session_token", CONF_S3_SESSION_TOKEN, "aws_session_token"),
+    ("s3.region", CONF_S3_REGION, "region_name"),
+    ("s3.verify", CONF_S3_VERIFY, "verify"),
+    ("s3.request_path", CONF_S3_REQUEST_PATH, "request_path"),
+    ("s3.conditional_create", CONF_S3_CONDITIONAL_CREATE, "conditional_create"),
+    ("s3.botocore_config", CONF_S3_BOTOCORE_CONFIG, "botocore_config"),
 )
 
 #: Options passed to Spark's `to_csv` (the same CSVOptions Spark's CSV writer uses).
@@ -219,78 +214,12 @@ def parse_size(value: object, name: str) -> int:
     return size
 
 
-def _verify_setting(value: str | None) -> bool | str | None:
-    """`false`/`0`/`no` turn TLS verification off, `true`/`1`/`yes` keep the default, else a CA bundle."""
-    text = (value or "").strip()
-    if text.lower() in ("false", "0", "no"):
-        return False
-    if text.lower() in ("", "true", "1", "yes"):
-        return None
-    return text
-
-
-@dataclass(frozen=True)
-class S3Settings:
-    """Where and as whom to reach S3: from a write's options, Spark conf and environment
-    (`resolve`) or from an Airflow connection (the hook). ``None`` is left to boto3's defaults;
-    credentials never appear in ``repr``.
-    """
-
-    endpoint_url: str | None = None
-    aws_access_key_id: str | None = field(default=None, repr=False)
-    aws_secret_access_key: str | None = field(default=None, repr=False)
-    aws_session_token: str | None = field(default=None, repr=False)
-    region_name: str | None = None
-    verify: bool | str | None = None
-    """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
-    request_path: str | None = None
-    """auto, crt or boto3 for the hot S3 calls; None leaves it to the executor's environment, then auto."""
-    conditional_create: str | None = None
-    """check or trusted (``If-None-Match: *`` probed at job setup, or vouched for); None: the
-    environment's ``AIRFLOW_COMMIT_S3_CONDITIONAL_CREATE``, then check."""
-
-    def store_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
-        return {key: value for key, value in asdict(self).items() if value is not None and value != ""}
-
-    def environment(self) -> dict[str, str]:
-        """The same settings as the variables a child process reads (boto3's ``AWS_*``, and
-        ``resolve`` for `verify`). Meant for a job's environment, never for command lines or logs.
-        """
-        env = {
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_DEFAULT_REGION": self.region_name,
-            "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
-            "AWS_SESSION_TOKEN": self.aws_session_token,
-            "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
-            ENV_S3_VERIFY: "false" if self.verify is False else None,
-            REQUEST_PATH_ENV: self.request_path,
-            CONDITIONAL_CREATE_ENV: self.conditional_create,
-        }
-        return {key: value for key, value in env.items() if value}
-
-    def __repr__(self) -> str:
-        secret = "***" if self.aws_secret_access_key else None
-        return (
-            f"S3Settings(endpoint_url={self.endpoint_url!r}, region_name={self.region_name!r}, "
-            f"credentials={'given' if self.aws_access_key_id or secret else 'default chain'})"
-        )
-
-    @classmethod
-    def resolve(
-        cls, options: Mapping[str, Any], conf: ConfSource, environ: Mapping[str, str] | None = None
-    ) -> S3Settings:
-        """Per setting: the write's options, then the Spark conf, then the driver's environment."""
-        environ = os.environ if environ is None else environ
-        values: dict[str, str | None] = {}
-        for option, conf_key, env_names, kwarg in _S3_SOURCES:
-            value = options.get(option) or conf.get(conf_key)
-            if not value:
-                value = next((environ[name] for name in env_names if environ.get(name)), None)
-            values[kwarg] = str(value) if value else None
-        verify = _verify_setting(values.pop("verify"))
-        return cls(**values, verify=verify)
+def resolve_s3_settings(
+    options: Mapping[str, Any], conf: ConfSource, environ: Mapping[str, str] | None = None
+) -> S3Settings:
+    """Per setting: the write's options, then the Spark conf, then the driver's environment."""
+    given = {field: options.get(option) or conf.get(conf_key) for option, conf_key, field in _S3_SOURCES}
+    return S3Settings.from_text(given, environ)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ import uuid
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
-from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX, S3Settings
+from airflow_commit_provider.core.store.settings import S3Settings
+from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX
 
 S3A_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"

@@ -19,6 +19,7 @@ from airflow_commit_provider.core.committers import WritePlan, resolve
 from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 
@@ -32,7 +33,7 @@ class SparkWritePlan:
     job_id: str
     commit_options: CommitOptions
     """With the conflict mode the committer applies (`WritePlan.committer_conflict_mode`)."""
-    s3: cfg.S3Settings
+    s3: S3Settings
     writer: cfg.WriterOptions
 
     @property
@@ -76,6 +77,6 @@ def plan_write(
         format=fmt,
         job_id=validate_job_id(conf.get(cfg.CONF_JOB_ID) or str(uuid.uuid4())),
         commit_options=dataclasses.replace(commit_options, conflict_mode=commit.committer_conflict_mode),
-        s3=cfg.S3Settings() if local else cfg.S3Settings.resolve(parsed.s3, conf, environ),
+        s3=S3Settings() if local else cfg.resolve_s3_settings(parsed.s3, conf, environ),
         writer=parsed.writer,
     )

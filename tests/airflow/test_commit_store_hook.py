@@ -12,9 +12,9 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
-from airflow_commit_provider.spark.config import S3Settings
 
 
 def test_local_paths_need_no_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,14 +97,9 @@ def test_verify_extra_reaches_the_store_and_the_spark_job(
     environment = hook.spark_environment(f"s3://{s3_bucket}/v")
     assert environment.get("AWS_CA_BUNDLE") == (verify or None)
     # ... and the Spark job's writer resolves the same setting from that environment
-    job_settings = S3Settings.resolve({}, NoSparkConf(), environment)
+    job_settings = S3Settings.from_text({}, environment)
     assert job_settings.verify == verify
     assert job_settings.store_kwargs()["verify"] == verify
-
-
-class NoSparkConf:
-    def get(self, key: str) -> None:
-        return None
 
 
 def test_connection_in_uri_form(

@@ -47,7 +47,15 @@ def test_templated_scope_is_checked_after_rendering() -> None:
     op = AbortMultipartUploadsOperator(
         task_id="abort", scope="s3://{{ params.bucket }}", older_than="{{ x }}"
     )
-    assert op.template_fields == ("scope", "older_than", "job_id", "dry_run_flag")
+    assert set(op.template_fields) == {
+        "scope",
+        "older_than",
+        "job_id",
+        "dry_run_flag",
+        "aws_conn_id",
+        "region_name",
+        "verify",
+    }
     op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
     with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
         op.execute(context={})

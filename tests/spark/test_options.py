@@ -16,9 +16,9 @@ from airflow_commit_provider.spark.config import (
     ARROW_MAX_BYTES_PER_BATCH,
     ARROW_UNMEASURED_BATCHES,
     CONF_JOB_ID,
-    S3Settings,
     SparkConf,
     parse_options,
+    resolve_s3_settings,
 )
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 
@@ -144,7 +144,7 @@ def test_s3_settings_never_show_secrets():
         def get(self, key):
             return None
 
-    settings = S3Settings.resolve({"s3.region": "eu-west-1"}, NoConf(), env)  # type: ignore[arg-type]
+    settings = resolve_s3_settings({"s3.region": "eu-west-1"}, NoConf(), env)  # type: ignore[arg-type]
     assert settings.store_kwargs() == {
         "endpoint_url": "http://h:1",
         "aws_access_key_id": "AKIDSECRETID",
@@ -173,7 +173,7 @@ def test_s3_verify_setting(option, environ, expected):
             return None
 
     options = {} if option is None else {"s3.verify": option}
-    settings = S3Settings.resolve(options, NoConf(), environ)  # type: ignore[arg-type]
+    settings = resolve_s3_settings(options, NoConf(), environ)  # type: ignore[arg-type]
     assert settings.verify == expected
     assert settings.store_kwargs().get("verify", None) == expected
 
