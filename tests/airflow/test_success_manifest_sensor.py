@@ -300,3 +300,32 @@ def test_templated_fields() -> None:
     assert op.job_id == "j1"
     assert op.required_partitions == ["dt=2024-01-01"]
     assert op._expectations().newer_than == end
+
+
+def test_aws_arguments_are_the_amazon_providers_and_reach_the_store(
+    aws_default: EmbeddedS3, s3_bucket: str
+) -> None:
+    """aws_conn_id, region_name and verify are templated and botocore_config is not, as in the
+    Amazon provider's sensors; a poke goes through a store with all of them."""
+    from airflow.providers.amazon.aws.sensors.base_aws import AwsBaseSensor
+
+    from airflow_commit_provider.core.store.s3 import S3Store
+
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    op = sensor(
+        f"s3://{s3_bucket}/tables/events",
+        aws_conn_id="{{ params.conn }}",
+        region_name="{{ params.region }}",
+        verify="{{ params.bundle }}",
+        botocore_config={"read_timeout": 9},
+    )
+    assert isinstance(op, AwsBaseSensor)
+    assert {"aws_conn_id", "region_name", "verify"} <= set(op.template_fields)
+    assert "botocore_config" not in op.template_fields
+    op.render_template_fields({"params": {"conn": "aws_default", "region": "us-west-1", "bundle": bundle}})
+    assert op.poke({}) is False  # nothing committed yet: answered by the real store
+    store = op.store
+    assert isinstance(store, S3Store)
+    assert (store.region_name, store.verify, store.max_pool_connections) == ("us-west-1", bundle, 5)
+    assert store.client.meta.config.read_timeout == 9
+    assert store.statistics.snapshot() == {"op_get": 1}

@@ -136,6 +136,47 @@ def test_cleanup_operator_on_s3(aws_test_conn: str, s3_store: S3Store, s3_bucket
     assert keys_under(s3_store, table) == {"data/part-0", "_SUCCESS"}
 
 
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    "operator", [AbortMultipartUploadsOperator, CleanupTemporaryOperator, PruneCommitRecordsOperator]
+)
+def test_operators_take_and_template_the_amazon_providers_aws_arguments(
+    operator: type, aws_test_conn: str, s3_store: S3Store, s3_bucket: str
+) -> None:
+    """aws_conn_id, region_name and verify are templated and botocore_config is not, as in the
+    Amazon provider's operators; all of them reach the store the operator cleans with."""
+    from airflow.providers.amazon.aws.operators.base_aws import AwsBaseOperator
+
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    table = StorePath("s3", s3_bucket, "lake/events")
+    write_files(s3_store, table, ["_temporary/j1/00/f"])
+    op = operator(
+        task_id="clean",
+        scope=f"s3://{s3_bucket}/lake/events",
+        older_than="0s",
+        dry_run=True,
+        threads=3,
+        aws_conn_id="{{ params.conn }}",
+        region_name="{{ params.region }}",
+        verify="{{ params.bundle }}",
+        botocore_config={"connect_timeout": 7},
+    )
+    assert isinstance(op, AwsBaseOperator)
+    assert {"aws_conn_id", "region_name", "verify"} <= set(op.template_fields)
+    assert "botocore_config" not in op.template_fields
+    op.render_template_fields({"params": {"conn": aws_test_conn, "region": "us-west-1", "bundle": bundle}})
+    assert (op.aws_conn_id, op.region_name, op.verify) == (aws_test_conn, "us-west-1", bundle)
+    assert op.hook.threads == 3
+    store = op._store(table)
+    assert isinstance(store, S3Store)
+    assert (store.region_name, store.verify) == ("us-west-1", bundle)
+    assert store.client.meta.config.connect_timeout == 7
+    store.close()
+    report = op.execute(context={})  # a dry run through those settings, against the real store
+    assert report["dry_run"] is True and report["failed"] == 0
+    assert keys_under(s3_store, table) == {"_temporary/j1/00/f"}
+
+
 def test_cleanup_operator_on_local_files_needs_no_connection(tmp_path: Path) -> None:
     store, root = LocalStore(), StorePath.parse(str(tmp_path / "table"))
     write_files(store, root, ["__magic_job-x/a", "data/part-0"])
