@@ -15,7 +15,7 @@ from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
-from airflow_commit_provider.spark.config import resolve_s3_settings
+from airflow_commit_provider.spark.write_options import resolve_s3_settings
 
 
 def test_local_paths_need_no_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -524,7 +524,8 @@ def test_request_path_is_chosen_by_argument_then_environment() -> None:
     with pytest.raises(StoreError, match="request_path='fast'"):
         S3Store(request_path="fast")
     assert S3Store(client=object(), request_path="crt").request_path == "boto3"
-    from airflow_commit_provider.spark.config import CONF_S3_REQUEST_PATH, resolve_s3_settings
+    from airflow_commit_provider.spark.config import CONF_S3_REQUEST_PATH
+    from airflow_commit_provider.spark.write_options import resolve_s3_settings
 
     # A write's option, else the Spark conf, reaches the executors' stores and their environment.
     for options, conf in (({"s3.request_path": "boto3"}, {}), ({}, {CONF_S3_REQUEST_PATH: "boto3"})):

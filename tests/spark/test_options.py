@@ -17,10 +17,9 @@ from airflow_commit_provider.spark.config import (
     ARROW_UNMEASURED_BATCHES,
     CONF_JOB_ID,
     SparkConf,
-    parse_options,
-    resolve_s3_settings,
 )
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
+from airflow_commit_provider.spark.write_options import parse_options, resolve_s3_settings
 
 pytestmark = pytest.mark.spark
 
@@ -254,7 +253,7 @@ def test_a_default_held_by_overlapping_writes_is_restored_once_by_the_last(spark
     """Days written as threads of one driver share the session's conf: the first to start sets the
     default, the one that ends last unsets it, whatever the order (saving and restoring per write
     left the value set for good)."""
-    from airflow_commit_provider.spark.config import held_default
+    from airflow_commit_provider.spark.session_conf import held_default
 
     key = ARROW_MAX_BYTES_PER_BATCH
     first, second = held_default(spark, key, "7"), held_default(spark, key, "7")
