@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,17 +55,14 @@ def test_s3_store_from_aws_default(aws_default: EmbeddedS3, s3_bucket: str) -> N
 def test_service_endpoint_wins_over_global(
     embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, no_aws_env: None
 ) -> None:
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {
-            "endpoint_url": "http://127.0.0.1:1",
-            "service_config": {"s3": {"endpoint_url": embedded_s3.endpoint_url}},
-            "region_name": "eu-west-3",
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_MY_S3", json.dumps(conn))
+    set_connection(
+        monkeypatch,
+        "my_s3",
+        embedded_s3,
+        endpoint_url="http://127.0.0.1:1",
+        service_config={"s3": {"endpoint_url": embedded_s3.endpoint_url}},
+        region_name="eu-west-3",
+    )
     settings = CommitStoreHook(aws_conn_id="my_s3").s3_settings
     assert settings.endpoint_url == embedded_s3.endpoint_url
     assert settings.region_name == "eu-west-3"
@@ -77,17 +75,7 @@ def test_service_endpoint_wins_over_global(
 def test_verify_extra_reaches_the_store_and_the_spark_job(
     embedded_s3: EmbeddedS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, verify: bool | str
 ) -> None:
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {
-            "endpoint_url": embedded_s3.endpoint_url,
-            "region_name": embedded_s3.region,
-            "verify": verify,
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_TLS_S3", json.dumps(conn))
+    set_connection(monkeypatch, "tls_s3", embedded_s3, region_name=embedded_s3.region, verify=verify)
     hook = CommitStoreHook(aws_conn_id="tls_s3")
     store = hook.get_store(f"s3://{s3_bucket}/v")
     assert isinstance(store, S3Store)
@@ -169,18 +157,14 @@ def test_region_verify_and_botocore_config_reach_the_store_and_the_spark_job(
 ) -> None:
     """The Amazon provider's hook arguments win over the connection's, as in its own hooks, and
     reach the store's client, a real request and the Spark job's settings."""
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {
-            "endpoint_url": embedded_s3.endpoint_url,
-            "region_name": "eu-west-3",
-            "verify": False,
-            "config_kwargs": {"read_timeout": 11},
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_TUNED_S3", json.dumps(conn))
+    set_connection(
+        monkeypatch,
+        "tuned_s3",
+        embedded_s3,
+        region_name="eu-west-3",
+        verify=False,
+        config_kwargs={"read_timeout": 11},
+    )
     bundle = "/etc/ssl/certs/ca-certificates.crt"
     hook = CommitStoreHook(
         aws_conn_id="tuned_s3",
@@ -229,3 +213,14 @@ def test_region_verify_and_botocore_config_reach_the_store_and_the_spark_job(
 class NoSparkConf:
     def get(self, key: str) -> None:
         return None
+
+
+def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, s3: EmbeddedS3, **extra: Any) -> None:
+    """An Airflow AWS connection with the embedded server's credentials and endpoint (``extra`` over it)."""
+    conn = {
+        "conn_type": "aws",
+        "login": s3.access_key,
+        "password": s3.secret_key,
+        "extra": {"endpoint_url": s3.endpoint_url, **extra},
+    }
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))

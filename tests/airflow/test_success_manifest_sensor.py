@@ -16,6 +16,7 @@ try:
     from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
 except ImportError:  # Airflow 3.1
     from airflow.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
+from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
 from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
@@ -311,21 +312,14 @@ def test_aws_arguments_are_the_amazon_providers_and_reach_the_store(
 
     from airflow_commit_provider.core.store.s3 import S3Store
 
-    bundle = "/etc/ssl/certs/ca-certificates.crt"
     op = sensor(
-        f"s3://{s3_bucket}/tables/events",
-        aws_conn_id="{{ params.conn }}",
-        region_name="{{ params.region }}",
-        verify="{{ params.bundle }}",
-        botocore_config={"read_timeout": 9},
+        f"s3://{s3_bucket}/tables/events", botocore_config={"read_timeout": 9}, **TEMPLATED_AWS_ARGUMENTS
     )
     assert isinstance(op, AwsBaseSensor)
-    assert {"aws_conn_id", "region_name", "verify"} <= set(op.template_fields)
-    assert "botocore_config" not in op.template_fields
-    op.render_template_fields({"params": {"conn": "aws_default", "region": "us-west-1", "bundle": bundle}})
+    render_aws_arguments(op, "aws_default")
     assert op.poke({}) is False  # nothing committed yet: answered by the real store
     store = op.store
     assert isinstance(store, S3Store)
-    assert (store.region_name, store.verify, store.max_pool_connections) == ("us-west-1", bundle, 5)
+    assert (store.region_name, store.verify, store.max_pool_connections) == (REGION, CA_BUNDLE, 5)
     assert store.client.meta.config.read_timeout == 9
     assert store.statistics.snapshot() == {"op_get": 1}

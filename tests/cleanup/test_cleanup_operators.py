@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cleanup_support import keys_under, start_upload, write_files
+from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
 from support.committed_jobs import commit, interrupt_after_commit_point
 from support.openlineage import lineage_events
 
@@ -147,7 +148,6 @@ def test_operators_take_and_template_the_amazon_providers_aws_arguments(
     Amazon provider's operators; all of them reach the store the operator cleans with."""
     from airflow.providers.amazon.aws.operators.base_aws import AwsBaseOperator
 
-    bundle = "/etc/ssl/certs/ca-certificates.crt"
     table = StorePath("s3", s3_bucket, "lake/events")
     write_files(s3_store, table, ["_temporary/j1/00/f"])
     op = operator(
@@ -156,20 +156,15 @@ def test_operators_take_and_template_the_amazon_providers_aws_arguments(
         older_than="0s",
         dry_run=True,
         threads=3,
-        aws_conn_id="{{ params.conn }}",
-        region_name="{{ params.region }}",
-        verify="{{ params.bundle }}",
         botocore_config={"connect_timeout": 7},
+        **TEMPLATED_AWS_ARGUMENTS,
     )
     assert isinstance(op, AwsBaseOperator)
-    assert {"aws_conn_id", "region_name", "verify"} <= set(op.template_fields)
-    assert "botocore_config" not in op.template_fields
-    op.render_template_fields({"params": {"conn": aws_test_conn, "region": "us-west-1", "bundle": bundle}})
-    assert (op.aws_conn_id, op.region_name, op.verify) == (aws_test_conn, "us-west-1", bundle)
+    render_aws_arguments(op, aws_test_conn)
     assert op.hook.threads == 3
     store = op._store(table)
     assert isinstance(store, S3Store)
-    assert (store.region_name, store.verify) == ("us-west-1", bundle)
+    assert (store.region_name, store.verify) == (REGION, CA_BUNDLE)
     assert store.client.meta.config.connect_timeout == 7
     store.close()
     report = op.execute(context={})  # a dry run through those settings, against the real store
