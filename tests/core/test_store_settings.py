@@ -88,3 +88,29 @@ def test_an_unknown_botocore_option_given_to_the_store_fails_in_one_line() -> No
     store = S3Store(endpoint_url="http://127.0.0.1:1", botocore_config={"conect_timeout": 1})
     with pytest.raises(StoreError, match=r"^botocore_config is not a botocore Config: .*conect_timeout"):
         store.get_status(StorePath("s3", "bucket", "key"))
+
+
+def test_botocore_options_the_crt_would_not_follow_keep_the_hot_calls_on_boto3() -> None:
+    """A proxy or a timeout applies to every request: `auto` sends the hot calls through boto3
+    then, and `crt` is refused in one line naming the options."""
+    pytest.importorskip("awscrt")
+    credentials = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
+    endpoint = "http://127.0.0.1:1"
+    follows = S3Store(endpoint_url=endpoint, botocore_config={"retries": {"max_attempts": 2}}, **credentials)
+    proxied = S3Store(endpoint_url=endpoint, botocore_config={"proxies": {"http": "p:1"}}, **credentials)
+    try:
+        assert follows.hot.name == "crt"
+        assert proxied.hot.name == "boto3"
+    finally:
+        follows.close()
+        proxied.close()
+    refused = S3Store(
+        endpoint_url=endpoint,
+        request_path="crt",
+        botocore_config={"read_timeout": 5, "proxies": {}},
+        **credentials,
+    )
+    with pytest.raises(
+        StoreError, match=r"^request_path='crt' cannot follow botocore_config's proxies, read_timeout"
+    ):
+        _ = refused.hot  # the request path is chosen before the first hot call

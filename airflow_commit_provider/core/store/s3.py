@@ -65,6 +65,9 @@ SPOOL_LIMIT = 8 * 1024**2
 #: Attempts for a create-if-absent write that meets a concurrent conditional write (409).
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
+#: The `botocore_config` options the CRT request path follows too.
+CRT_FOLLOWS = frozenset({"retries", "max_pool_connections"})
+
 log = logging.getLogger(__name__)
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -174,13 +177,22 @@ class S3Store(Store):
     def _make_hot_requests(self, client: Any) -> HotRequests:
         """The request path for `request_path` over this client's endpoint, credentials and retries.
 
-        ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
-        (boto3 then raises its own, clearer, error on first use). Any choice falls back to boto3 in a
+        ``auto`` falls back to boto3 when the CRT is not installed, the session has no credentials
+        (boto3 then raises its own, clearer, error on first use) or `botocore_config` sets options
+        the CRT would not follow (a proxy, timeouts: all but retries and the pool). Any choice falls back to boto3 in a
         process forked after its parent started the CRT, which cannot use it safely. Made here, not
         in `s3_requests`: the CRT path imports that module's interface.
         """
         choice = self.request_path
         if choice == "boto3":
+            return Boto3HotRequests(client)
+        unfollowed = sorted(set(self.botocore_config) - CRT_FOLLOWS)
+        if unfollowed:
+            if choice == "crt":
+                raise StoreError(
+                    f"request_path='crt' cannot follow botocore_config's {', '.join(unfollowed)}: "
+                    "use request_path='boto3' or 'auto'"
+                )
             return Boto3HotRequests(client)
         try:
             from airflow_commit_provider.core.store.s3_crt import CrtHotRequests, started_in_a_parent
@@ -205,7 +217,7 @@ class S3Store(Store):
         return CrtHotRequests(
             client,
             credentials,
-            max_connections=self.max_pool_connections,
+            max_connections=client.meta.config.max_pool_connections,
             max_attempts=self._retries()["max_attempts"],
             verify=self.verify,
         )
