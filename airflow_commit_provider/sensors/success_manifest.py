@@ -46,8 +46,12 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     path of the file judged and its ``source``) is returned as XCom.
 
     :param path: the output directory (or its ``_SUCCESS`` file). Templated.
-    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated, as
-        ``region_name`` and ``verify``; with ``botocore_config`` as in the Amazon provider's sensors.
+    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
+    :param region_name: overrides the connection's region. Templated.
+    :param verify: overrides the connection's ``verify``: False, or a CA bundle path. Templated.
+    :param botocore_config: botocore ``Config`` options over the connection's ``config_kwargs``.
+        These three are the Amazon provider's sensors' arguments; a deferred sensor's trigger does
+        not take them yet (it reads the connection alone).
     :param job_id: the job ID the file must carry, e.g. the producing operator's XCom; when
         ``_SUCCESS`` names another job, the job's record is checked instead. Templated.
     :param committers: committer name, or names any of which may have written it. Templated.
