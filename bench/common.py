@@ -422,8 +422,9 @@ class BenchEnv:
         Set at runtime, once; restored in `close()`."""
         spark = self.spark
         if not self._s3a_ready:
-            from airflow_commit_provider.spark.config import S3Settings, applied_conf
+            from airflow_commit_provider.core.store.settings import S3Settings
             from airflow_commit_provider.spark.jvm_committers import s3a_store_conf
+            from airflow_commit_provider.spark.session_conf import applied_conf
 
             s3 = self.s3
             settings = {

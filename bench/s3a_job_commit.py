@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_commit_provider.core.success_check import load_success
-from airflow_commit_provider.spark.config import runtime_key
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
+from airflow_commit_provider.spark.session_conf import runtime_key
 from bench import s3_setup
 from bench.common import (
     REQUEST_COUNTERS,

@@ -35,8 +35,8 @@ from typing import Any
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark import register_data_source
-from airflow_commit_provider.spark.config import applied_conf
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
+from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
 from bench import spark_tasks
 from bench.common import (

@@ -32,11 +32,6 @@ def parse_conflict_mode(value: str) -> ConflictMode:
     return value
 
 
-def is_template(value: object) -> bool:
-    """An operator argument still to be rendered by Airflow: it cannot be checked or used at parse time."""
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
-
-
 @dataclass(frozen=True)
 class CommitOptions:
     threads: int = 16

@@ -2,10 +2,12 @@
 
 ``file://`` locations (and plain local paths) need no connection. ``s3://`` / ``s3a://`` locations use
 an AWS connection in the ``aws_default`` style of the Amazon provider, through its own connection
-handling (:class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`): login/password or the
-default credential chain, ``profile_name``, ``role_arn`` (assumed roles), ``region_name`` and
-``endpoint_url`` in the extras (``service_config.s3.endpoint_url`` wins over the global one), and
-``verify`` (``false`` or a CA bundle path) for TLS.
+handling: the hook *is* an :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`, so it
+takes the same ``aws_conn_id``, ``region_name``, ``verify`` and ``config`` (botocore) as every hook
+of the Amazon provider, and the connection's login/password or the default credential chain,
+``profile_name``, ``role_arn`` (assumed roles), ``region_name``, ``endpoint_url``
+(``service_config.s3.endpoint_url`` wins over the global one), ``verify`` and ``config_kwargs``.
+All of them reach the core's S3 store and a Spark job's environment.
 
 The secret parts of the credentials are registered with Airflow's secrets masker as soon as they are
 read, and never appear in logs, ``repr`` or XCom.
@@ -15,75 +17,66 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+from botocore import UNSIGNED
+from botocore.config import Config
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import open_store
-from airflow_commit_provider.spark.config import S3Settings
+from airflow_commit_provider.core.store.settings import UNSIGNED_SIGNATURE, S3Settings
 
 if TYPE_CHECKING:
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
     from airflow_commit_provider.core.store import Store
 
-__all__ = ["CommitStoreHook", "S3Settings"]
+__all__ = ["CommitStoreHook"]
 
 
-class CommitStoreHook(BaseHook):
+class CommitStoreHook(AwsBaseHook):
     """Opens core stores (:func:`~airflow_commit_provider.core.store.open_store`) for Airflow tasks.
 
     :param aws_conn_id: the AWS connection for ``s3://`` locations (Amazon provider's ``aws`` type).
         ``None`` uses boto3's default configuration without looking a connection up.
     :param region_name: overrides the connection's ``region_name``.
+    :param verify: overrides the connection's ``verify``: False, or a CA bundle path.
+    :param config: botocore ``Config`` (or its options) over the connection's ``config_kwargs``.
     :param threads: sizes the S3 connection pool for commit/abort thread pools.
     """
 
-    conn_name_attr = "aws_conn_id"
-    default_conn_name = "aws_default"
     hook_name = "Commit Protocols store"
 
     def __init__(
         self,
-        aws_conn_id: str | None = default_conn_name,
+        aws_conn_id: str | None = AwsBaseHook.default_conn_name,
         *,
         region_name: str | None = None,
+        verify: bool | str | None = None,
+        config: Config | dict[str, Any] | None = None,
         threads: int = 32,
     ) -> None:
-        super().__init__()
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        super().__init__(
+            aws_conn_id=aws_conn_id, region_name=region_name, verify=verify, config=config, client_type="s3"
+        )
         self.threads = threads
 
     def __repr__(self) -> str:
         return f"CommitStoreHook(aws_conn_id={self.aws_conn_id!r})"
 
     @functools.cached_property
-    def aws_hook(self) -> AwsBaseHook:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name, client_type="s3")
-
-    def get_conn(self) -> AwsBaseHook:
-        """The Amazon provider hook behind the S3 settings."""
-        return self.aws_hook
-
-    @functools.cached_property
     def s3_settings(self) -> S3Settings:
-        """Endpoint, region and frozen credentials from the connection (resolved once per hook).
+        """Endpoint, region, TLS, botocore options and frozen credentials, resolved once per hook.
 
         Frozen credentials are what ``AwsBaseHook.get_credentials()`` returns; they are resolved
         through the connection's session (so assumed roles and profiles work) and masked in logs.
         """
-        aws = self.aws_hook
-        config = aws.conn_config
-        endpoint_url = config.get_service_endpoint_url("s3")
-        region_name = aws.region_name
+        connection = self.conn_config
+        endpoint_url = connection.get_service_endpoint_url("s3")
+        region_name = self.region_name
         access_key = secret_key = token = None
-        session = aws.get_session(region_name=region_name)
+        session = self.get_session(region_name=region_name)
         if session.get_credentials() is not None:
-            credentials = aws.get_credentials(region_name=region_name)  # masks the secret and token
+            credentials = self.get_credentials(region_name=region_name)  # masks the secret and token
             access_key, secret_key, token = credentials.access_key, credentials.secret_key, credentials.token
         else:
             self.log.warning(
@@ -105,7 +98,8 @@ class CommitStoreHook(BaseHook):
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
             aws_session_token=token,
-            verify=config.verify,
+            verify=self.verify,
+            botocore_config=_config_options(connection.botocore_config),
         )
 
     def get_store(self, url: str | os.PathLike[str] | StorePath) -> Store:
@@ -123,3 +117,15 @@ class CommitStoreHook(BaseHook):
         if StorePath.parse(url).is_local:
             return {}
         return self.s3_settings.environment()
+
+
+def _config_options(config: Config | None) -> dict[str, Any] | None:
+    """The options a botocore ``Config`` was given, as plain values a Spark job's environment can
+    carry. Read where ``Config.merge`` reads them: botocore fills some others in (e.g.
+    ``inject_host_prefix``), and those must not override the store's own defaults."""
+    if config is None:
+        return None
+    options = dict(config._user_provided_options)
+    if options.get("signature_version") is UNSIGNED:
+        options["signature_version"] = UNSIGNED_SIGNATURE
+    return options or None

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.providers.amazon.aws.operators.base_aws import AwsBaseOperator
+from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
 
 from airflow_commit_provider import lineage
 from airflow_commit_provider.core.cleanup import (
@@ -25,9 +26,10 @@ from airflow_commit_provider.core.cleanup import (
     parse_scope,
     prune_old_records,
 )
-from airflow_commit_provider.core.options import is_template, parse_bool
+from airflow_commit_provider.core.options import parse_bool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.templating import is_template
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -40,15 +42,18 @@ if TYPE_CHECKING:
 __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCommitRecordsOperator"]
 
 
-class _CleanupOperator(BaseOperator):
+class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
+    """The Amazon provider's operator arguments (``aws_conn_id``, ``region_name``, ``verify``,
+    ``botocore_config``) and templating, over a :class:`CommitStoreHook`."""
+
+    aws_hook_class = CommitStoreHook
     # `dry_run` is kept as `dry_run_flag`: an attribute `dry_run` would hide `BaseOperator.dry_run()`.
-    template_fields: Sequence[str] = ("scope", "older_than", "job_id", "dry_run_flag")
+    template_fields: Sequence[str] = aws_template_fields("scope", "older_than", "job_id", "dry_run_flag")
 
     def __init__(
         self,
         *,
         scope: str,
-        aws_conn_id: str | None = "aws_default",
         older_than: str | float | timedelta = DEFAULT_OLDER_THAN,
         job_id: str | None = None,
         dry_run: bool | str = False,
@@ -61,7 +66,6 @@ class _CleanupOperator(BaseOperator):
         self.scope = scope
         self.older_than = older_than
         self.job_id = job_id
-        self.aws_conn_id = aws_conn_id
         self.dry_run_flag = dry_run
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
@@ -117,8 +121,12 @@ class _CleanupOperator(BaseOperator):
         """What was removed before some items failed: the task fails only after trying them all."""
         return self.get_openlineage_facets_on_complete(task_instance)
 
+    @property
+    def _hook_parameters(self) -> dict[str, Any]:
+        return {**super()._hook_parameters, "threads": self.threads}
+
     def _store(self, path: StorePath) -> Store:
-        return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=self.threads).get_store(path)
+        return self.hook.get_store(path)
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> CleanupReport[Any, Any]:
         """Find and remove (or, dry, report) what this operator cleans under `path`."""

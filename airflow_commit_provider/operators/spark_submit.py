@@ -35,7 +35,7 @@ from airflow_commit_provider.assets import destination_asset
 from airflow_commit_provider.compat import conf as airflow_conf
 from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan, resolve
 from airflow_commit_provider.core.job_control import mark_delivered
-from airflow_commit_provider.core.options import CommitOptions, is_template
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
 from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
@@ -52,6 +52,7 @@ from airflow_commit_provider.operators.try_outcome import (
     verify_success,
 )
 from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.templating import is_template
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

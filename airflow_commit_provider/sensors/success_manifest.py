@@ -6,12 +6,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.providers.amazon.aws.sensors.base_aws import AwsBaseSensor
+from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
+from airflow.sdk import PokeReturnValue
 
 from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
 from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations
+from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.triggers.success_manifest import SuccessManifestTrigger
 
 if TYPE_CHECKING:
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["SuccessManifestSensor"]
 
 
-class SuccessManifestSensor(BaseSensorOperator):
+class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     """Wait for ``_SUCCESS`` under a ``file://`` or ``s3://`` path and validate it.
 
     The file must be JSON in the SuccessData format (ours or Hadoop's S3A/manifest committers'). A
@@ -44,6 +47,11 @@ class SuccessManifestSensor(BaseSensorOperator):
 
     :param path: the output directory (or its ``_SUCCESS`` file). Templated.
     :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
+    :param region_name: overrides the connection's region. Templated.
+    :param verify: overrides the connection's ``verify``: False, or a CA bundle path. Templated.
+    :param botocore_config: botocore ``Config`` options over the connection's ``config_kwargs``.
+        These three are the Amazon provider's sensors' arguments; a deferred sensor's trigger does
+        not take them yet (it reads the connection alone).
     :param job_id: the job ID the file must carry, e.g. the producing operator's XCom; when
         ``_SUCCESS`` names another job, the job's record is checked instead. Templated.
     :param committers: committer name, or names any of which may have written it. Templated.
@@ -56,9 +64,9 @@ class SuccessManifestSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer; defaults to ``[operators] default_deferrable``.
     """
 
-    template_fields: Sequence[str] = (
+    aws_hook_class = CommitStoreHook
+    template_fields: Sequence[str] = aws_template_fields(
         "path",
-        "aws_conn_id",
         "job_id",
         "committers",
         "min_files",
@@ -71,7 +79,6 @@ class SuccessManifestSensor(BaseSensorOperator):
         self,
         *,
         path: str,
-        aws_conn_id: str | None = "aws_default",
         job_id: str | None = None,
         committers: str | Sequence[str] | None = None,
         min_files: int | None = None,
@@ -84,7 +91,6 @@ class SuccessManifestSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.path = path
-        self.aws_conn_id = aws_conn_id
         self.job_id = job_id
         self.committers = committers
         self.min_files = min_files
@@ -97,6 +103,10 @@ class SuccessManifestSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self._store: Store | None = None
         self._last_result: SuccessCheck | None = None
+
+    @property
+    def _hook_parameters(self) -> dict[str, Any]:
+        return {**super()._hook_parameters, "threads": 1}  # one GET per poke
 
     # Checks ------------------------------------------------------------------------------------
     def _expectations(self) -> SuccessExpectations:
@@ -113,9 +123,7 @@ class SuccessManifestSensor(BaseSensorOperator):
     @property
     def store(self) -> Store:
         if self._store is None:
-            from airflow_commit_provider.hooks.commit_store import CommitStoreHook
-
-            self._store = CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=1).get_store(self.path)
+            self._store = self.hook.get_store(self.path)
         return self._store
 
     def check(self) -> SuccessCheck:

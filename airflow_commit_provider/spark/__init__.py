@@ -36,7 +36,7 @@ _EXPORTS = {
     "register_data_source": "airflow_commit_provider.spark.datasource",
     "write_committed": "airflow_commit_provider.spark.writer",
     "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
-    "applied_conf": "airflow_commit_provider.spark.config",
+    "applied_conf": "airflow_commit_provider.spark.session_conf",
     "s3a_store_conf": "airflow_commit_provider.spark.jvm_committers",
 }
 

@@ -76,6 +76,7 @@ from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
+from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.task_info import current_task_info
 from airflow_commit_provider.spark.tasks import TaskOutcome, run_task_attempt
 from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
@@ -143,7 +144,7 @@ class CommittedTaskMessage(WriterCommitMessage):
 class CommittedWriter(DataSourceArrowWriter):
     """Carries the plan from the driver to the tasks and to job commit or abort (pickled)."""
 
-    def __init__(self, plan: SparkWritePlan, task_config: cfg.TaskConfig):
+    def __init__(self, plan: SparkWritePlan, task_config: TaskConfig):
         self.plan = plan
         self.task_config = task_config
 
@@ -211,7 +212,7 @@ def committed_results(messages: Iterable[WriterCommitMessage | None]) -> list[Ta
 
 def plan_source_write(
     options: Mapping[str, str], schema: StructType, overwrite: bool
-) -> tuple[SparkWritePlan, cfg.TaskConfig]:
+) -> tuple[SparkWritePlan, TaskConfig]:
     """The write's plan (``plan_write``) and the config its tasks receive; ValueError names what is
     wrong (an unknown option, a format, a partition column, a mode the committer cannot honour)."""
     remaining = {key.lower(): value for key, value in options.items()}
@@ -278,7 +279,7 @@ def _data_schema(schema: StructType, partition_columns: Sequence[str]) -> Struct
 
 def _task_config(
     plan: SparkWritePlan, data_schema: StructType, partition_columns: Sequence[str]
-) -> cfg.TaskConfig:
+) -> TaskConfig:
     import pyspark
     from pyspark.sql.types import TimestampType
 
@@ -291,7 +292,7 @@ def _task_config(
     rebase = (
         timestamp_rebase(process_time_zone()) if orc and contains_type(data_schema, TimestampType) else None
     )
-    return cfg.TaskConfig(
+    return TaskConfig(
         committer=plan.commit.committer,
         destination=plan.commit.destination,
         job_id=plan.job_id,
@@ -313,7 +314,7 @@ def _task_config(
     )
 
 
-def _with_partition_keys(config: cfg.TaskConfig, batch: pa.RecordBatch) -> pa.RecordBatch:
+def _with_partition_keys(config: TaskConfig, batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch with its partition values as strings ('' as null, as Spark), sorted by them, so
     the task writer sees each partition directory's rows as one run."""
     if not config.partitioned:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 from airflow_commit_provider.spark.orc_layout import TimestampRebase, process_time_zone, timestamp_rebase
+from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
 from airflow_commit_provider.spark.write_plan import SparkWritePlan
 
@@ -51,9 +52,7 @@ def resolve_partition_columns(names: Sequence[str], requested: Sequence[str]) ->
     return resolved
 
 
-def prepare_frame(
-    df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf
-) -> tuple[DataFrame, cfg.TaskConfig]:
+def prepare_frame(df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf) -> tuple[DataFrame, TaskConfig]:
     """The DataFrame the tasks consume, and the config every task receives.
 
     Partition values are cast to strings by Spark itself (so timestamps, dates, doubles look
@@ -112,7 +111,7 @@ def prepare_frame(
     if key_columns:
         prepared = prepared.sortWithinPartitions(*key_columns)
 
-    return prepared, cfg.TaskConfig(
+    return prepared, TaskConfig(
         committer=plan.commit.committer,
         destination=plan.commit.destination,
         job_id=plan.job_id,

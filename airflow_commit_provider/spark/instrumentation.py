@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers import Committer, TaskCommitResult
-    from airflow_commit_provider.spark.config import TaskConfig
+    from airflow_commit_provider.spark.task_config import TaskConfig
     from airflow_commit_provider.spark.task_info import TaskInfo
 
 

@@ -2,7 +2,7 @@
 
 :func:`jvm_committer_conf` returns ``spark.*`` keys for ``spark-submit --conf`` /
 ``SparkSession.builder.config`` (``spark.hadoop.*`` keys are copied into the Hadoop conf when the
-SparkContext starts); ``spark.config.applied_conf`` applies them to a running session for the
+SparkContext starts); ``spark.session_conf.applied_conf`` applies them to a running session for the
 writes inside a ``with`` block.
 :func:`s3a_store_conf` says where S3A finds the store (endpoint, region, path style, TLS, conditional
 create); it never carries credentials, which S3A takes from its default chain (``AWS_*`` variables,
@@ -65,7 +65,8 @@ import uuid
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
-from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX, S3Settings
+from airflow_commit_provider.core.store.settings import S3Settings
+from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX
 
 S3A_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"

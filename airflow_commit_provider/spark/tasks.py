@@ -2,7 +2,7 @@
 
 One Spark partition is one commit task: ``TaskContext.partitionId()`` is the task number and
 ``TaskContext.taskAttemptId()`` (unique per SparkContext) the attempt. The task rebuilds store and
-committer from a :class:`~airflow_commit_provider.spark.config.TaskConfig`, writes its rows into
+committer from a :class:`~airflow_commit_provider.spark.task_config.TaskConfig`, writes its rows into
 files through a :class:`TaskAttempt`, commits the attempt itself and returns ONE row: the
 TaskCommitResult as JSON, with rows, bytes and files. Spark hands the driver exactly one result per
 partition (the attempt it accepted); attempts it failed or killed never reach the driver, and their
@@ -36,11 +36,11 @@ import pyarrow.compute as pc
 from airflow_commit_provider.core.committers import TaskAttempt, TaskCommitResult, create_committer
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
-from airflow_commit_provider.spark.config import TaskConfig
 from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation
 from airflow_commit_provider.spark.orc_layout import to_spark_layout
+from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.task_info import TaskInfo, current_task_info
 
 log = logging.getLogger("airflow_commit_provider.spark")

@@ -19,7 +19,9 @@ from airflow_commit_provider.core.committers import WritePlan, resolve
 from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark import write_options
 from airflow_commit_provider.spark.formats import file_format
 
 
@@ -32,8 +34,8 @@ class SparkWritePlan:
     job_id: str
     commit_options: CommitOptions
     """With the conflict mode the committer applies (`WritePlan.committer_conflict_mode`)."""
-    s3: cfg.S3Settings
-    writer: cfg.WriterOptions
+    s3: S3Settings
+    writer: write_options.WriterOptions
 
     @property
     def destination(self) -> StorePath:
@@ -57,11 +59,11 @@ def plan_write(
     ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4).
     """
     fmt = file_format(format).name
-    parsed = cfg.parse_options(options, fmt, conf)
+    parsed = write_options.parse_options(options, fmt, conf)
     location = path if path is not None else conf.get(cfg.CONF_DESTINATION)
     if not location:
         raise ValueError(f"no destination: pass a path or set {cfg.CONF_DESTINATION}")
-    commit_options = cfg.commit_options(parsed.committer, conf)
+    commit_options = write_options.commit_options(parsed.committer, conf)
     commit = resolve(
         committer or conf.get(cfg.CONF_COMMITTER) or None,
         location,
@@ -75,6 +77,6 @@ def plan_write(
         format=fmt,
         job_id=validate_job_id(conf.get(cfg.CONF_JOB_ID) or str(uuid.uuid4())),
         commit_options=dataclasses.replace(commit_options, conflict_mode=commit.committer_conflict_mode),
-        s3=cfg.S3Settings() if local else cfg.S3Settings.resolve(parsed.s3, conf, environ),
+        s3=S3Settings() if local else write_options.resolve_s3_settings(parsed.s3, conf, environ),
         writer=parsed.writer,
     )

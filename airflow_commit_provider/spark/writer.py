@@ -49,7 +49,9 @@ from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.frames import prepare_frame
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
+from airflow_commit_provider.spark.session_conf import held_default
 from airflow_commit_provider.spark.summary import WriteRun, WriteSummary, summarise
+from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
 
 if TYPE_CHECKING:
@@ -132,7 +134,7 @@ def run_write(
 def _run(
     prepared: DataFrame,
     plan: SparkWritePlan,
-    task_config: cfg.TaskConfig,
+    task_config: TaskConfig,
     instrumentation: WriteInstrumentation,
     started: float,
 ) -> WriteRun:
@@ -166,7 +168,7 @@ def _run(
 def _run_tasks(
     prepared: DataFrame,
     plan: SparkWritePlan,
-    task_config: cfg.TaskConfig,
+    task_config: TaskConfig,
     instrumentation: TaskInstrumentation | None,
 ) -> tuple[list[dict[str, Any]], list[TaskCommitResult]]:
     """One Spark job, one commit task per partition: each task's row, and the results to commit."""
@@ -252,15 +254,13 @@ def _warn_if_last_attempt_wins(plan: SparkWritePlan, conf: cfg.SparkConf) -> Non
         )
 
 
-def _write_partition(
-    config: cfg.TaskConfig, instrumentation: TaskInstrumentation | None, batches: Any
-) -> Any:
+def _write_partition(config: TaskConfig, instrumentation: TaskInstrumentation | None, batches: Any) -> Any:
     from airflow_commit_provider.spark.tasks import write_partition
 
     return write_partition(config, instrumentation, batches)
 
 
-def _empty_write(config: cfg.TaskConfig) -> list[TaskCommitResult]:
+def _empty_write(config: TaskConfig) -> list[TaskCommitResult]:
     from airflow_commit_provider.spark.task_info import TaskInfo
     from airflow_commit_provider.spark.tasks import run_task_attempt
 
@@ -305,7 +305,7 @@ def _unmeasured_arrow_batches(spark: Any) -> AbstractContextManager[None]:
     with it, 1.2 s without). A user who needs byte-bounded batches for very wide rows keeps them by
     setting the key, which this never overrides.
     """
-    return cfg.held_default(spark, cfg.ARROW_MAX_BYTES_PER_BATCH, cfg.ARROW_UNMEASURED_BATCHES)
+    return held_default(spark, cfg.ARROW_MAX_BYTES_PER_BATCH, cfg.ARROW_UNMEASURED_BATCHES)
 
 
 class _local_properties:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,10 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
-from airflow_commit_provider.spark.config import S3Settings
+from airflow_commit_provider.spark.write_options import resolve_s3_settings
 
 
 def test_local_paths_need_no_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,17 +55,14 @@ def test_s3_store_from_aws_default(aws_default: EmbeddedS3, s3_bucket: str) -> N
 def test_service_endpoint_wins_over_global(
     embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, no_aws_env: None
 ) -> None:
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {
-            "endpoint_url": "http://127.0.0.1:1",
-            "service_config": {"s3": {"endpoint_url": embedded_s3.endpoint_url}},
-            "region_name": "eu-west-3",
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_MY_S3", json.dumps(conn))
+    set_connection(
+        monkeypatch,
+        "my_s3",
+        embedded_s3,
+        endpoint_url="http://127.0.0.1:1",
+        service_config={"s3": {"endpoint_url": embedded_s3.endpoint_url}},
+        region_name="eu-west-3",
+    )
     settings = CommitStoreHook(aws_conn_id="my_s3").s3_settings
     assert settings.endpoint_url == embedded_s3.endpoint_url
     assert settings.region_name == "eu-west-3"
@@ -76,17 +75,7 @@ def test_service_endpoint_wins_over_global(
 def test_verify_extra_reaches_the_store_and_the_spark_job(
     embedded_s3: EmbeddedS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, verify: bool | str
 ) -> None:
-    conn = {
-        "conn_type": "aws",
-        "login": embedded_s3.access_key,
-        "password": embedded_s3.secret_key,
-        "extra": {
-            "endpoint_url": embedded_s3.endpoint_url,
-            "region_name": embedded_s3.region,
-            "verify": verify,
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_TLS_S3", json.dumps(conn))
+    set_connection(monkeypatch, "tls_s3", embedded_s3, region_name=embedded_s3.region, verify=verify)
     hook = CommitStoreHook(aws_conn_id="tls_s3")
     store = hook.get_store(f"s3://{s3_bucket}/v")
     assert isinstance(store, S3Store)
@@ -97,14 +86,9 @@ def test_verify_extra_reaches_the_store_and_the_spark_job(
     environment = hook.spark_environment(f"s3://{s3_bucket}/v")
     assert environment.get("AWS_CA_BUNDLE") == (verify or None)
     # ... and the Spark job's writer resolves the same setting from that environment
-    job_settings = S3Settings.resolve({}, NoSparkConf(), environment)
+    job_settings = S3Settings.from_text({}, environment)
     assert job_settings.verify == verify
     assert job_settings.store_kwargs()["verify"] == verify
-
-
-class NoSparkConf:
-    def get(self, key: str) -> None:
-        return None
 
 
 def test_connection_in_uri_form(
@@ -166,3 +150,77 @@ def test_secrets_never_logged_or_shown(
     assert settings.aws_secret_access_key == secret
     # Registered with Airflow's masker, so task logs would show *** instead.
     assert secret not in str(redact(f"the key is {secret}"))
+
+
+def test_region_verify_and_botocore_config_reach_the_store_and_the_spark_job(
+    embedded_s3: EmbeddedS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, no_aws_env: None
+) -> None:
+    """The Amazon provider's hook arguments win over the connection's, as in its own hooks, and
+    reach the store's client, a real request and the Spark job's settings."""
+    set_connection(
+        monkeypatch,
+        "tuned_s3",
+        embedded_s3,
+        region_name="eu-west-3",
+        verify=False,
+        config_kwargs={"read_timeout": 11},
+    )
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    hook = CommitStoreHook(
+        aws_conn_id="tuned_s3",
+        region_name="us-west-1",
+        verify=bundle,
+        config={"connect_timeout": 7, "retries": {"max_attempts": 2}},
+    )
+    url = f"s3://{s3_bucket}/tuned"
+    store = hook.get_store(url)
+    assert isinstance(store, S3Store)
+    assert (store.region_name, store.client.meta.region_name) == ("us-west-1", "us-west-1")
+    assert store.client._endpoint.http_session._verify == bundle
+    config = store.client.meta.config
+    assert (config.connect_timeout, config.read_timeout) == (7, 60), "the hook's config replaces the extra's"
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+    store.write_bytes(StorePath("s3", s3_bucket, "tuned/f"), b"1")
+    store.close()
+
+    environment = hook.spark_environment(url)
+    assert environment["AWS_DEFAULT_REGION"] == "us-west-1"
+    assert environment["AWS_CA_BUNDLE"] == bundle
+    assert json.loads(environment["AIRFLOW_COMMIT_S3_BOTOCORE_CONFIG"]) == {
+        "connect_timeout": 7,
+        "retries": {"max_attempts": 2},
+    }
+    # The Spark job's writer resolves the very settings the hook used, and its store reads the file.
+    job_settings = resolve_s3_settings({}, NoSparkConf(), environment)
+    assert job_settings == hook.s3_settings
+    job_store = S3Store(**job_settings.store_kwargs())
+    assert job_store.client.meta.config.connect_timeout == 7
+    assert job_store.read_bytes(StorePath("s3", s3_bucket, "tuned/f")) == b"1"
+    job_store.close()
+
+    # Without arguments the connection's extras apply, config_kwargs included.
+    plain = CommitStoreHook(aws_conn_id="tuned_s3").get_store(url)
+    assert isinstance(plain, S3Store)
+    assert (plain.region_name, plain.verify, plain.client.meta.config.read_timeout) == (
+        "eu-west-3",
+        False,
+        11,
+    )
+    assert plain.read_bytes(StorePath("s3", s3_bucket, "tuned/f")) == b"1"
+    plain.close()
+
+
+class NoSparkConf:
+    def get(self, key: str) -> None:
+        return None
+
+
+def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, s3: EmbeddedS3, **extra: Any) -> None:
+    """An Airflow AWS connection with the embedded server's credentials and endpoint (``extra`` over it)."""
+    conn = {
+        "conn_type": "aws",
+        "login": s3.access_key,
+        "password": s3.secret_key,
+        "extra": {"endpoint_url": s3.endpoint_url, **extra},
+    }
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))

@@ -16,6 +16,7 @@ try:
     from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
 except ImportError:  # Airflow 3.1
     from airflow.exceptions import AirflowRescheduleException, AirflowSkipException, TaskDeferred
+from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
 from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
@@ -302,3 +303,25 @@ def test_templated_fields() -> None:
     assert op.job_id == "j1"
     assert op.required_partitions == ["dt=2024-01-01"]
     assert op._expectations().newer_than == end
+
+
+def test_aws_arguments_are_the_amazon_providers_and_reach_the_store(
+    aws_default: EmbeddedS3, s3_bucket: str
+) -> None:
+    """aws_conn_id, region_name and verify are templated and botocore_config is not, as in the
+    Amazon provider's sensors; a poke goes through a store with all of them."""
+    from airflow.providers.amazon.aws.sensors.base_aws import AwsBaseSensor
+
+    from airflow_commit_provider.core.store.s3 import S3Store
+
+    op = sensor(
+        f"s3://{s3_bucket}/tables/events", botocore_config={"read_timeout": 9}, **TEMPLATED_AWS_ARGUMENTS
+    )
+    assert isinstance(op, AwsBaseSensor)
+    render_aws_arguments(op, "aws_default")
+    assert op.poke({}) is False  # nothing committed yet: answered by the real store
+    store = op.store
+    assert isinstance(store, S3Store)
+    assert (store.region_name, store.verify, store.max_pool_connections) == (REGION, CA_BUNDLE, 5)
+    assert store.client.meta.config.read_timeout == 9
+    assert store.statistics.snapshot() == {"op_get": 1}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cleanup_support import keys_under, start_upload, write_files
+from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
 from support.committed_jobs import commit, interrupt_after_commit_point
 from support.openlineage import lineage_events
 
@@ -47,7 +48,15 @@ def test_templated_scope_is_checked_after_rendering() -> None:
     op = AbortMultipartUploadsOperator(
         task_id="abort", scope="s3://{{ params.bucket }}", older_than="{{ x }}"
     )
-    assert op.template_fields == ("scope", "older_than", "job_id", "dry_run_flag")
+    assert set(op.template_fields) == {
+        "scope",
+        "older_than",
+        "job_id",
+        "dry_run_flag",
+        "aws_conn_id",
+        "region_name",
+        "verify",
+    }
     op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
     with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
         op.execute(context={})
@@ -127,6 +136,41 @@ def test_cleanup_operator_on_s3(aws_test_conn: str, s3_store: S3Store, s3_bucket
     report = op.execute(context={})
     assert (report["deleted"], report["files"], report["bytes"]) == (2, 2, 20)
     assert keys_under(s3_store, table) == {"data/part-0", "_SUCCESS"}
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    "operator", [AbortMultipartUploadsOperator, CleanupTemporaryOperator, PruneCommitRecordsOperator]
+)
+def test_operators_take_and_template_the_amazon_providers_aws_arguments(
+    operator: type, aws_test_conn: str, s3_store: S3Store, s3_bucket: str
+) -> None:
+    """aws_conn_id, region_name and verify are templated and botocore_config is not, as in the
+    Amazon provider's operators; all of them reach the store the operator cleans with."""
+    from airflow.providers.amazon.aws.operators.base_aws import AwsBaseOperator
+
+    table = StorePath("s3", s3_bucket, "lake/events")
+    write_files(s3_store, table, ["_temporary/j1/00/f"])
+    op = operator(
+        task_id="clean",
+        scope=f"s3://{s3_bucket}/lake/events",
+        older_than="0s",
+        dry_run=True,
+        threads=3,
+        botocore_config={"connect_timeout": 7},
+        **TEMPLATED_AWS_ARGUMENTS,
+    )
+    assert isinstance(op, AwsBaseOperator)
+    render_aws_arguments(op, aws_test_conn)
+    assert op.hook.threads == 3
+    store = op._store(table)
+    assert isinstance(store, S3Store)
+    assert (store.region_name, store.verify) == (REGION, CA_BUNDLE)
+    assert store.client.meta.config.connect_timeout == 7
+    store.close()
+    report = op.execute(context={})  # a dry run through those settings, against the real store
+    assert report["dry_run"] is True and report["failed"] == 0
+    assert keys_under(s3_store, table) == {"_temporary/j1/00/f"}
 
 
 def test_cleanup_operator_on_local_files_needs_no_connection(tmp_path: Path) -> None:

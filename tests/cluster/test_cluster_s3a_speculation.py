@@ -39,9 +39,9 @@ from support.s3_gate import Request, S3Gate
 from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
-from airflow_commit_provider.spark.config import S3Settings
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 
 APP = Path(__file__).resolve().parent / "s3a_speculation_app.py"

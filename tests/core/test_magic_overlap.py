@@ -28,7 +28,8 @@ from airflow_commit_provider.core.committers.magic import MagicOutputStream, Mag
 from airflow_commit_provider.core.options import S3_MIN_PART_SIZE, CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store, StoreError
-from airflow_commit_provider.spark.config import CONF_PARTS_IN_FLIGHT, commit_options
+from airflow_commit_provider.spark.config import CONF_PARTS_IN_FLIGHT
+from airflow_commit_provider.spark.write_options import commit_options
 
 PART = S3_MIN_PART_SIZE
 WRITE = 1024 * 1024

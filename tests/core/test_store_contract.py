@@ -524,11 +524,12 @@ def test_request_path_is_chosen_by_argument_then_environment() -> None:
     with pytest.raises(StoreError, match="request_path='fast'"):
         S3Store(request_path="fast")
     assert S3Store(client=object(), request_path="crt").request_path == "boto3"
-    from airflow_commit_provider.spark.config import CONF_S3_REQUEST_PATH, S3Settings
+    from airflow_commit_provider.spark.config import CONF_S3_REQUEST_PATH
+    from airflow_commit_provider.spark.write_options import resolve_s3_settings
 
     # A write's option, else the Spark conf, reaches the executors' stores and their environment.
     for options, conf in (({"s3.request_path": "boto3"}, {}), ({}, {CONF_S3_REQUEST_PATH: "boto3"})):
-        settings = S3Settings.resolve(options, conf, {})
+        settings = resolve_s3_settings(options, conf, {})
         assert S3Store(**settings.store_kwargs()).request_path == "boto3"
         assert settings.environment()[REQUEST_PATH_ENV] == "boto3"
 

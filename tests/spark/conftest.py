@@ -127,8 +127,9 @@ def s3a_spark(spark: SparkSession, embedded_s3: EmbeddedS3) -> SparkSession:
     they stay inside this process (never on a command line, never in a conf we build). Set before
     the first ``s3a://`` access, because S3A caches one filesystem per bucket with the conf it saw.
     """
-    from airflow_commit_provider.spark.config import S3Settings, runtime_key
+    from airflow_commit_provider.core.store.settings import S3Settings
     from airflow_commit_provider.spark.jvm_committers import s3a_store_conf
+    from airflow_commit_provider.spark.session_conf import runtime_key
 
     where = s3a_store_conf(S3Settings(endpoint_url=embedded_s3.endpoint_url, region_name=embedded_s3.region))
     for key, value in where.items():

@@ -48,8 +48,8 @@ def rows(spark: Any, count: int) -> Any:
 def session(spec: dict[str, Any]) -> Any:
     from pyspark.sql import SparkSession
 
+    from airflow_commit_provider.core.store.settings import S3Settings
     from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
-    from airflow_commit_provider.spark.config import S3Settings
     from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 
     # S3A takes the credentials from the AWS_* environment (its default chain).

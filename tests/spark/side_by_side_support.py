@@ -19,8 +19,8 @@ from support.invariants import is_temp, pending_uploads
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
-from airflow_commit_provider.spark.config import runtime_key
 from airflow_commit_provider.spark.jvm_committers import PARQUET_OUTPUT_COMMITTER, SPARK_COMMIT_PROTOCOL
+from airflow_commit_provider.spark.session_conf import runtime_key
 
 #: Bound of every wait on a Spark job, a thread or a gate (a broken run fails, never hangs).
 EVENT_BOUND_SECONDS = 120.0

@@ -45,8 +45,8 @@ from airflow_commit_provider.core.job_control import JobState, abort_job, inspec
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf, write_committed
-from airflow_commit_provider.spark.config import S3Settings
 
 # Airflow reads its configuration when first imported (the sensor imports it): a throwaway home
 # unless the suite's Airflow tests already chose one, as tests/cleanup/conftest.py does.

@@ -27,9 +27,10 @@ from pyspark.errors.exceptions.captured import CapturedException
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
-from airflow_commit_provider.spark.config import S3Settings, runtime_key
 from airflow_commit_provider.spark.jvm_committers import MANIFEST_FACTORY, s3a_store_conf
+from airflow_commit_provider.spark.session_conf import runtime_key
 
 pytestmark = [pytest.mark.spark, pytest.mark.hadoop_peers]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf, write_committed
-from airflow_commit_provider.spark.config import S3Settings
 from airflow_commit_provider.spark.jvm_committers import (
     BINDING_PARQUET_COMMITTER,
     MANIFEST_FACTORY,

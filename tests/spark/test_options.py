@@ -16,11 +16,10 @@ from airflow_commit_provider.spark.config import (
     ARROW_MAX_BYTES_PER_BATCH,
     ARROW_UNMEASURED_BATCHES,
     CONF_JOB_ID,
-    S3Settings,
     SparkConf,
-    parse_options,
 )
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
+from airflow_commit_provider.spark.write_options import parse_options, resolve_s3_settings
 
 pytestmark = pytest.mark.spark
 
@@ -144,7 +143,7 @@ def test_s3_settings_never_show_secrets():
         def get(self, key):
             return None
 
-    settings = S3Settings.resolve({"s3.region": "eu-west-1"}, NoConf(), env)  # type: ignore[arg-type]
+    settings = resolve_s3_settings({"s3.region": "eu-west-1"}, NoConf(), env)  # type: ignore[arg-type]
     assert settings.store_kwargs() == {
         "endpoint_url": "http://h:1",
         "aws_access_key_id": "AKIDSECRETID",
@@ -173,7 +172,7 @@ def test_s3_verify_setting(option, environ, expected):
             return None
 
     options = {} if option is None else {"s3.verify": option}
-    settings = S3Settings.resolve(options, NoConf(), environ)  # type: ignore[arg-type]
+    settings = resolve_s3_settings(options, NoConf(), environ)  # type: ignore[arg-type]
     assert settings.verify == expected
     assert settings.store_kwargs().get("verify", None) == expected
 
@@ -254,7 +253,7 @@ def test_a_default_held_by_overlapping_writes_is_restored_once_by_the_last(spark
     """Days written as threads of one driver share the session's conf: the first to start sets the
     default, the one that ends last unsets it, whatever the order (saving and restoring per write
     left the value set for good)."""
-    from airflow_commit_provider.spark.config import held_default
+    from airflow_commit_provider.spark.session_conf import held_default
 
     key = ARROW_MAX_BYTES_PER_BATCH
     first, second = held_default(spark, key, "7"), held_default(spark, key, "7")

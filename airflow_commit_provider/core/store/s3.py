@@ -16,7 +16,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, BinaryIO, cast
@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import boto3
 import botocore.session
 import botocore.utils
+from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
@@ -47,6 +48,7 @@ from airflow_commit_provider.core.store.s3_requests import (
     HotRequests,
     chosen_request_path,
 )
+from airflow_commit_provider.core.store.settings import ENDPOINT_VARIABLES, UNSIGNED_SIGNATURE
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 #: S3's limit on keys per DeleteObjects request.
@@ -63,10 +65,12 @@ SPOOL_LIMIT = 8 * 1024**2
 #: Attempts for a create-if-absent write that meets a concurrent conditional write (409).
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
+#: The `botocore_config` options the CRT request path follows too.
+CRT_FOLLOWS = frozenset({"retries", "max_pool_connections"})
+
 log = logging.getLogger(__name__)
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
-_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
 class S3Store(Store):
@@ -74,7 +78,9 @@ class S3Store(Store):
 
     Configuration follows boto3: the endpoint comes from `endpoint_url` or `AWS_ENDPOINT_URL(_S3)`,
     credentials from the arguments, the profile or the default chain. The client is created on first
-    use, so building a store never touches the network or the credential chain.
+    use, so building a store never touches the network or the credential chain. `botocore_config`
+    (botocore ``Config`` options, as the Amazon provider's argument of that name) wins over the
+    store's own pool size, retries and addressing style.
 
     The hot calls (complete, abort, part, put) go by `request_path` (see
     :mod:`airflow_commit_provider.core.store.s3_requests`): through AWS's CRT when it is installed,
@@ -107,6 +113,7 @@ class S3Store(Store):
         client: Any = None,
         request_path: str | None = None,
         conditional_create: str | None = None,
+        botocore_config: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.request_path = "boto3" if client is not None else chosen_request_path(request_path)
@@ -123,6 +130,7 @@ class S3Store(Store):
             "aws_secret_access_key": aws_secret_access_key,
             "aws_session_token": aws_session_token,
         }
+        self.botocore_config = dict(botocore_config or {})
         self._client = client
         self._owns_client = client is None
         self._client_lock = threading.Lock()
@@ -169,13 +177,22 @@ class S3Store(Store):
     def _make_hot_requests(self, client: Any) -> HotRequests:
         """The request path for `request_path` over this client's endpoint, credentials and retries.
 
-        ``auto`` falls back to boto3 when the CRT is not installed or the session has no credentials
-        (boto3 then raises its own, clearer, error on first use). Any choice falls back to boto3 in a
+        ``auto`` falls back to boto3 when the CRT is not installed, the session has no credentials
+        (boto3 then raises its own, clearer, error on first use) or `botocore_config` sets options
+        the CRT would not follow (a proxy, timeouts: all but retries and the pool). Any choice falls back to boto3 in a
         process forked after its parent started the CRT, which cannot use it safely. Made here, not
         in `s3_requests`: the CRT path imports that module's interface.
         """
         choice = self.request_path
         if choice == "boto3":
+            return Boto3HotRequests(client)
+        unfollowed = sorted(set(self.botocore_config) - CRT_FOLLOWS)
+        if unfollowed:
+            if choice == "crt":
+                raise StoreError(
+                    f"request_path='crt' cannot follow botocore_config's {', '.join(unfollowed)}: "
+                    "use request_path='boto3' or 'auto'"
+                )
             return Boto3HotRequests(client)
         try:
             from airflow_commit_provider.core.store.s3_crt import CrtHotRequests, started_in_a_parent
@@ -200,14 +217,36 @@ class S3Store(Store):
         return CrtHotRequests(
             client,
             credentials,
-            max_connections=self.max_pool_connections,
-            max_attempts=self._max_attempts(),
+            max_connections=client.meta.config.max_pool_connections,
+            max_attempts=self._retries()["max_attempts"],
             verify=self.verify,
         )
 
-    @staticmethod
-    def _max_attempts() -> int:
-        return int(os.environ.get("AWS_MAX_ATTEMPTS") or 10)
+    def _retries(self) -> dict[str, Any]:
+        """Standard mode retries throttling (503 SlowDown) and transient errors with backoff;
+        AWS_RETRY_MODE / AWS_MAX_ATTEMPTS override, as everywhere in boto3, and `botocore_config`'s
+        ``retries`` over them."""
+        return {
+            "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
+            "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 10),
+            **self.botocore_config.get("retries", {}),
+        }
+
+    def _client_config(self) -> Config:
+        """The store's pool, retries and addressing, with `botocore_config`'s options over them."""
+        path_style = bool(self.endpoint_url or endpoint_from_environment())
+        options = {
+            "max_pool_connections": self.max_pool_connections,
+            "s3": {"addressing_style": "path"} if path_style else None,
+            **self.botocore_config,
+            "retries": self._retries(),
+        }
+        if options.get("signature_version") == UNSIGNED_SIGNATURE:
+            options["signature_version"] = UNSIGNED
+        try:
+            return Config(**options)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"botocore_config is not a botocore Config: {exc}") from exc
 
     def _make_client(self) -> Any:
         core = botocore.session.get_session()
@@ -218,23 +257,12 @@ class S3Store(Store):
             )
         except BotoCoreError as exc:  # e.g. ProfileNotFound
             raise StoreError(f"cannot configure S3 ({self!r}): {exc}") from exc
-        path_style = bool(self.endpoint_url or endpoint_from_environment())
-        config = Config(
-            max_pool_connections=self.max_pool_connections,
-            # Standard mode retries throttling (503 SlowDown) and transient errors with backoff;
-            # AWS_RETRY_MODE / AWS_MAX_ATTEMPTS still override, as everywhere in boto3.
-            retries={
-                "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
-                "max_attempts": self._max_attempts(),
-            },
-            s3={"addressing_style": "path"} if path_style else None,
-        )
         return session.client(
             "s3",
             endpoint_url=self.endpoint_url,
             region_name=self.region_name,
             verify=self.verify,
-            config=config,
+            config=self._client_config(),
         )
 
     def close(self) -> None:
@@ -598,7 +626,7 @@ def parse_timestamp(value: Any) -> datetime:
 
 def endpoint_from_environment() -> str | None:
     """The S3 endpoint boto3 takes from the environment (`AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL`)."""
-    return next((os.environ[name] for name in _ENDPOINT_ENV if os.environ.get(name)), None)
+    return next((os.environ[name] for name in ENDPOINT_VARIABLES if os.environ.get(name)), None)
 
 
 def _bucket(path: StorePath) -> str:

@@ -1,0 +1,144 @@
+"""Where and as whom a process reaches S3, as one small picklable value.
+
+The store owns these settings because the store is what they configure: the Airflow hook fills them
+from a connection, a Spark write from its options and conf (``spark.config``), and both hand them to
+:class:`~airflow_commit_provider.core.store.s3.S3Store` or, as environment variables, to a child
+process that reads them back here. Credentials never appear in ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from botocore.config import Config
+
+from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE_ENV
+from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV
+
+#: The endpoint variables boto3 reads, the S3-specific one first.
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: TLS verification for a child process: boto3 reads AWS_CA_BUNDLE but has no variable for `false`.
+ENV_S3_VERIFY = "AIRFLOW_COMMIT_S3_VERIFY"
+#: botocore ``Config`` options (a JSON object) for a child process: boto3 has no variables for most.
+ENV_S3_BOTOCORE_CONFIG = "AIRFLOW_COMMIT_S3_BOTOCORE_CONFIG"
+#: What botocore's ``signature_version`` option means by anonymous requests, as JSON can carry it.
+UNSIGNED_SIGNATURE = "unsigned"
+
+#: Per :class:`S3Settings` field, the environment variables a process reads it from (first set wins).
+ENVIRONMENT_SOURCES: dict[str, tuple[str, ...]] = {
+    "endpoint_url": ENDPOINT_VARIABLES,
+    "aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "aws_session_token": ("AWS_SESSION_TOKEN",),
+    "region_name": ("AWS_DEFAULT_REGION", "AWS_REGION"),
+    "verify": (ENV_S3_VERIFY, "AWS_CA_BUNDLE"),
+    "request_path": (REQUEST_PATH_ENV,),
+    "conditional_create": (CONDITIONAL_CREATE_ENV,),
+    "botocore_config": (ENV_S3_BOTOCORE_CONFIG,),
+}
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where and as whom to reach S3. ``None`` is left to boto3's defaults."""
+
+    endpoint_url: str | None = None
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+    region_name: str | None = None
+    verify: bool | str | None = None
+    """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
+    request_path: str | None = None
+    """auto, crt or boto3 for the hot S3 calls; None leaves it to the executor's environment, then auto."""
+    conditional_create: str | None = None
+    """check or trusted (``If-None-Match: *`` probed at job setup, or vouched for); None: the
+    environment's ``AIRFLOW_COMMIT_S3_CONDITIONAL_CREATE``, then check."""
+    botocore_config: Mapping[str, Any] | None = field(default=None, repr=False)
+    """botocore ``Config`` options (timeouts, retries, proxies...), as the Amazon provider's
+    ``botocore_config``; they win over the store's own defaults. Not in ``repr``: a proxy URL may
+    carry a password."""
+
+    def store_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~airflow_commit_provider.core.store.s3.S3Store`."""
+        return {key: value for key, value in asdict(self).items() if value is not None and value != ""}
+
+    def environment(self) -> dict[str, str]:
+        """The same settings as the variables a child process reads (boto3's ``AWS_*``, and
+        :meth:`from_text` for the rest). Meant for a job's environment, never for command lines or logs.
+        """
+        env = {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_DEFAULT_REGION": self.region_name,
+            "AWS_ACCESS_KEY_ID": self.aws_access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.aws_secret_access_key,
+            "AWS_SESSION_TOKEN": self.aws_session_token,
+            "AWS_CA_BUNDLE": self.verify if isinstance(self.verify, str) else None,
+            ENV_S3_VERIFY: "false" if self.verify is False else None,
+            REQUEST_PATH_ENV: self.request_path,
+            CONDITIONAL_CREATE_ENV: self.conditional_create,
+            ENV_S3_BOTOCORE_CONFIG: _botocore_json(self.botocore_config) if self.botocore_config else None,
+        }
+        return {key: value for key, value in env.items() if value}
+
+    def __repr__(self) -> str:
+        secret = "***" if self.aws_secret_access_key else None
+        return (
+            f"S3Settings(endpoint_url={self.endpoint_url!r}, region_name={self.region_name!r}, "
+            f"credentials={'given' if self.aws_access_key_id or secret else 'default chain'})"
+        )
+
+    @classmethod
+    def from_text(cls, given: Mapping[str, object], environ: Mapping[str, str] | None = None) -> S3Settings:
+        """Per field: the value ``given`` (text from an option or a conf), else the process environment
+        (:data:`ENVIRONMENT_SOURCES`), else None."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for name, variables in ENVIRONMENT_SOURCES.items():
+            sources[name] = name if given.get(name) else next((v for v in variables if environ.get(v)), name)
+            value = given.get(name) or environ.get(sources[name])
+            values[name] = (value if isinstance(value, Mapping) else str(value)) if value else None
+        values["verify"] = verify_setting(values["verify"])
+        if values["botocore_config"]:
+            values["botocore_config"] = botocore_setting(
+                values["botocore_config"], sources["botocore_config"]
+            )
+        return cls(**values)
+
+
+def verify_setting(value: str | None) -> bool | str | None:
+    """`false`/`0`/`no` turn TLS verification off, `true`/`1`/`yes` keep the default, else a CA bundle."""
+    text = (value or "").strip()
+    if text.lower() in ("false", "0", "no"):
+        return False
+    if text.lower() in ("", "true", "1", "yes"):
+        return None
+    return text
+
+
+def botocore_setting(value: Mapping[str, Any] | str, source: str) -> dict[str, Any]:
+    """botocore ``Config`` options from a mapping or its JSON text, each one a known option."""
+    options: Any = value
+    if isinstance(value, str):
+        try:
+            options = json.loads(value)
+        except ValueError:
+            options = None
+    if not isinstance(options, Mapping):
+        raise ValueError(f"{source} must be a JSON object of botocore Config options, got {value!r}")
+    unknown = sorted(set(options) - set(Config.OPTION_DEFAULTS))
+    if unknown:
+        raise ValueError(f"{source}: {', '.join(unknown)} not botocore Config option(s)")
+    return dict(options)
+
+
+def _botocore_json(options: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(options, sort_keys=True)
+    except TypeError as error:
+        raise ValueError(f"botocore_config must be JSON to reach a Spark job ({error})") from None
