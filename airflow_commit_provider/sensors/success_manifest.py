@@ -50,8 +50,8 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     :param region_name: overrides the connection's region. Templated.
     :param verify: overrides the connection's ``verify``: False, or a CA bundle path. Templated.
     :param botocore_config: botocore ``Config`` options over the connection's ``config_kwargs``.
-        These three are the Amazon provider's sensors' arguments; a deferred sensor's trigger does
-        not take them yet (it reads the connection alone).
+        These three are the Amazon provider's sensors' arguments; a deferred sensor's trigger gets
+        them too.
     :param job_id: the job ID the file must carry, e.g. the producing operator's XCom; when
         ``_SUCCESS`` names another job, the job's record is checked instead. Templated.
     :param committers: committer name, or names any of which may have written it. Templated.
@@ -177,6 +177,9 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
         return SuccessManifestTrigger(
             path=self.path,
             aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            botocore_config=self.botocore_config,
             poke_interval=self.poke_interval,
             expectations=self._expectations(),
             fail_on_mismatch=self.fail_on_mismatch,

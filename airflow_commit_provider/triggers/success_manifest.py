@@ -39,6 +39,9 @@ class SuccessManifestTrigger(BaseTrigger):
         *,
         path: str,
         aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
         poke_interval: float = 60.0,
         expectations: SuccessExpectations | Mapping[str, Any] | None = None,
         fail_on_mismatch: bool = False,
@@ -48,6 +51,9 @@ class SuccessManifestTrigger(BaseTrigger):
         super().__init__()
         self.path = path
         self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
         self.poke_interval = float(poke_interval)
         if not isinstance(expectations, SuccessExpectations):
             expectations = SuccessExpectations.build(**(expectations or {}))
@@ -61,6 +67,9 @@ class SuccessManifestTrigger(BaseTrigger):
             {
                 "path": self.path,
                 "aws_conn_id": self.aws_conn_id,
+                "region_name": self.region_name,
+                "verify": self.verify,
+                "botocore_config": self.botocore_config,
                 "poke_interval": self.poke_interval,
                 "expectations": self.expectations.to_dict(),
                 "fail_on_mismatch": self.fail_on_mismatch,
@@ -70,7 +79,14 @@ class SuccessManifestTrigger(BaseTrigger):
     def _open_store(self) -> Store:
         from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 
-        return CommitStoreHook(aws_conn_id=self.aws_conn_id, threads=1).get_store(self.path)
+        hook = CommitStoreHook(
+            self.aws_conn_id,
+            region_name=self.region_name,
+            verify=self.verify,
+            config=self.botocore_config,
+            threads=1,  # one GET per poke
+        )
+        return hook.get_store(self.path)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

@@ -240,6 +240,9 @@ def test_deferrable_defers_to_the_trigger_with_everything_it_needs(table: StoreP
     assert kwargs == {
         "path": str(table),
         "aws_conn_id": "my_aws",
+        "region_name": None,
+        "verify": None,
+        "botocore_config": None,
         "poke_interval": 5.0,
         "expectations": {
             "job_id": JOB,
@@ -325,3 +328,28 @@ def test_aws_arguments_are_the_amazon_providers_and_reach_the_store(
     assert (store.region_name, store.verify, store.max_pool_connections) == (REGION, CA_BUNDLE, 5)
     assert store.client.meta.config.read_timeout == 9
     assert store.statistics.snapshot() == {"op_get": 1}
+
+
+def test_a_deferred_sensor_hands_its_aws_arguments_to_the_triggerer(
+    aws_default: EmbeddedS3, s3_bucket: str
+) -> None:
+    """The trigger the triggerer re-creates from Airflow's own trigger row opens the store the
+    sensor would: the same region, CA bundle and botocore options, not the connection's alone."""
+    from airflow.models.trigger import Trigger
+
+    from airflow_commit_provider.core.store.s3 import S3Store
+    from airflow_commit_provider.triggers.success_manifest import SuccessManifestTrigger
+
+    op = sensor(
+        f"s3://{s3_bucket}/tables/events", botocore_config={"read_timeout": 9}, **TEMPLATED_AWS_ARGUMENTS
+    )
+    render_aws_arguments(op, "aws_default")
+    row = Trigger.from_object(op._trigger())
+    rebuilt = SuccessManifestTrigger(**row.kwargs)
+    store = rebuilt._open_store()
+    try:
+        assert isinstance(store, S3Store)
+        assert (store.region_name, store.verify) == (REGION, CA_BUNDLE)
+        assert store.client.meta.config.read_timeout == 9
+    finally:
+        store.close()
