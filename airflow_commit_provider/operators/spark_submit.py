@@ -25,9 +25,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.amazon.aws.utils.mixins import AwsBaseHookMixin, aws_template_fields
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException
 
@@ -66,7 +66,7 @@ __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 STOP_WAIT_SECONDS = 30.0
 
 
-class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
+class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStoreHook], SparkSubmitOperator):
     """Submit a PySpark application whose output is committed by ``committer`` under ``destination``.
 
     :param destination: the output directory (``s3://``, ``s3a://`` or ``file://``). Templated.
@@ -74,7 +74,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
         (case and surrounding spaces do not count). Templated.
     :param conflict_mode: ``fail``, ``append`` or ``replace``; ``None``: the writer's default. Templated.
     :param engine: ``python`` (``write_committed``) or ``hadoop`` (Hadoop's JVM committers). Templated.
-    :param aws_conn_id: AWS connection for ``s3://`` destinations. Templated.
+    :param aws_conn_id: AWS connection for ``s3://`` destinations; ``region_name``, ``verify`` and
+        ``botocore_config`` override it, as in the Amazon provider's operators. Templated but the last.
     :param allow_unsafe_v2: let ``file-v2`` run (it can leave partial output on failure).
     :param ship_package: ship this package's ``core`` and ``spark`` modules as ``--py-files``.
     :param spark_python: the Python of a ``local`` master's driver and executors (default: this one).
@@ -93,15 +94,15 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
     Every other argument is ``SparkSubmitOperator``'s, with its meaning and templating.
 
     Returns (XCom) ``{"job_id", "try_job_id", "committer", "engine", "destination", "files", "bytes",
-    "rows", "partitions", "partition_count", "duration_seconds", "try_number", "adopted_from_try"}``:
-    ``job_id`` is the one in ``_SUCCESS``, ``try_job_id`` the one the operator ran (or adopted);
-    they differ only for Hadoop's manifest and file committers.
+    "rows", "partitions", "partition_count", "duration_seconds", "try_number", "adopted_from_try"}``;
+    ``job_id`` (in ``_SUCCESS``) differs from ``try_job_id`` only for Hadoop's manifest and file committers.
     """
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        *("destination", "committer", "conflict_mode", "engine", "aws_conn_id", "archives"),
+        *aws_template_fields("destination", "committer", "conflict_mode", "engine", "archives"),
     )
+    aws_hook_class = CommitStoreHook  # `self.hook`: the destination's store, spark-submit's S3 settings
     template_fields_renderers = {"conf": "json", "env_vars": "json", "application_args": "json"}
     ui_color = "#f6e3c6"
 
@@ -113,6 +114,9 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
         conflict_mode: str | None = None,
         engine: str = "python",
         aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
         allow_unsafe_v2: bool = False,
         ship_package: bool = True,
         spark_python: str | None = None,
@@ -131,7 +135,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
         self.committer = committer
         self.conflict_mode = conflict_mode
         self.engine = engine
-        self.aws_conn_id = aws_conn_id
+        self.aws_conn_id, self.region_name, self.verify = aws_conn_id, region_name, verify
+        self.botocore_config = botocore_config
         self.allow_unsafe_v2 = allow_unsafe_v2
         self.ship_package = ship_package
         self.spark_python = spark_python
@@ -165,14 +170,9 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
         configured = airflow_conf.get("airflow_commit", "local_work_root", fallback=None)
         return self._local_work_root or configured or str(default_root())
 
-    @cached_property
-    def store_hook(self) -> CommitStoreHook:
-        """The destination's store, and the S3 settings spark-submit is given."""
-        return CommitStoreHook(aws_conn_id=self.aws_conn_id)
-
     @contextlib.contextmanager
     def _destination_store(self) -> Iterator[Store]:
-        store = self.store_hook.get_store(self.destination)
+        store = self.hook.get_store(self.destination)
         try:
             yield store
         finally:
@@ -211,7 +211,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
                 self._hook = hook = self._get_hook(
                     conf=self._lineage_conf(conf, context),
                     py_files=",".join(py_files) or None,
-                    s3_environment=self.store_hook.spark_environment(self.destination),
+                    s3_environment=self.hook.spark_environment(self.destination),
                 )
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
@@ -324,7 +324,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, SparkSubmitOperator):
             self.destination
         ).scheme == "s3a":
             # Where S3A finds the store; its credentials travel in the environment only.
-            jvm_options.setdefault("store", self.store_hook.s3_settings)
+            jvm_options.setdefault("store", self.hook.s3_settings)
         given = (self.destination, self.conflict_mode)
         return try_confs(plan or self.write_plan(), given, job_id, try_number, jvm_options)
 

@@ -114,7 +114,8 @@ def test_we_pass_every_argument_the_providers_operator_passes_its_hook(
 def test_templating_is_the_providers() -> None:
     assert set(SparkSubmitOperator.template_fields) <= set(CommittedSparkSubmitOperator.template_fields)
     ours = set(CommittedSparkSubmitOperator.template_fields) - set(SparkSubmitOperator.template_fields)
-    assert ours == {"destination", "committer", "conflict_mode", "engine", "aws_conn_id", "archives"}
+    commit = {"destination", "committer", "conflict_mode", "engine", "archives"}
+    assert ours == commit | {"aws_conn_id", "region_name", "verify"}  # the Amazon provider's AWS fields
 
 
 def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(
@@ -133,3 +134,35 @@ def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(
     assert "\n" not in str(refused.value)
     waiting = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", conn_id="spark_yarn")
     waiting._get_hook()._refuse_early_return()  # without the tracking, spark-submit waits: accepted
+
+
+def test_the_amazon_providers_aws_arguments_reach_the_store_and_the_spark_job(
+    aws_default: Any, s3_bucket: str
+) -> None:
+    """aws_conn_id, region_name and verify are templated and botocore_config is not, as in the
+    Amazon provider's operators; the destination's store and spark-submit's environment both
+    carry them (the environment is what `write_committed` builds its tasks' stores from)."""
+    from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
+
+    from airflow_commit_provider.core.paths import StorePath
+    from airflow_commit_provider.core.store.s3 import S3Store
+    from airflow_commit_provider.core.store.settings import ENV_S3_BOTOCORE_CONFIG
+
+    destination = f"s3://{s3_bucket}/tables/events"
+    op = CommittedSparkSubmitOperator(
+        task_id="write",
+        application="job.py",
+        destination=destination,
+        committer="magic",
+        botocore_config={"read_timeout": 9},
+        **TEMPLATED_AWS_ARGUMENTS,
+    )
+    render_aws_arguments(op, "aws_default")
+    with op._destination_store() as store:
+        assert isinstance(store, S3Store)
+        assert (store.region_name, store.verify) == (REGION, CA_BUNDLE)
+        assert store.client.meta.config.read_timeout == 9
+        assert list(store.list_files(StorePath.parse(destination))) == []  # answered by the real store
+    environment = op.hook.spark_environment(destination)
+    assert (environment["AWS_DEFAULT_REGION"], environment["AWS_CA_BUNDLE"]) == (REGION, CA_BUNDLE)
+    assert json.loads(environment[ENV_S3_BOTOCORE_CONFIG]) == {"read_timeout": 9}
