@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.committers.registry import committer_named_in_success, committer_spelling
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
     SUCCESS_FILENAME,
     LegacySuccessMarkerError,
     SuccessData,
 )
-from airflow_commit_provider.core.layout import JobLayout, validate_job_id
+from airflow_commit_provider.core.job_records import job_record_path, load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 
@@ -40,8 +40,6 @@ __all__ = [
     "SuccessCheck",
     "SuccessExpectations",
     "is_legacy",
-    "job_record_path",
-    "load_job_record",
     "load_success",
     "parse_newer_than",
     "partitions_summary",
@@ -130,45 +128,11 @@ def _partition_key(partition: str) -> str:
 def _committer_matches(recorded: str, wanted: Iterable[str]) -> bool:
     """Whether the committer a `_SUCCESS` names is one of `wanted`, by our registry's names:
     Hadoop's manifest committer writes its class name, ``staging`` is the directory committer."""
-    # Imported here: the registry imports the stages, which import this module.
-    from airflow_commit_provider.core.committers.registry import (
-        committer_named_in_success,
-        committer_spelling,
-    )
 
     def canonical(name: str) -> str:
         return committer_named_in_success(name) or committer_spelling(name)
 
     return canonical(recorded) in {canonical(name) for name in wanted}
-
-
-# Job records ------------------------------------------------------------------------------------
-def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str) -> StorePath:
-    """Where job `job_id` keeps its record under `destination` (JobLayout owns the location)."""
-    return JobLayout(StorePath.parse(destination), validate_job_id(job_id)).job_record
-
-
-def load_job_record(
-    store: Store, destination: str | os.PathLike[str] | StorePath, job_id: str
-) -> SuccessData:
-    """The record job `job_id` left under `destination` when it committed.
-
-    Raises FileNotFoundInStoreError if there is none (not committed yet, or pruned), ValueError if
-    `job_id` cannot name a record, and InvalidCommitDataError naming the file if the record is empty,
-    corrupt, of a foreign format, or the record of another job (a copied or renamed file must never
-    vouch for a job that did not write it).
-    """
-    path = job_record_path(destination, job_id)
-    payload = store.read_bytes(path)
-    try:
-        record = SuccessData.from_bytes(payload, str(path))
-    except LegacySuccessMarkerError:
-        raise InvalidCommitDataError(f"{path}: job record is empty (0 bytes)") from None
-    if record.job_id != job_id:
-        raise InvalidCommitDataError(
-            f"{path}: this is the record of job {record.job_id!r}, expected job {job_id!r}"
-        )
-    return record
 
 
 # The one check ----------------------------------------------------------------------------------

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from itertools import islice
 
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
+from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
-from airflow_commit_provider.core.success_check import load_job_record
 
 
 def save_success(
