@@ -136,7 +136,7 @@ _COMMITTER_KEYS = (
     "skip_cleanup",
 )
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
 
 
 class ConfSource(Protocol):
@@ -210,7 +210,7 @@ def parse_size(value: object, name: str) -> int:
     if isinstance(value, int):
         size = value
     else:
-        match = _SIZE.match(str(value))
+        match = _SIZE.fullmatch(str(value))
         if not match:
             raise ValueError(f"{name} must be a size such as 134217728 or '128m', got {value!r}")
         size = int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")
