@@ -149,7 +149,9 @@ class PendingSet:
             task_id=str(extra.get("task.id", "")),
             task_attempt_id=str(extra.get("task.attempt.id", "")),
             commits=commits,
-            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            iostatistics=IOStatistics.from_json(
+                optional_field(obj, "iostatistics", dict, source, {}), source
+            ),
             extra_data={
                 str(key): str(value)
                 for key, value in extra.items()
