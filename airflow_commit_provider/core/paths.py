@@ -22,6 +22,10 @@ _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: authority. Such a URI is split without `urlsplit`, which costs more than the rest of reading a
 #: manifest entry; anything else still goes through `urlsplit`.
 _PLAIN_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([A-Za-z0-9._:@-]*)((?:/[^?#\x00-\x20\x7f]*)?)\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: What a bucket may be called: `uri()` writes it unencoded, so it must read back as the same
+#: authority (a `[` would read as an IPv6 host, a space or `%` as something else).
+_BUCKET = re.compile(r"[A-Za-z0-9._:@-]+")
 
 
 class InvalidPathError(ValueError):
@@ -73,7 +77,12 @@ class StorePath:
             return cls._checked(scheme.lower(), authority, unquote(path) if "%" in path else path, uri)
         if not uri or _URL_SCHEME.match(uri) is None:
             raise InvalidPathError(f"not a URI: {uri!r}")
-        parts = urlsplit(uri)
+        if _CONTROL.search(uri):  # `urlsplit` would silently drop a tab or newline from the key
+            raise InvalidPathError(f"a stored URI must not have raw control characters: {uri!r}")
+        try:
+            parts = urlsplit(uri)
+        except ValueError as error:  # e.g. "Invalid IPv6 URL" for a `[` in the authority
+            raise InvalidPathError(f"not a URI: {uri!r}: {error}") from None
         if parts.query or parts.fragment:
             raise InvalidPathError(f"a stored URI must not have a query or fragment: {uri!r}")
         return cls._checked(parts.scheme.lower(), parts.netloc, unquote(parts.path), uri)
@@ -87,6 +96,10 @@ class StorePath:
         if scheme in S3_SCHEMES:
             if not authority:
                 raise InvalidPathError(f"S3 URL has no bucket: {text!r}")
+            if not _BUCKET.fullmatch(authority):
+                raise InvalidPathError(
+                    f"S3 bucket {authority!r} in {text!r} is not a bucket name: use letters, digits, '.', '-' or '_'"
+                )
             return cls(scheme, authority, path.strip("/"))
         raise InvalidPathError(f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a:// or file://")
 

@@ -219,6 +219,15 @@ def parse_size(value: object, name: str) -> int:
     return size
 
 
+def whole_number(value: object, name: str) -> int:
+    """An integer option or conf value, as text or a number; `int()`'s OverflowError for an
+    infinite float is refused like any other non-integer, naming the option."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
 def _verify_setting(value: str | None) -> bool | str | None:
     """`false`/`0`/`no` turn TLS verification off, `true`/`1`/`yes` keep the default, else a CA bundle."""
     text = (value or "").strip()
@@ -335,7 +344,7 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: ConfSour
     )
     if unknown:
         raise ValueError(
-            f"unknown option(s) for format {format!r}: {', '.join(unknown)}; writer options are "
+            f"unknown option(s) for format {format!r}: {', '.join(map(repr, unknown))}; writer options are "
             f"{', '.join(_WRITER_KEYS + passthrough)}; committer options {', '.join(_COMMITTER_KEYS)}; "
             f"S3 options {', '.join(sorted(s3_keys))}"
         )
@@ -349,10 +358,7 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: ConfSour
     if "compression" in normalised and "codec" in normalised:
         raise ValueError("give either 'compression' or 'codec', not both")
     max_records = get("maxrecordsperfile", conf.get(SPARK_MAX_RECORDS_PER_FILE) or 0)
-    try:
-        max_records = int(max_records)
-    except (TypeError, ValueError):
-        raise ValueError(f"maxRecordsPerFile must be an integer, got {max_records!r}") from None
+    max_records = whole_number(max_records, "maxRecordsPerFile")
     if format in ("csv", "json") and "pretty" in normalised and parse_bool(get("pretty"), "pretty"):
         raise ValueError("pretty=true would break the one-record-per-line layout Spark's readers expect")
     writer = WriterOptions(
@@ -390,14 +396,8 @@ def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> Co
         "parts_in_flight", conf.get(CONF_PARTS_IN_FLIGHT) or defaults.parts_in_flight
     )
     staging = committer_options.get("local_staging_dir", conf.get(CONF_LOCAL_STAGING_DIR))
-    try:
-        threads = int(threads)
-    except (TypeError, ValueError):
-        raise ValueError(f"threads must be an integer, got {threads!r}") from None
-    try:
-        in_flight = int(in_flight)
-    except (TypeError, ValueError):
-        raise ValueError(f"parts_in_flight must be an integer, got {in_flight!r}") from None
+    threads = whole_number(threads, "threads")
+    in_flight = whole_number(in_flight, "parts_in_flight")
     return CommitOptions(
         threads=threads,
         allow_unsafe_v2=parse_bool(committer_options.get("allow_unsafe_v2", False), "allow_unsafe_v2"),
