@@ -15,14 +15,18 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from support.fuzzing import FUZZ, accepted_or_refused, stored_bytes
+from support.fuzzing import FUZZ, accepted_or_refused, encoded, hostile_text, json_values, stored_bytes
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import MAX_JSON_BYTES, MAX_JSON_DEPTH, load_json
 from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
 from airflow_commit_provider.core.formats.outcome import JobOutcome
-from airflow_commit_provider.core.formats.partition_rows import PARTITION_ROWS_KEY, record_partition_rows
+from airflow_commit_provider.core.formats.partition_rows import (
+    PARTITION_ROWS_KEY,
+    read_partition_rows,
+    record_partition_rows,
+)
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.options import TaskCommitResult
@@ -84,7 +88,7 @@ def files_of(valid: bytes) -> st.SearchStrategy[bytes]:
     return stored_bytes(valid, json.loads(valid))
 
 
-def refused_or_read(read, data: bytes, source: str = SOURCE):  # type: ignore[no-untyped-def]
+def refused_or_read(read, data, source: str = SOURCE):  # type: ignore[no-untyped-def]
     return accepted_or_refused(lambda: read(data, source), InvalidCommitDataError, source)
 
 
@@ -188,3 +192,17 @@ def test_depth_is_measured_exactly(depth: int, opening: str, leaf: str) -> None:
     data = (opening * depth + json.dumps(leaf) + closing * depth).encode()
     parsed = accepted_or_refused(lambda: load_json(data, SOURCE), InvalidCommitDataError, SOURCE)
     assert (parsed is not None) == (depth <= MAX_JSON_DEPTH)
+
+
+@FUZZ
+@given(
+    st.one_of(json_values.map(lambda value: encoded(value).decode("utf-8", "surrogatepass")), hostile_text)
+)
+@example('{"dt=1": 1e999}')
+@example('{"dt=1": -1}')
+@example("[" * 1000)
+def test_rows_recorded_per_partition(recorded: str) -> None:
+    rows = refused_or_read(
+        lambda extra, source: read_partition_rows(extra, source), {PARTITION_ROWS_KEY: recorded}
+    )
+    assert rows is None or all(isinstance(count, int) and count >= 0 for count in rows.values())

@@ -37,8 +37,9 @@ FUZZ = settings(
 OUTCOMES: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
 
-def _target() -> str:
-    return os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+def count(outcome: str) -> None:
+    """One more execution of the running target (its pytest node ID) that was `outcome`."""
+    OUTCOMES[os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]][outcome] += 1
 
 
 def accepted_or_refused(
@@ -50,12 +51,12 @@ def accepted_or_refused(
     try:
         result = call()
     except documented as error:
-        OUTCOMES[_target()]["refused"] += 1
+        count("refused")
         message = str(error)
         assert message and "\n" not in message and "\r" not in message, f"not one line: {message!r}"
         assert any(name in message for name in names), f"names none of {names}: {message!r}"
         return None
-    OUTCOMES[_target()]["accepted"] += 1
+    count("accepted")
     return result
 
 
