@@ -78,7 +78,12 @@ def test_record_names_give_usable_job_ids_or_none(name: str) -> None:
         assert validate_job_id(job_id) == job_id and name == job_id + RECORD_KINDS[kind]
 
 
-committer_names = st.one_of(hostile_text, st.sampled_from(sorted(COMMITTERS)).map(lambda name: name + "\n"))
+committer_names = st.one_of(
+    hostile_text,
+    st.sampled_from(sorted(COMMITTERS)),
+    st.sampled_from(sorted(COMMITTERS)).map(lambda name: name + "\n"),
+    st.sampled_from(("file", "directory", "staging", "MAGIC", "FileOutputCommitter")),
+)
 
 
 @FUZZ
@@ -92,7 +97,13 @@ def test_committer_names(name: str) -> None:
 
 
 @FUZZ
-@given(st.one_of(hostile_text, st.sampled_from(CONFLICT_MODES).map(lambda mode: mode + "\n")))
+@given(
+    st.one_of(
+        hostile_text,
+        st.sampled_from(CONFLICT_MODES),
+        st.sampled_from(CONFLICT_MODES).map(lambda mode: mode + "\n"),
+    )
+)
 def test_conflict_modes(mode: str) -> None:
     parsed = accepted_or_refused(lambda: parse_conflict_mode(mode), ValueError, repr(mode))
     assert parsed is None or (parsed in CONFLICT_MODES and parsed == mode)
