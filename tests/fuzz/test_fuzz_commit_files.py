@@ -132,6 +132,8 @@ def test_job_outcomes(data: bytes) -> None:
 
 @FUZZ
 @given(files_of(SUCCESS))
+@example(SUCCESS.replace(b'"timestamp": ', b'"timestamp": 100000000000000000000, "x": ', 1))
+@example(SUCCESS.replace(b'"timestamp": ', b'"timestamp": -100000000000000000000, "x": ', 1))
 def test_success_files(data: bytes) -> None:
     success = refused_or_read(SuccessData.from_bytes, data)
     if success is not None:

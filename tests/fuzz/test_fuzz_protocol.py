@@ -32,6 +32,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, expect
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.errors import CommitError
+from airflow_commit_provider.core.success_check import check_success
 
 #: Each example is a whole job on the local store: a tenth of a parser's budget.
 PROTOCOL = settings(FUZZ, max_examples=max(EXAMPLES // 10, 10), suppress_health_check=list(HealthCheck))
@@ -137,3 +138,45 @@ def test_uploads_a_pendingset_leaves_out_are_aborted(commit_env: CommitEnv) -> N
     env.store.write_bytes(manifest, encoded(document))
     job.committer.commit_job([attempt.result for attempt in attempts])
     assert_committed(env.store, job.dest, attempts[1].files, job_id=job.job_id)
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_a_sensor_never_passes_a_truncated_or_forged_success(commit_env: CommitEnv) -> None:
+    """A committed table's `_SUCCESS` is replaced by a strict prefix of itself, or by itself naming
+    a file outside the table: the check a sensor makes refuses (InvalidCommitDataError naming the
+    file) or rejects it; it never accepts it."""
+    env = commit_env
+    job = JobRun.create("file-v1", env.store, env.fresh_root().join("out"), env.options())
+    job.committer.setup_job()
+    attempts = [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
+    job.committer.commit_job([attempt.result for attempt in attempts])
+    marker = job.dest.join("_SUCCESS")
+    valid = env.store.read_bytes(marker)
+    document = json.loads(valid)
+    elsewhere = (
+        job.dest.parent.join("other", "x.bin").uri(),
+        job.dest.uri() + "0/x.bin",
+        "s3://bucket/out/x.bin",
+    )
+    forged = st.tuples(st.integers(0, len(document["files"]) - 1), st.sampled_from(elsewhere)).map(
+        lambda change: encoded({**document, "files": _replaced(document["files"], *change)})
+    )
+    truncated = st.integers(0, len(valid) - 1).map(lambda end: valid[:end])
+
+    @PROTOCOL
+    @given(st.one_of(truncated, forged))
+    def check(data: bytes) -> None:
+        env.store.write_bytes(marker, data)
+        for job_id in (None, job.job_id):
+            seen = accepted_or_refused(
+                lambda job_id=job_id: check_success(env.store, job.dest, job_id=job_id, min_files=1),
+                InvalidCommitDataError,
+                str(marker),
+            )
+            assert seen is None or seen.state != "accepted" or seen.from_record, seen
+
+    check()
+
+
+def _replaced(files: list[dict[str, object]], index: int, uri: str) -> list[dict[str, object]]:
+    return [{**entry, "path": uri} if number == index else entry for number, entry in enumerate(files)]

@@ -70,6 +70,21 @@ def optional_field(
     return value
 
 
+#: 9999-12-31T23:59:59.999Z, the last instant a `datetime` holds, in epoch milliseconds.
+_LAST_MILLIS = 253_402_300_799_999
+
+
+def optional_millis(data: Mapping[str, Any], name: str, source: str, default: int) -> int:
+    """An epoch-milliseconds field; one a `datetime` cannot hold is refused here, not later where
+    a sensor or a log turns it into a date (OverflowError, OSError)."""
+    value = optional_field(data, name, int, source, default)
+    if isinstance(value, bool) or not 0 <= value <= _LAST_MILLIS:
+        raise InvalidCommitDataError(
+            f"{source}: field {name!r} is not a time in epoch milliseconds: {value!r}"
+        )
+    return value
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     if isinstance(kind, tuple):
         return " or ".join(k.__name__ for k in kind)

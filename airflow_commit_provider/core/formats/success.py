@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+from airflow_commit_provider.core.formats.jsonio import optional_field, optional_millis, parse_object
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -158,7 +158,7 @@ class SuccessData:
             committer=optional_field(obj, "committer", str, source, ""),
             job_id=optional_field(obj, "jobId", str, source, ""),
             job_id_source=optional_field(obj, "jobIdSource", str, source, ""),
-            timestamp=optional_field(obj, "timestamp", int, source, 0),
+            timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
             description=optional_field(obj, "description", str, source, ""),
             success=optional_field(obj, "success", bool, source, True),
