@@ -317,29 +317,8 @@ def check_success(
 def _judge(path: StorePath, data: SuccessData, *, from_record: bool, **expectations: object) -> SuccessCheck:
     label = "the job record" if from_record else SUCCESS_FILENAME
     reasons = verify_success(data, label=label, **expectations)  # type: ignore[arg-type]
-    # A record lives in <destination>/_airflow_commit/, a `_SUCCESS` in the directory it vouches for.
-    stray = _first_file_outside(data, path.parent.parent if from_record else path.parent)
-    if stray is not None:
-        reasons.append(f"{label} lists {stray}, which is not under {path.parent} (a forged or copied file?)")
     state: CheckState = "rejected" if reasons else "accepted"
     return SuccessCheck(state, path, data, tuple(reasons), from_record)
-
-
-def _first_file_outside(data: SuccessData, directory: StorePath) -> str | None:
-    """The first `files` entry not under `directory`: a file that vouches for other files cannot
-    be what a writer of this directory left. Our writers' URIs share the directory's own prefix;
-    only others (another S3 scheme, other encodings) are parsed."""
-    prefix = directory.uri().rstrip("/") + "/"
-    for committed in data.iter_files():
-        if committed.uri.startswith(prefix):
-            continue
-        try:
-            if StorePath.from_uri(committed.uri).is_under(directory):
-                continue
-        except ValueError:
-            pass
-        return committed.uri
-    return None
 
 
 # Expectations, as callers state them ------------------------------------------------------------
