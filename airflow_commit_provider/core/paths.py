@@ -59,6 +59,8 @@ class StorePath:
             raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
         match = _URL_SCHEME.match(text)
         if match is None:  # a plain path, even one with ':' or '%' in it
+            if not text.isascii():
+                _check_encodable(text, "file", text)
             return cls("file", "", _normalise_local(os.path.abspath(text)))
         scheme, rest = match.group(1).lower(), text[match.end() :]
         authority, _, path = rest.partition("/")
@@ -74,7 +76,8 @@ class StorePath:
         plain = _PLAIN_URI.match(uri)
         if plain is not None:
             scheme, authority, path = plain.groups()
-            return cls._checked(scheme.lower(), authority, unquote(path) if "%" in path else path, uri)
+            decoded = unquote(path, errors="surrogateescape") if "%" in path else path
+            return cls._checked(scheme.lower(), authority, decoded, uri)
         if not uri or _URL_SCHEME.match(uri) is None:
             raise InvalidPathError(f"not a URI: {uri!r}")
         if _CONTROL.search(uri):  # `urlsplit` would silently drop a tab or newline from the key
@@ -85,10 +88,14 @@ class StorePath:
             raise InvalidPathError(f"not a URI: {uri!r}: {error}") from None
         if parts.query or parts.fragment:
             raise InvalidPathError(f"a stored URI must not have a query or fragment: {uri!r}")
-        return cls._checked(parts.scheme.lower(), parts.netloc, unquote(parts.path), uri)
+        return cls._checked(
+            parts.scheme.lower(), parts.netloc, unquote(parts.path, errors="surrogateescape"), uri
+        )
 
     @classmethod
     def _checked(cls, scheme: str, authority: str, path: str, text: str) -> StorePath:
+        if not path.isascii():
+            _check_encodable(path, scheme, text)
         if scheme == "file":
             if authority not in ("", "localhost"):
                 raise InvalidPathError(f"file URL with a host is not supported: {text!r}")
@@ -148,14 +155,23 @@ class StorePath:
 
     def uri(self) -> str:
         """Percent-encoded URI, the form stored in manifests and `_SUCCESS`."""
-        if self.is_local:
-            return "file://" + quote(self.key, safe=_URI_SAFE)
+        if self.is_local:  # a file name's undecodable bytes (surrogateescape) as themselves
+            return "file://" + quote(self.key, safe=_URI_SAFE, errors="surrogateescape")
         return f"{self.scheme}://{self.bucket}/" + quote(self.key, safe=_URI_SAFE)
 
     def __str__(self) -> str:
         if self.is_local:
             return f"file://{self.key}"
         return f"{self.scheme}://{self.bucket}/{self.key}"
+
+
+def _check_encodable(path: str, scheme: str, text: str) -> None:
+    """A key is UTF-8 (S3's rule), a local name what the filesystem can hold: its undecodable bytes
+    arrive as surrogateescape characters, but any other lone surrogate names no file or key."""
+    try:
+        path.encode("utf-8", "surrogateescape" if scheme == "file" else "strict")
+    except UnicodeEncodeError:
+        raise InvalidPathError(f"{text!r} has a lone surrogate, which no key or file name can hold") from None
 
 
 def _normalise_local(path: str) -> str:

@@ -28,6 +28,9 @@ locations = st.one_of(
 @given(locations)
 @example("s3://bucket/a\nb")
 @example("s3://[bucket/key")
+@example("\ud800")
+@example("/tmp/undecodable-\udcff")
+@example("s3://bucket/\udcff")
 def test_locations_as_users_give_them(text: str) -> None:
     path = accepted_or_refused(lambda: StorePath.parse(text), InvalidPathError, repr(text), "empty path")
     if path is not None:
@@ -41,6 +44,8 @@ def test_locations_as_users_give_them(text: str) -> None:
 @example("s3://bucket]/key")
 @example("s3://bucket/a\tb")
 @example("s3://bucket/a\nb")
+@example("s3://bucket/k%FF")
+@example("file:///tmp/undecodable-%FF")
 def test_locations_as_commit_files_store_them(uri: str) -> None:
     path = accepted_or_refused(lambda: StorePath.from_uri(uri), InvalidPathError, repr(uri))
     if path is not None:
