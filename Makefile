@@ -6,6 +6,8 @@ SHELL := bash
 
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# Examples per fuzz target for `make fuzz` (the suite's bounded run takes 150).
+FUZZ_EXAMPLES ?= 20000
 # e.g. BENCH_ARGS='--scenario job_commit --size tiny --repeat 1' (see python -m bench --help)
 BENCH_ARGS ?=
 
@@ -15,13 +17,15 @@ PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
 export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-.PHONY: help bootstrap demo test compat lint bench
+.PHONY: help bootstrap demo test compat lint bench fuzz
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
 	@echo "make test   - the whole test suite, then make compat (PYTEST_ARGS='-k ...' narrows it and skips compat)"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
 	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/)"
+	@echo "make fuzz   - a fuzz campaign: tests/fuzz with FUZZ_EXAMPLES (default 20000) examples per target;"
+	@echo "              prints executions, package lines reached and findings per target"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
 bootstrap:
@@ -55,3 +59,11 @@ lint:
 
 bench: bootstrap
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The suite runs tests/fuzz bounded (150 examples per target); this is the long campaign. Its report
+# (tests/fuzz/conftest.py) lists each target's executions, lines reached and finding. Every target
+# runs to its budget (no -x), so one finding does not hide another's; no per-test timeout: a
+# campaign target runs for minutes by design.
+fuzz:
+	@bash scripts/bootstrap.sh --no-java
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_COVERAGE=1 $(PY) -m pytest tests/fuzz -q -p no:cacheprovider --timeout=0 $(PYTEST_ARGS)

@@ -66,7 +66,8 @@ class _Parser(argparse.ArgumentParser):
     subcommands are built from the root parser's class, and their parents must match it."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        # One line, as every error here: argparse quotes some arguments, not unrecognised ones.
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see --help)\n")
 
 
 def _duration(text: str) -> Any:

@@ -60,4 +60,7 @@ def s3a_statistics(spark: Any, bucket: str) -> IOStatistics:
     filesystem = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
     statistics = jvm.org.apache.hadoop.fs.statistics
     snapshot = statistics.IOStatisticsSupport.snapshotIOStatistics(filesystem.getIOStatistics())
-    return IOStatistics.from_json(json.loads(statistics.IOStatisticsSnapshot.serializer().toJson(snapshot)))
+    return IOStatistics.from_json(
+        json.loads(statistics.IOStatisticsSnapshot.serializer().toJson(snapshot)),
+        "Hadoop's IOStatisticsSnapshot",
+    )

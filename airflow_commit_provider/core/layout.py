@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: The whole string must match (`fullmatch`): `$` would let `job1\n` through into S3 keys.
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 TEMPORARY_DIR = "_temporary"
 MAGIC_PREFIX = "__magic_job-"
 RECORDS_DIR = "_airflow_commit"
@@ -22,7 +23,7 @@ RECORD_KINDS = {"outcome": ".outcome.json", "success": ".success.json", "deliver
 
 
 def validate_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
         raise ValueError(
             f"job_id {job_id!r} is not usable in paths: use letters, digits, '.', '_' or '-' (a UUID is ideal)"
         )
@@ -108,5 +109,5 @@ def parse_record_name(name: str) -> tuple[str, str] | None:
     for kind, suffix in RECORD_KINDS.items():
         if name.endswith(suffix):
             job_id = name[: -len(suffix)]
-            return (job_id, kind) if _JOB_ID.match(job_id) else None
+            return (job_id, kind) if _JOB_ID.fullmatch(job_id) else None
     return None

@@ -22,6 +22,10 @@ _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: authority. Such a URI is split without `urlsplit`, which costs more than the rest of reading a
 #: manifest entry; anything else still goes through `urlsplit`.
 _PLAIN_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([A-Za-z0-9._:@-]*)((?:/[^?#\x00-\x20\x7f]*)?)\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: What a bucket may be called: `uri()` writes it unencoded, so it must read back as the same
+#: authority (a `[` would read as an IPv6 host, a space or `%` as something else).
+_BUCKET = re.compile(r"[A-Za-z0-9._:@-]+")
 
 
 class InvalidPathError(ValueError):
@@ -55,6 +59,8 @@ class StorePath:
             raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
         match = _URL_SCHEME.match(text)
         if match is None:  # a plain path, even one with ':' or '%' in it
+            if not text.isascii():
+                _check_encodable(text, "file", text)
             return cls("file", "", _normalise_local(os.path.abspath(text)))
         scheme, rest = match.group(1).lower(), text[match.end() :]
         authority, _, path = rest.partition("/")
@@ -70,16 +76,26 @@ class StorePath:
         plain = _PLAIN_URI.match(uri)
         if plain is not None:
             scheme, authority, path = plain.groups()
-            return cls._checked(scheme.lower(), authority, unquote(path) if "%" in path else path, uri)
+            decoded = unquote(path, errors="surrogateescape") if "%" in path else path
+            return cls._checked(scheme.lower(), authority, decoded, uri)
         if not uri or _URL_SCHEME.match(uri) is None:
             raise InvalidPathError(f"not a URI: {uri!r}")
-        parts = urlsplit(uri)
+        if _CONTROL.search(uri):  # `urlsplit` would silently drop a tab or newline from the key
+            raise InvalidPathError(f"a stored URI must not have raw control characters: {uri!r}")
+        try:
+            parts = urlsplit(uri)
+        except ValueError as error:  # e.g. "Invalid IPv6 URL" for a `[` in the authority
+            raise InvalidPathError(f"not a URI: {uri!r}: {error}") from None
         if parts.query or parts.fragment:
             raise InvalidPathError(f"a stored URI must not have a query or fragment: {uri!r}")
-        return cls._checked(parts.scheme.lower(), parts.netloc, unquote(parts.path), uri)
+        return cls._checked(
+            parts.scheme.lower(), parts.netloc, unquote(parts.path, errors="surrogateescape"), uri
+        )
 
     @classmethod
     def _checked(cls, scheme: str, authority: str, path: str, text: str) -> StorePath:
+        if not path.isascii():
+            _check_encodable(path, scheme, text)
         if scheme == "file":
             if authority not in ("", "localhost"):
                 raise InvalidPathError(f"file URL with a host is not supported: {text!r}")
@@ -87,6 +103,10 @@ class StorePath:
         if scheme in S3_SCHEMES:
             if not authority:
                 raise InvalidPathError(f"S3 URL has no bucket: {text!r}")
+            if not _BUCKET.fullmatch(authority):
+                raise InvalidPathError(
+                    f"S3 bucket {authority!r} in {text!r} is not a bucket name: use letters, digits, '.', '-' or '_'"
+                )
             return cls(scheme, authority, path.strip("/"))
         raise InvalidPathError(f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a:// or file://")
 
@@ -135,14 +155,23 @@ class StorePath:
 
     def uri(self) -> str:
         """Percent-encoded URI, the form stored in manifests and `_SUCCESS`."""
-        if self.is_local:
-            return "file://" + quote(self.key, safe=_URI_SAFE)
+        if self.is_local:  # a file name's undecodable bytes (surrogateescape) as themselves
+            return "file://" + quote(self.key, safe=_URI_SAFE, errors="surrogateescape")
         return f"{self.scheme}://{self.bucket}/" + quote(self.key, safe=_URI_SAFE)
 
     def __str__(self) -> str:
         if self.is_local:
             return f"file://{self.key}"
         return f"{self.scheme}://{self.bucket}/{self.key}"
+
+
+def _check_encodable(path: str, scheme: str, text: str) -> None:
+    """A key is UTF-8 (S3's rule), a local name what the filesystem can hold: its undecodable bytes
+    arrive as surrogateescape characters, but any other lone surrogate names no file or key."""
+    try:
+        path.encode("utf-8", "surrogateescape" if scheme == "file" else "strict")
+    except UnicodeEncodeError:
+        raise InvalidPathError(f"{text!r} has a lone surrogate, which no key or file name can hold") from None
 
 
 def _normalise_local(path: str) -> str:

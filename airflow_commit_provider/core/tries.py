@@ -69,7 +69,9 @@ def try_job_id(key: TaskKey, try_number: int, generation: int = 0) -> str:
     name = f"{key.dag_id}/{key.task_id}/{key.run_id}/{key.map_index}/{try_number}"
     if generation:
         name += f"#{generation}"
-    return str(uuid.uuid5(TRY_JOB_NAMESPACE, name))
+    # uuid5 encodes strictly; a lone surrogate (a run ID from JSON's "\udc80") would fail it.
+    # Escaping changes no other name's ID.
+    return str(uuid.uuid5(TRY_JOB_NAMESPACE, name.encode("utf-8", "backslashreplace").decode("utf-8")))
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _name(part: str) -> str:
     safe = _UNSAFE.sub("_", part).strip(".") or "_"
     if safe == part:
         return part
-    return f"{safe}-{hashlib.sha256(part.encode()).hexdigest()[:8]}"
+    return f"{safe}-{hashlib.sha256(part.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _own_root(root: Path) -> Path:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
-_HEX2 = re.compile(r"^[0-9A-Fa-f]{2}$")
+_HEX2 = re.compile(r"[0-9A-Fa-f]{2}")
 _ESCAPED = frozenset([chr(code) for code in range(0x01, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 
 
@@ -34,7 +34,7 @@ def unescape_path_name(value: str) -> str:
         char = value[index]
         if char == "%" and index + 2 < len(value):
             digits = value[index + 1 : index + 3]
-            if _HEX2.match(digits):
+            if _HEX2.fullmatch(digits):
                 out.append(chr(int(digits, 16)))
                 index += 3
                 continue

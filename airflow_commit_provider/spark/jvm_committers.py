@@ -60,11 +60,11 @@ A conf with a fixed ID is for ONE write.
 
 from __future__ import annotations
 
-import re
 import uuid
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.committers.registry import COMMITTERS, WritePlan, resolve
+from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX
 
@@ -88,7 +88,6 @@ _MANIFEST_SCHEMES = {
     "abfss": ABFS_MANIFEST_FACTORY,
 }
 SPARK_WRITE_UUID = "spark.sql.sources.writeJobUUID"
-_UUID_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 def _scheme(destination: str) -> str:
@@ -145,8 +144,8 @@ def plan_conf(
     conditional_create: bool = True,
 ) -> dict[str, str]:
     """`jvm_committer_conf` for a plan `resolve` made with ``engine="hadoop"``."""
-    if job_id is not None and not _UUID_SAFE.match(job_id):
-        raise ValueError(f"job_id {job_id!r} must be letters, digits, '.', '_' or '-' (a UUID is ideal)")
+    if job_id is not None:
+        validate_job_id(job_id)
     name, jvm, scheme = plan.committer, plan.traits.jvm, _scheme(plan.destination)
     conf: dict[str, str] = {}
     if store is not None:

@@ -83,7 +83,7 @@ _COMMITTER_KEYS = (
     "skip_cleanup",
 )
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
 
 
 def parse_size(value: object, name: str) -> int:
@@ -93,13 +93,22 @@ def parse_size(value: object, name: str) -> int:
     if isinstance(value, int):
         size = value
     else:
-        match = _SIZE.match(str(value))
+        match = _SIZE.fullmatch(str(value))
         if not match:
             raise ValueError(f"{name} must be a size such as 134217728 or '128m', got {value!r}")
         size = int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")
     if size < 0:
         raise ValueError(f"{name} must not be negative, got {value!r}")
     return size
+
+
+def whole_number(value: object, name: str) -> int:
+    """An integer option or conf value, as text or a number; `int()`'s OverflowError for an
+    infinite float is refused like any other non-integer, naming the option."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
 def resolve_s3_settings(
@@ -152,7 +161,7 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: ConfSour
     )
     if unknown:
         raise ValueError(
-            f"unknown option(s) for format {format!r}: {', '.join(unknown)}; writer options are "
+            f"unknown option(s) for format {format!r}: {', '.join(map(repr, unknown))}; writer options are "
             f"{', '.join(_WRITER_KEYS + passthrough)}; committer options {', '.join(_COMMITTER_KEYS)}; "
             f"S3 options {', '.join(sorted(s3_keys))}"
         )
@@ -166,10 +175,7 @@ def parse_options(options: Mapping[str, Any] | None, format: str, conf: ConfSour
     if "compression" in normalised and "codec" in normalised:
         raise ValueError("give either 'compression' or 'codec', not both")
     max_records = get("maxrecordsperfile", conf.get(SPARK_MAX_RECORDS_PER_FILE) or 0)
-    try:
-        max_records = int(max_records)
-    except (TypeError, ValueError):
-        raise ValueError(f"maxRecordsPerFile must be an integer, got {max_records!r}") from None
+    max_records = whole_number(max_records, "maxRecordsPerFile")
     if format in ("csv", "json") and "pretty" in normalised and parse_bool(get("pretty"), "pretty"):
         raise ValueError("pretty=true would break the one-record-per-line layout Spark's readers expect")
     writer = WriterOptions(
@@ -207,14 +213,8 @@ def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> Co
         "parts_in_flight", conf.get(CONF_PARTS_IN_FLIGHT) or defaults.parts_in_flight
     )
     staging = committer_options.get("local_staging_dir", conf.get(CONF_LOCAL_STAGING_DIR))
-    try:
-        threads = int(threads)
-    except (TypeError, ValueError):
-        raise ValueError(f"threads must be an integer, got {threads!r}") from None
-    try:
-        in_flight = int(in_flight)
-    except (TypeError, ValueError):
-        raise ValueError(f"parts_in_flight must be an integer, got {in_flight!r}") from None
+    threads = whole_number(threads, "threads")
+    in_flight = whole_number(in_flight, "parts_in_flight")
     return CommitOptions(
         threads=threads,
         allow_unsafe_v2=parse_bool(committer_options.get("allow_unsafe_v2", False), "allow_unsafe_v2"),

@@ -15,7 +15,7 @@ DEFAULT_OLDER_THAN = timedelta(hours=24)
 DEFAULT_RECORDS_OLDER_THAN = timedelta(days=30)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_TERM = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_TERM = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 
 
 def parse_duration(text: str, argument: str = "duration") -> timedelta:
@@ -29,7 +29,7 @@ def parse_duration(text: str, argument: str = "duration") -> timedelta:
             f"{argument}: invalid duration {text!r}: use a number with a unit s, m, h, d or w "
             "(e.g. 90s, 15m, 6h, 2d)"
         )
-    return timedelta(seconds=sum(float(number) * _UNITS[unit] for number, unit in terms))
+    return _bounded(sum(float(number) * _UNITS[unit] for number, unit in terms), text, argument)
 
 
 def as_timedelta(value: str | int | float | timedelta, argument: str = "older_than") -> timedelta:
@@ -39,12 +39,23 @@ def as_timedelta(value: str | int | float | timedelta, argument: str = "older_th
     elif isinstance(value, bool):
         raise ValueError(f"{argument}: expected a duration, got {value!r}")
     elif isinstance(value, (int, float)):
-        result = timedelta(seconds=value)
+        result = _bounded(value, value, argument)
     else:
         result = parse_duration(value, argument)
     if result < timedelta(0):
         raise ValueError(f"{argument}: duration must not be negative, got {value!r}")
     return result
+
+
+def _bounded(seconds: float, value: object, argument: str) -> timedelta:
+    """`seconds` as a timedelta, or a ValueError naming `argument` for NaN or more than a
+    timedelta holds (a billion days), rather than timedelta's own OverflowError or message."""
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        raise ValueError(
+            f"{argument}: duration {value!r} is not a number of seconds a timedelta holds"
+        ) from None
 
 
 def format_duration(seconds: float) -> str:

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+
 
 @dataclass
 class IOStatistics:
@@ -105,14 +107,36 @@ class IOStatistics:
             }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> IOStatistics:
+    def from_json(cls, data: Mapping[str, Any] | None, source: str) -> IOStatistics:
+        """An IOStatisticsSnapshot as Hadoop's Jackson writes it (every value a long); anything
+        else is refused naming `source`, never turned into a number by guesswork."""
         data = data or {}
 
-        def longs(name: str) -> dict[str, int]:
-            return {str(k): int(v) for k, v in (data.get(name) or {}).items()}
+        def longs(values: object, where: str) -> dict[str, int]:
+            if not isinstance(values, dict) or not all(_is_long(value) for value in values.values()):
+                raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object of integers")
+            return {str(key): value for key, value in values.items()}
 
-        means = {
-            str(k): {"samples": int(v.get("samples", 0)), "sum": int(v.get("sum", 0))}
-            for k, v in (data.get("meanstatistics") or {}).items()
-        }
-        return cls(longs("counters"), longs("gauges"), longs("minimums"), longs("maximums"), means)
+        def mean(name: str, value: object) -> dict[str, int]:
+            where = f"meanstatistics {name!r}"
+            if not isinstance(value, dict):
+                raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object")
+            # `mean` itself is derived from these two, and not read.
+            return longs(
+                {key: 0 if value.get(key) is None else value[key] for key in ("samples", "sum")}, where
+            )
+
+        means = data.get("meanstatistics") or {}
+        if not isinstance(means, dict):
+            raise InvalidCommitDataError(f"{source}: iostatistics meanstatistics is not an object")
+        return cls(
+            counters=longs(data.get("counters") or {}, "counters"),
+            gauges=longs(data.get("gauges") or {}, "gauges"),
+            minimums=longs(data.get("minimums") or {}, "minimums"),
+            maximums=longs(data.get("maximums") or {}, "maximums"),
+            meanstatistics={str(name): mean(str(name), value) for name, value in means.items()},
+        )
+
+
+def _is_long(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,21 +1,48 @@
-"""Strict-enough JSON loading: every failure names the file; unknown fields are ignored."""
+"""Strict-enough JSON loading: every failure names the file; unknown fields are ignored.
+
+Everything read here comes from a store that other jobs, tools and people also write, so a
+file is refused by its size and nesting depth before `json.loads` sees it: a 1 GB manifest
+would need several GB of memory to parse, and a deeply nested one a RecursionError (or a
+later one, when our code walks or prints the value).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 
+#: The largest commit file read. Our `_SUCCESS` lists every committed file (about 150 bytes
+#: each), so this allows well over a million files; a task manifest or record is far smaller.
+MAX_JSON_BYTES = 256 * 1024 * 1024
+#: The deepest nesting read. Our formats and Hadoop's nest 4 levels; Python's recursion limit
+#: (about 1000 frames, shared with the caller's stack) is what this keeps well away from.
+MAX_JSON_DEPTH = 64
+
+
+def load_json(data: bytes | str, source: str) -> Any:
+    """Any JSON value from a store file, refused (naming `source`) when too big, too deep or invalid."""
+    if len(data) > MAX_JSON_BYTES:
+        raise InvalidCommitDataError(
+            f"{source}: {len(data)} bytes is more than the {MAX_JSON_BYTES} a commit file may have"
+        )
+    if _nested_deeper_than(data, MAX_JSON_DEPTH):
+        raise InvalidCommitDataError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(data)
+    except RecursionError:  # mismatched brackets, nested past what the depth check measures
+        raise InvalidCommitDataError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as error:  # invalid JSON or UTF-8, or an integer longer than Python converts
+        raise InvalidCommitDataError(f"{source}: not valid JSON (truncated or corrupt?): {error}") from error
+
 
 def parse_object(data: bytes, source: str) -> dict[str, Any]:
     if not data:
         raise InvalidCommitDataError(f"{source}: file is empty")
-    try:
-        parsed = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidCommitDataError(f"{source}: not valid JSON (truncated or corrupt?): {error}") from error
+    parsed = load_json(data, source)
     if not isinstance(parsed, dict):
         raise InvalidCommitDataError(f"{source}: expected a JSON object, got {type(parsed).__name__}")
     return parsed
@@ -43,7 +70,51 @@ def optional_field(
     return value
 
 
+#: 9999-12-31T23:59:59.999Z, the last instant a `datetime` holds, in epoch milliseconds.
+_LAST_MILLIS = 253_402_300_799_999
+
+
+def optional_millis(data: Mapping[str, Any], name: str, source: str, default: int) -> int:
+    """An epoch-milliseconds field; one a `datetime` cannot hold is refused here, not later where
+    a sensor or a log turns it into a date (OverflowError, OSError)."""
+    value = optional_field(data, name, int, source, default)
+    if isinstance(value, bool) or not 0 <= value <= _LAST_MILLIS:
+        raise InvalidCommitDataError(
+            f"{source}: field {name!r} is not a time in epoch milliseconds: {value!r}"
+        )
+    return value
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     if isinstance(kind, tuple):
         return " or ".join(k.__name__ for k in kind)
     return kind.__name__
+
+
+def _nested_deeper_than(data: bytes | str, limit: int) -> bool:
+    """Whether the brackets outside strings nest more than `limit` deep, found in C-speed passes
+    (a tenth of what parsing a large `_SUCCESS` costs).
+
+    Escaped backslashes and quotes go first, then everything but brackets and quotes; removing
+    two adjacent quotes leaves every other character as much inside or outside a string as it
+    was, so `""` pairs and then quoted runs go too. Each pass then removes the innermost `[]`
+    and `{}` pairs: brackets still shrinking after `limit` passes nest deeper than that; ones
+    that stop shrinking are mismatched, which `json.loads` then reports as what it is.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    skeleton = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_BRACKETS_OR_QUOTES)
+    skeleton = skeleton.replace(b'""', b"")
+    if b'"' in skeleton:
+        skeleton = _QUOTED.sub(b"", skeleton)
+    for _ in range(limit):
+        shorter = skeleton.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(skeleton):
+            return False
+        skeleton = shorter
+    return bool(skeleton)
+
+
+_NOT_BRACKETS_OR_QUOTES = bytes(byte for byte in range(256) if byte not in b'[]{}"')
+_QUOTED = re.compile(rb'"[^"]*"')

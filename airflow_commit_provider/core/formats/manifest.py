@@ -94,7 +94,9 @@ class TaskManifest:
             files=files,
             directories=optional_field(obj, "directories", list, source, []),
             extra_data=optional_field(obj, "extraData", dict, source, {}),
-            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            iostatistics=IOStatistics.from_json(
+                optional_field(obj, "iostatistics", dict, source, {}), source
+            ),
         )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+from airflow_commit_provider.core.formats.jsonio import optional_field, optional_millis, parse_object
 from airflow_commit_provider.core.options import CONFLICT_MODES, TaskCommitResult
 
 OUTCOME_NAME = "airflow_commit.JobOutcome/1"
@@ -86,6 +86,6 @@ class JobOutcome:
             committed=committed,
             conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
-            timestamp=optional_field(obj, "timestamp", int, source, 0),
+            timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
         )

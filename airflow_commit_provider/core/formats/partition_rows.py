@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import load_json
 
 #: The ``extraData`` key: a JSON object of partition directory (``dt=2024-01-01``) -> rows.
 PARTITION_ROWS_KEY = "airflow_commit.partition.rows"
@@ -27,10 +28,7 @@ def read_partition_rows(extra_data: Mapping[str, object], source: str) -> dict[s
     raw = extra_data.get(PARTITION_ROWS_KEY)
     if raw is None:
         return None
-    try:
-        counts = json.loads(str(raw))
-    except ValueError as error:
-        raise InvalidCommitDataError(f"{source}: {PARTITION_ROWS_KEY} is not JSON: {error}") from error
+    counts = load_json(str(raw), f"{source}: {PARTITION_ROWS_KEY}")
     if not isinstance(counts, dict) or not all(
         isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 for rows in counts.values()
     ):

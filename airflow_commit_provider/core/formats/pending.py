@@ -9,7 +9,13 @@ from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import dumps, optional_field, parse_object, require_field
+from airflow_commit_provider.core.formats.jsonio import (
+    dumps,
+    optional_field,
+    optional_millis,
+    parse_object,
+    require_field,
+)
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 3
@@ -86,7 +92,7 @@ class PendingCommit:
             upload_id=values["uploadId"],
             etags=tuple(etags),
             length=length,
-            created=optional_field(raw, "created", int, source, 0),
+            created=optional_millis(raw, "created", source, 0),
             text=optional_field(raw, "text", str, source, ""),
             extra_data=optional_field(raw, "extraData", dict, source, {}),
         )
@@ -149,7 +155,9 @@ class PendingSet:
             task_id=str(extra.get("task.id", "")),
             task_attempt_id=str(extra.get("task.attempt.id", "")),
             commits=commits,
-            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            iostatistics=IOStatistics.from_json(
+                optional_field(obj, "iostatistics", dict, source, {}), source
+            ),
             extra_data={
                 str(key): str(value)
                 for key, value in extra.items()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import optional_field, parse_object
+from airflow_commit_provider.core.formats.jsonio import optional_field, optional_millis, parse_object
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -153,17 +153,12 @@ class SuccessData:
         if obj.get("name") != SUCCESS_NAME:
             raise InvalidCommitDataError(f"{source}: name is {obj.get('name')!r}, expected {SUCCESS_NAME!r}")
         raw_files = optional_field(obj, "files", list, source, None)
-        files = None
-        if raw_files is not None:
-            try:
-                files = [CommittedFile(str(entry["path"]), int(entry["size"])) for entry in raw_files]
-            except (KeyError, TypeError, ValueError) as error:
-                raise InvalidCommitDataError(f"{source}: malformed 'files' entry: {error}") from error
+        files = None if raw_files is None else [_committed_file(entry, source) for entry in raw_files]
         return cls(
             committer=optional_field(obj, "committer", str, source, ""),
             job_id=optional_field(obj, "jobId", str, source, ""),
             job_id_source=optional_field(obj, "jobIdSource", str, source, ""),
-            timestamp=optional_field(obj, "timestamp", int, source, 0),
+            timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
             description=optional_field(obj, "description", str, source, ""),
             success=optional_field(obj, "success", bool, source, True),
@@ -171,7 +166,9 @@ class SuccessData:
             metrics=optional_field(obj, "metrics", dict, source, {}),
             diagnostics=optional_field(obj, "diagnostics", dict, source, {}),
             filenames=[str(name) for name in optional_field(obj, "filenames", list, source, [])],
-            iostatistics=IOStatistics.from_json(optional_field(obj, "iostatistics", dict, source, {})),
+            iostatistics=IOStatistics.from_json(
+                optional_field(obj, "iostatistics", dict, source, {}), source
+            ),
             partitions=[str(p) for p in optional_field(obj, "partitions", list, source, [])],
             file_count=optional_field(obj, "fileCount", int, source, None),
             total_bytes=optional_field(obj, "totalBytes", int, source, None),
@@ -181,6 +178,24 @@ class SuccessData:
 
     def iter_files(self) -> Iterator[CommittedFile]:
         return iter(self.files or ())
+
+
+def _committed_file(entry: object, source: str) -> CommittedFile:
+    """One `files` entry: its URI and size exactly as written, never coerced from another type."""
+    if not isinstance(entry, dict):
+        raise InvalidCommitDataError(f"{source}: malformed 'files' entry {entry!r}: not an object")
+    path, size = entry.get("path"), entry.get("size")
+    if (
+        not isinstance(path, str)
+        or not path
+        or not isinstance(size, int)
+        or isinstance(size, bool)
+        or size < 0
+    ):
+        raise InvalidCommitDataError(
+            f"{source}: malformed 'files' entry: path {path!r} and size {size!r} must be a URI and a byte count"
+        )
+    return CommittedFile(path, size)
 
 
 class LegacySuccessMarkerError(InvalidCommitDataError):

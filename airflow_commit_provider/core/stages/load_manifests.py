@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from airflow_commit_provider.core.formats.partition_rows import sum_partition_rows
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
-from airflow_commit_provider.core.paths import InvalidPathError, StorePath
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath, same_location
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
@@ -77,6 +77,8 @@ def load_committed_manifests(
         with lock:
             for entry in manifest.entries:
                 dest = _checked_destination(ctx, entry.dest, str(path))
+                if entry.source is not None:
+                    _check_source(ctx, entry.source, dest, str(path))
                 uri = dest.uri()
                 if not spool.add_destination(uri):
                     raise InvalidCommitDataError(f"{path}: duplicate destination {entry.dest}")
@@ -111,6 +113,20 @@ def _checked_destination(ctx: JobContext, dest: str, source: str) -> StorePath:
     # One object, one name: `s3a://b/k` and `s3://b/k` are the same file, so use the root's scheme
     # for the duplicate check, the conflict checks and the `_SUCCESS` file list.
     return StorePath(root.scheme, path.bucket, path.key)
+
+
+def _check_source(ctx: JobContext, source: str, dest: StorePath, manifest: str) -> None:
+    """A file to rename must be the job's own: in its directory, or (file-v2, which published at
+    task commit) the destination itself. A forged manifest could otherwise move another table's
+    file into this one, or fail half-way through job commit on a source that cannot exist."""
+    try:
+        path = StorePath.from_uri(source)
+    except InvalidPathError as error:
+        raise InvalidCommitDataError(f"{manifest}: unparseable source {source!r}: {error}") from error
+    if not (path.is_under(ctx.layout.job_dir) or same_location(path, dest)):
+        raise InvalidCommitDataError(
+            f"{manifest}: source {source} is outside the job's directory {ctx.layout.job_dir}"
+        )
 
 
 def _partition_of(root: StorePath, dest: StorePath) -> str:

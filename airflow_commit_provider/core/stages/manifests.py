@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.manifest import TaskManifest
 from airflow_commit_provider.core.formats.partition_rows import read_partition_rows
@@ -47,7 +48,7 @@ def decode_task_manifest(data: bytes, source: str) -> LoadedManifest:
         manifest.task_attempt_id,
         entries,
         manifest.iostatistics,
-        _rows(manifest.extra_data.get("rows")),
+        _rows(manifest.extra_data.get("rows"), source),
         read_partition_rows(manifest.extra_data, source),
     )
 
@@ -70,5 +71,10 @@ def decode_pendingset(data: bytes, source: str) -> LoadedManifest:
     )
 
 
-def _rows(value: str | None) -> int | None:
-    return int(value) if value not in (None, "") else None
+def _rows(value: object, source: str) -> int | None:
+    """The rows a task recorded in its manifest's `extraData` (a string, as all of it is)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        raise InvalidCommitDataError(f"{source}: extraData rows {value!r} is not a count of rows")
+    return int(value)

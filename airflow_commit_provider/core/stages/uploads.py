@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 
+from airflow_commit_provider.core.formats.jsonio import load_json
 from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
@@ -72,8 +73,9 @@ def recorded_uploads(
 
 def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]]:
     """The (destination, upload ID) pairs of one record file; InvalidCommitDataError names a damaged one."""
+    records = load_json(data, source)
     try:
-        return [(StorePath.from_uri(record["uri"]), str(record["uploadId"])) for record in json.loads(data)]
+        return [(StorePath.from_uri(record["uri"]), str(record["uploadId"])) for record in records]
     except (ValueError, KeyError, TypeError) as error:  # InvalidPathError is a ValueError
         raise InvalidCommitDataError(f"{source}: damaged upload record: {error}") from error
 

@@ -1,0 +1,64 @@
+"""Fuzz target: `airflow-commit` command lines, parsed and their scope checked (never run: the
+commands delete). A usage error is one line on stderr ending in a pointer to --help, exit 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+from support.fuzzing import FUZZ, accepted_or_refused, count, hostile_text
+
+from airflow_commit_provider.cli import _scope, build_parser
+from airflow_commit_provider.core.cleanup.scope import ScopeError
+
+COMMANDS = (
+    ["uploads", "list"],
+    ["uploads", "abort"],
+    ["temp", "list"],
+    ["temp", "clean"],
+    ["records", "prune"],
+    ["success", "verify"],
+    ["success", "show"],
+    ["doctor"],
+    ["bogus"],
+)
+FLAGS = (
+    "--older-than",
+    "--job-id",
+    "--threads",
+    "--min-files",
+    "--newer-than",
+    "--committer",
+    "--partition",
+    "--writers",
+    "--dry-run",
+    "--allow-bucket-root",
+    "--json",
+    "--endpoint-url",
+)
+arguments = st.one_of(
+    st.sampled_from(FLAGS), hostile_text, st.sampled_from(("s3://bucket/table", "1d", "7", "-1"))
+)
+
+
+@FUZZ
+@given(st.sampled_from(COMMANDS), st.lists(arguments, max_size=6))
+@example(["uploads", "list"], ["s3://bucket/t", "x\ny"])
+@example(["success", "verify"], ["s3://bucket/t", "--newer-than", "9" * 400 + "s"])
+def test_command_lines(command: list[str], rest: list[str]) -> None:
+    argv = [*command, *rest]
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exit_:
+            count("refused")
+            message = stderr.getvalue()
+            assert exit_.code == 0 or (exit_.code == 2 and message.count("\n") == 1), message
+            assert exit_.code == 0 or message.endswith("(see --help)\n"), message
+            return
+    count("accepted")
+    if getattr(args, "allow_bucket_root", None) is not None:
+        accepted_or_refused(lambda: _scope(args), ScopeError, "URL")

@@ -1,0 +1,210 @@
+"""Fuzz targets: every JSON file read from a store (task manifests, pendingsets, `.pending` files,
+job outcomes, `_SUCCESS` and job records, upload records, the rows recorded per partition).
+
+Each is fed its valid form damaged field by field, truncated, with a byte flipped, another JSON
+value or any bytes: it is read, or refused with an InvalidCommitDataError that names the file.
+Size and depth are refused before parsing (a 1 GB manifest, a deeply nested one).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from support.fuzzing import FUZZ, accepted_or_refused, encoded, hostile_text, json_values, stored_bytes
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import MAX_JSON_BYTES, MAX_JSON_DEPTH, load_json
+from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
+from airflow_commit_provider.core.formats.outcome import JobOutcome
+from airflow_commit_provider.core.formats.partition_rows import (
+    PARTITION_ROWS_KEY,
+    read_partition_rows,
+    record_partition_rows,
+)
+from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
+from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.options import TaskCommitResult
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.manifests import decode_pendingset, decode_task_manifest
+from airflow_commit_provider.core.stages.uploads import parse_upload_records
+
+JOB = "job-1"
+SOURCE = "s3://bucket/table/_temporary/job-1/00/manifests/task-manifest.json"
+STATISTICS = IOStatistics(
+    counters={"rows_written": 3, "committer_files_committed": 1},
+    meanstatistics={"op_rename": {"samples": 1, "sum": 5}},
+)
+ROWS: dict[str, str] = {"rows": "3"}
+record_partition_rows(ROWS, {"dt=1": 3})
+
+MANIFEST = TaskManifest(
+    JOB,
+    "task_job-1_m_000000",
+    "attempt_job-1_m_000000_0",
+    "s3://bucket/table/_temporary/job-1/00/tasks/attempt_job-1_m_000000_0",
+    files=[FileEntry("s3://bucket/t/_temporary/a%20b", "s3://bucket/t/dt=1/a%20b", 3, "etag")],
+    directories=[{"d": "s3://bucket/t/dt=1"}],
+    extra_data=ROWS,
+    iostatistics=STATISTICS,
+).to_bytes()
+PENDING = PendingCommit("s3://bucket/t/dt=1/a", "bucket", "t/dt=1/a", "upload-1", ("etag-1", "etag-2"), 3)
+PENDINGSET = PendingSet(
+    JOB,
+    "task_job-1_m_000000",
+    "attempt_job-1_m_000000_0",
+    [PENDING],
+    STATISTICS,
+    {PARTITION_ROWS_KEY: ROWS[PARTITION_ROWS_KEY]},
+).to_bytes()
+OUTCOME = JobOutcome(
+    JOB,
+    "commit",
+    "magic",
+    (TaskCommitResult("task_job-1_m_000000", "attempt_job-1_m_000000_0", SOURCE, 1, 3, 3),),
+).to_bytes()
+SUCCESS = SuccessData(
+    "magic",
+    JOB,
+    metrics={"m": 1},
+    diagnostics={"d": "x"},
+    filenames=["t/dt=1/a"],
+    iostatistics=STATISTICS,
+    partitions=["dt=1"],
+    file_count=1,
+    total_bytes=3,
+    rows=3,
+    files=[CommittedFile("s3://bucket/t/dt=1/a", 3)],
+).to_bytes()
+UPLOADS = json.dumps([{"uri": "s3://bucket/t/dt=1/a", "uploadId": "upload-1"}]).encode()
+
+
+def files_of(valid: bytes) -> st.SearchStrategy[bytes]:
+    return stored_bytes(valid, json.loads(valid))
+
+
+def refused_or_read(read, data, source: str = SOURCE):  # type: ignore[no-untyped-def]
+    return accepted_or_refused(lambda: read(data, source), InvalidCommitDataError, source)
+
+
+@FUZZ
+@given(files_of(MANIFEST))
+@example(MANIFEST.replace(b'"rows": "3"', b'"rows": "three"'))
+@example(MANIFEST.replace(b'"rows_written": 3', b'"rows_written": "x"'))
+@example(MANIFEST.replace(b'"rows_written": 3', b'"rows_written": [1]'))
+@example(MANIFEST.replace(b'"counters": {', b'"counters": [], "x": {'))
+@example(MANIFEST.replace(b'"samples": 1', b'"samples": null'))
+@example(MANIFEST.replace(b'"op_rename": {', b'"op_rename": 1, "x": {'))
+def test_task_manifests(data: bytes) -> None:
+    loaded = refused_or_read(decode_task_manifest, data)
+    if loaded is not None:
+        assert all(entry.size >= 0 for entry in loaded.entries) and loaded.total_bytes >= 0
+
+
+@FUZZ
+@given(files_of(PENDINGSET))
+def test_pendingsets(data: bytes) -> None:
+    loaded = refused_or_read(decode_pendingset, data)
+    if loaded is not None:
+        assert all(entry.etags and entry.upload_id for entry in loaded.entries)
+
+
+@FUZZ
+@given(files_of(PENDING.to_bytes()))
+def test_single_pending_commits(data: bytes) -> None:
+    refused_or_read(read_pending_commits, data, "s3://bucket/t/__magic_job-job-1/a.pending")
+
+
+@FUZZ
+@given(files_of(OUTCOME))
+def test_job_outcomes(data: bytes) -> None:
+    outcome = accepted_or_refused(
+        lambda: JobOutcome.from_bytes(data, SOURCE, JOB), InvalidCommitDataError, SOURCE
+    )
+    if outcome is not None:
+        assert outcome.job_id == JOB and outcome.decision in ("commit", "abort")
+
+
+@FUZZ
+@given(files_of(SUCCESS))
+@example(SUCCESS.replace(b'"timestamp": ', b'"timestamp": 100000000000000000000, "x": ', 1))
+@example(SUCCESS.replace(b'"timestamp": ', b'"timestamp": -100000000000000000000, "x": ', 1))
+def test_success_files(data: bytes) -> None:
+    success = refused_or_read(SuccessData.from_bytes, data)
+    if success is not None:
+        success.summary()
+        assert success.committed_file_count()[0] >= 0
+
+
+@FUZZ
+@given(files_of(UPLOADS))
+def test_upload_records(data: bytes) -> None:
+    records = refused_or_read(parse_upload_records, data)
+    assert records is None or all(isinstance(path, StorePath) for path, _upload in records)
+
+
+def test_a_1_gb_file_is_refused_by_its_size_before_parsing(tmp_path: Path) -> None:
+    """A sparse file mapped into memory: 1 GB long, costing no memory until a byte is read."""
+    path = tmp_path / "task-manifest.json"
+    with path.open("wb") as handle:
+        handle.truncate(1024**3)
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as huge:
+        assert len(huge) > MAX_JSON_BYTES
+        with pytest.raises(InvalidCommitDataError, match=rf"^{SOURCE}: 1073741824 bytes is more than"):
+            TaskManifest.from_bytes(huge, SOURCE)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 900, 100_000])
+@pytest.mark.parametrize("brackets", ["[]", "{}"])
+def test_deep_nesting_is_refused_before_parsing(depth: int, brackets: str) -> None:
+    nested = (
+        brackets[0] * depth + brackets[1] * depth if brackets == "[]" else '{"a":' * depth + "1" + "}" * depth
+    )
+    with pytest.raises(
+        InvalidCommitDataError, match=rf"^{SOURCE}: JSON nested deeper than {MAX_JSON_DEPTH} levels$"
+    ):
+        SuccessData.from_bytes(f'{{"x": {nested}}}'.encode(), SOURCE)
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["[" * 100_000 + "}", '"' + "[" * 100 + '"', '["\\\\", ' + "[" * 70 + "]" * 70 + "]", '["\\"[[["]'],
+    ids=["mismatched", "brackets-in-a-string", "escaped-backslash", "escaped-quote"],
+)
+def test_brackets_in_strings_or_mismatched_are_not_depth(data: str) -> None:
+    """Quoted brackets count for nothing; mismatched ones are invalid JSON, however deep."""
+    deep = data.count("[") - data.count("]") > MAX_JSON_DEPTH or data.startswith('["\\\\", ')
+    try:
+        load_json(data.encode(), SOURCE)
+    except InvalidCommitDataError as error:
+        assert ("nested deeper" in str(error)) == deep, str(error)
+
+
+@FUZZ
+@given(
+    st.integers(1, 3 * MAX_JSON_DEPTH), st.sampled_from(("[", '{"k":', '["[",', '{"{":')), st.text(max_size=5)
+)
+def test_depth_is_measured_exactly(depth: int, opening: str, leaf: str) -> None:
+    closing = {"[": "]", '{"k":': "}", '["[",': "]", '{"{":': "}"}[opening]
+    data = (opening * depth + json.dumps(leaf) + closing * depth).encode()
+    parsed = accepted_or_refused(lambda: load_json(data, SOURCE), InvalidCommitDataError, SOURCE)
+    assert (parsed is not None) == (depth <= MAX_JSON_DEPTH)
+
+
+@FUZZ
+@given(
+    st.one_of(json_values.map(lambda value: encoded(value).decode("utf-8", "surrogatepass")), hostile_text)
+)
+@example('{"dt=1": 1e999}')
+@example('{"dt=1": -1}')
+@example("[" * 1000)
+def test_rows_recorded_per_partition(recorded: str) -> None:
+    rows = refused_or_read(
+        lambda extra, source: read_partition_rows(extra, source), {PARTITION_ROWS_KEY: recorded}
+    )
+    assert rows is None or all(isinstance(count, int) and count >= 0 for count in rows.values())

@@ -1,0 +1,140 @@
+"""What every fuzz target (tests/fuzz) shares: its budget, its one rule, and its inputs.
+
+The rule (issue 21): a parser or validator given anything either succeeds or raises the error type
+it documents, with a one-line message that names the input (the argument, file or key). Any other
+exception, a multi-line message or one that does not say what was wrong is a finding.
+
+The budget is ``FUZZ_EXAMPLES`` examples per target: small by default, so the suite's bounded
+fuzz stops by itself within seconds; ``make fuzz`` raises it for a campaign. Each target's
+executions, and what came of them, are counted here for the campaign's report
+(tests/fuzz/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+T = TypeVar("T")
+
+#: Examples per target: CI's bounded fuzz, unless ``make fuzz`` (FUZZ_EXAMPLES) asks for more.
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
+
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,  # no timed tests: a slow example on a loaded machine is not a finding
+    database=None,  # crashers are kept as explicit @example cases, not in a local directory
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+#: Per target (pytest node ID): how many executions accepted the input and how many refused it.
+OUTCOMES: defaultdict[str, Counter[str]] = defaultdict(Counter)
+
+
+def count(outcome: str) -> None:
+    """One more execution of the running target (its pytest node ID) that was `outcome`."""
+    OUTCOMES[os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]][outcome] += 1
+
+
+def accepted_or_refused(
+    call: Callable[[], T], documented: type[BaseException] | tuple[type[BaseException], ...], *names: str
+) -> T | None:
+    """`call()`'s result, or None when it raised `documented` with a one-line message containing
+    one of `names` (the input, or the argument or file it came from). Anything else propagates or
+    fails the example."""
+    try:
+        result = call()
+    except documented as error:
+        count("refused")
+        message = str(error)
+        assert message and "\n" not in message and "\r" not in message, f"not one line: {message!r}"
+        assert any(name in message for name in names), f"names none of {names}: {message!r}"
+        return None
+    count("accepted")
+    return result
+
+
+# Inputs -----------------------------------------------------------------------------------------
+#: Text as hostile input arrives: any code point (controls, surrogates, newlines) and the ASCII
+#: troublemakers, often enough that a bounded run meets them.
+hostile_text = st.text(
+    st.one_of(
+        st.characters(codec=None),
+        st.sampled_from("\n\r\t\x00 /.-_:%#?[]{}\\\"'=*~\u2028\ufeff"),
+    ),
+    max_size=40,
+)
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    hostile_text,
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def encoded(value: Any) -> bytes:
+    """JSON as Python writes it (NaN and Infinity included, as a careless writer would)."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+@st.composite
+def mutated(draw: st.DrawFn, document: Any, changes: int = 3) -> Any:
+    """`document` with up to `changes` values anywhere in it replaced by arbitrary JSON, removed, or
+    (in a list) duplicated: the damage a forged or half-written file does to its fields."""
+    document = json.loads(json.dumps(document))
+    for _ in range(draw(st.integers(1, changes))):
+        parent, key = _place(draw, document)
+        action = draw(st.sampled_from(("replace", "remove", "duplicate")))
+        if action == "remove" and isinstance(parent, dict):
+            parent.pop(key, None)
+        elif action == "duplicate" and isinstance(parent, list) and parent:
+            parent.append(parent[key])
+        else:
+            parent[key] = draw(json_values)
+    return document
+
+
+def _place(draw: st.DrawFn, node: Any) -> tuple[Any, Any]:
+    """A (container, key or index) somewhere in `node`, found by walking down from the top."""
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            return node, draw(hostile_text) if isinstance(node, dict) else 0
+        key = draw(st.sampled_from(keys))
+        child = node[key]
+        if isinstance(child, (dict, list)) and child and draw(st.booleans()):
+            node = child
+            continue
+        return node, key
+
+
+def stored_bytes(valid: bytes, document: Any, *, flips: bool = True) -> st.SearchStrategy[bytes]:
+    """What a reader may find where `valid` should be: it damaged field by field, truncated, with
+    a byte flipped (unless not `flips`), a different JSON value, or any bytes at all."""
+    damage = [
+        mutated(document).map(encoded),
+        st.integers(0, max(len(valid) - 1, 0)).map(lambda end: valid[:end]),
+        json_values.map(encoded),
+        st.binary(max_size=200),
+    ]
+    if flips:
+        damage.append(
+            st.tuples(st.integers(0, max(len(valid) - 1, 0)), st.integers(0, 255)).map(
+                lambda flip: valid[: flip[0]] + bytes([flip[1]]) + valid[flip[0] + 1 :]
+            )
+        )
+    return st.one_of(damage)
