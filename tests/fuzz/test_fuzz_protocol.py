@@ -33,7 +33,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, expect
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import CommitError
-from airflow_commit_provider.core.success_check import check_success
+from airflow_commit_provider.core.success_check import SuccessExpectations
 
 #: Each example is a whole job on the local store: a tenth of a parser's budget.
 PROTOCOL = settings(FUZZ, max_examples=max(EXAMPLES // 10, 10), suppress_health_check=list(HealthCheck))
@@ -157,7 +157,7 @@ def never_accepted(env: CommitEnv, job: JobRun, marker: StorePath, data: bytes) 
     env.store.write_bytes(marker, data)
     for job_id in (None, job.job_id):
         seen = accepted_or_refused(
-            lambda job_id=job_id: check_success(env.store, job.dest, job_id=job_id, min_files=1),
+            lambda job_id=job_id: SuccessExpectations(job_id=job_id, min_files=1).check(env.store, job.dest),
             InvalidCommitDataError,
             str(marker),
         )
