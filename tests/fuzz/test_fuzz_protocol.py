@@ -14,6 +14,7 @@ commit point, and the job then can neither commit nor abort (the open finding ke
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -104,6 +105,13 @@ def test_job_commit_with_a_hostile_manifest(commit_env: CommitEnv, name: str, da
     assert not outside, f"written outside the destination: {outside}"
 
 
+def two_task_job(env: CommitEnv, committer: str) -> tuple[JobRun, list[Any]]:
+    """A job set up under `out/` with two committed tasks (three files), its job commit still to run."""
+    job = JobRun.create(committer, env.store, env.fresh_root().join("out"), env.options())
+    job.committer.setup_job()
+    return job, [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
+
+
 @pytest.mark.xfail(
     strict=True, reason="open (issue 21): sources are not checked to exist before the commit point"
 )
@@ -111,9 +119,7 @@ def test_job_commit_with_a_hostile_manifest(commit_env: CommitEnv, name: str, da
 def test_a_manifest_naming_a_missing_source_in_the_job_directory(commit_env: CommitEnv) -> None:
     """The campaign's input: one byte of a file-v1 manifest's source path flipped (`00` -> `$0`)."""
     env = commit_env
-    job = JobRun.create("file-v1", env.store, env.fresh_root().join("out"), env.options())
-    job.committer.setup_job()
-    attempts = [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
+    job, attempts = two_task_job(env, "file-v1")
     manifest = job.committer.layout.manifest_path(attempts[0].handle.task_id)
     valid = env.store.read_bytes(manifest)
     env.store.write_bytes(manifest, valid.replace(b"/00/committed/", b"/$0/committed/", 1))
@@ -130,9 +136,7 @@ def test_a_manifest_naming_a_missing_source_in_the_job_directory(commit_env: Com
 def test_uploads_a_pendingset_leaves_out_are_aborted(commit_env: CommitEnv) -> None:
     """The campaign's input: a committed task's pendingset with `"commits": []`."""
     env = commit_env
-    job = JobRun.create("partitioned", env.store, env.fresh_root().join("out"), env.options())
-    job.committer.setup_job()
-    attempts = [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
+    job, attempts = two_task_job(env, "partitioned")
     manifest = job.committer.layout.manifest_path(attempts[0].handle.task_id)
     document = json.loads(env.store.read_bytes(manifest))
     document["commits"] = []
@@ -143,9 +147,7 @@ def test_uploads_a_pendingset_leaves_out_are_aborted(commit_env: CommitEnv) -> N
 
 def committed_success(env: CommitEnv) -> tuple[JobRun, StorePath, bytes]:
     """A committed table (file-v1, two tasks), its `_SUCCESS` and that file's bytes."""
-    job = JobRun.create("file-v1", env.store, env.fresh_root().join("out"), env.options())
-    job.committer.setup_job()
-    attempts = [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
+    job, attempts = two_task_job(env, "file-v1")
     job.committer.commit_job([attempt.result for attempt in attempts])
     marker = job.dest.join("_SUCCESS")
     return job, marker, env.store.read_bytes(marker)
