@@ -21,7 +21,8 @@ export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
-	@echo "make test   - the whole test suite, then make compat (PYTEST_ARGS='-k ...' narrows it and skips compat)"
+	@echo "make test   - the whole test suite and make compat, in two lanes at once (PYTEST_ARGS='-k ...' narrows"
+	@echo "              it to one pytest run and skips compat)"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
 	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/)"
 	@echo "make fuzz   - a fuzz campaign: tests/fuzz with FUZZ_EXAMPLES (default 20000) examples per target;"
@@ -34,18 +35,11 @@ bootstrap:
 demo: bootstrap
 	$(PY) -m airflow_commit_provider.devtools.demo
 
-# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
-# The full run (no PYTEST_ARGS, as .ci/run) then runs the compatibility run too, even when the main
-# suite failed, and fails if either did.
+# scripts/test.sh: the full run (no PYTEST_ARGS, as .ci/run) runs the main suite and, at once, a side
+# lane (the deployment, cluster and benchmark tests, then the compatibility run); it fails if either
+# did. With PYTEST_ARGS, one pytest run. pytest's exit 5 (no tests collected) is a failure either way.
 test: bootstrap
-	@rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
-	if [ "$$rc" -eq 5 ]; then echo "make test: ERROR: pytest collected no tests (exit 5)" >&2; rc=1; fi; \
-	if [ -z "$(strip $(PYTEST_ARGS))" ]; then \
-		compat_rc=0; bash scripts/compat.sh || compat_rc=$$?; \
-		if [ "$$compat_rc" -ne 0 ]; then echo "make test: ERROR: the compatibility run failed (exit $$compat_rc)" >&2; fi; \
-		if [ "$$rc" -eq 0 ]; then rc=$$compat_rc; fi; \
-	fi; \
-	exit "$$rc"
+	@VENV_PYTHON=$(PY) bash scripts/test.sh $(PYTEST_ARGS)
 
 # The oldest set we support (scripts/compat.sh: its own cached venv outside the checkout).
 compat: bootstrap
