@@ -4,7 +4,7 @@
         [--gate before-commit|after-commit --gate-on-try N]
 
 Destination, committer, conflict mode and job ID come from the ``spark.airflow_commit.*`` confs
-(``CommittedSparkSubmitOperator`` sets them; the smoke test passes them itself), S3 access from the
+(``CommittedSparkSubmitOperator`` sets them), S3 access from the
 ``AWS_*`` environment. The rows are ``id`` 0..N-1 with a payload, in P Spark partitions, written as
 parquet. Everything the tests synchronise on is a file this application writes in ``--markers``
 (a local directory every process on the machine sees):

@@ -113,12 +113,12 @@ def kill_group(pgid: int) -> None:
 
 # spark-submit -------------------------------------------------------------------------------------
 def spark_submit_command(
-    cluster: StandaloneCluster, conf: Mapping[str, str], py_files: str, app_args: list[str]
+    cluster: StandaloneCluster, conf: Mapping[str, str], py_files: str, app: Path, app_args: list[str]
 ) -> list[str]:
     command = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url, "--py-files", py_files]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    return [*command, str(APP), *app_args]
+    return [*command, str(app), *app_args]
 
 
 # Event logs ---------------------------------------------------------------------------------------

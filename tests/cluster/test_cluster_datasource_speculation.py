@@ -107,10 +107,9 @@ def test_speculative_duplicate_of_a_data_source_task(
         "--partitions",
         str(PARTITIONS),
     ]
-    submit = spark_submit_command(
-        spark_cluster, cluster_conf(event_log_dir), build_py_files_zip(tmp_path), []
+    command = spark_submit_command(
+        spark_cluster, cluster_conf(event_log_dir), build_py_files_zip(tmp_path), APP, app_args
     )
-    command = [*submit[:-1], str(APP), *app_args]  # the same submit, another application file
     run_submit(command, embedded_s3, SUBMIT_BOUND_SECONDS)
     result = read_marker(markers / "result.json")
     assert result["ok"], result

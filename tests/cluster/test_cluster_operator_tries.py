@@ -6,8 +6,10 @@ SIGKILL of that process. spark-submit runs in a session of its own and lives on:
 an orphan. The tests synchronise on the markers the application writes, on the store and on
 process exits, never on sleeps.
 
-- a try SIGKILLed while its job runs: the retry fences the orphan and writes; the orphan, released
-  later, tries to commit, is refused and removes what it wrote; the retry's output is the only copy;
+- a try SIGKILLed while its job runs: the retry fences the orphan and writes, under real speculation
+  (a straggler of partition 0 and its speculative copy on the other host both write; the copy
+  commits the task): the store holds one copy of every row. The orphan, released later, tries to
+  commit, is refused and removes what it wrote; the retry's output is the only copy;
 - a try SIGKILLed after its job committed: the retry adopts that job, runs no Spark job and returns
   its summary.
 """
@@ -208,7 +210,12 @@ def test_killed_try_orphan_is_fenced_and_aborts_itself(tries: Any, store: S3Stor
     assert inspect_job(store, run.destination, job1).state is JobState.ABORTED
     started2 = read_marker(run.markers / "started-try2.json")
     assert started2["job_id"] == job2
-    assert_speculated(run.event_log_dir, started2["app_id"])  # the retry's write ran with real speculation
+    assert read_marker(run.markers / "result-try2.json")["summary"]["tasks"] == PARTITIONS
+    # The retry's write ran with real speculation: a speculative copy of partition 0 on the other
+    # host, and the straggler and its copy both wrote files (the race was real).
+    assert_speculated(run.event_log_dir, started2["app_id"])
+    assert (run.markers / "attempt-try2-p0-0.json").exists()
+    assert (run.markers / "try2-p0-copy-committed").exists()
 
     # The orphan comes back and tries to commit: refused, and it leaves nothing.
     run.release(1)
@@ -217,7 +224,8 @@ def test_killed_try_orphan_is_fenced_and_aborts_itself(tries: Any, store: S3Stor
     wait_for_group_exit(started["pgid"], "the orphaned spark-submit")
     assert inspect_job(store, run.destination, job1).state is JobState.ABORTED
 
-    assert_one_copy(store, run.destination, ROWS, job2)
+    success = assert_one_copy(store, run.destination, ROWS, job2)
+    assert (success.committer, success.rows) == ("magic", ROWS)
 
 
 def test_retry_adopts_a_try_that_committed(tries: Any, store: S3Store) -> None:

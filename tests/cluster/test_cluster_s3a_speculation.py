@@ -1,6 +1,6 @@
 """Spark's own ``df.write`` with Hadoop's S3A magic committer on the real standalone cluster, with a
 real speculative duplicate of one task: what Hadoop's committer leaves, beside what ours leaves in
-test_cluster_speculation.py (``write_committed``) and test_cluster_datasource_speculation.py
+test_cluster_operator_tries.py (``write_committed``) and test_cluster_datasource_speculation.py
 (``df.write.format("committed")``) under the same speculation settings (one copy, nothing left).
 
 spark-submit runs ``s3a_speculation_app.py`` against the master; its executors sit on 127.0.0.1 and
@@ -101,8 +101,8 @@ def test_s3a_magic_speculative_duplicate(
         app_args = ["--markers", str(markers), "--destination", urls["defaults"]]
         app_args += ["--destination-keeping-uploads", urls["keeping-uploads"]]
         app_args += ["--rows", str(ROWS), "--partitions", str(PARTITIONS)]
-        submit = spark_submit_command(spark_cluster, conf, build_py_files_zip(tmp_path), [])
-        run_submit([*submit[:-1], str(APP), *app_args], embedded_s3, SUBMIT_BOUND_SECONDS)
+        submit = spark_submit_command(spark_cluster, conf, build_py_files_zip(tmp_path), APP, app_args)
+        run_submit(submit, embedded_s3, SUBMIT_BOUND_SECONDS)
         requests = list(gate.requests)
 
     results: dict[str, Any] = read_marker(markers / "result.json")
