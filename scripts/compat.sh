@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The compatibility run (`make compat`, after the main suite in `make test`): the oldest set we
-# support - constraints/oldest.txt: Airflow 3.1.1, PySpark 4.0.0, every lower bound of pyproject.toml -
-# on Python 3.10, running the subset below.
+# The compatibility run (`make compat`; in `make test`, the end of scripts/test.sh's side lane): the
+# oldest set we support - constraints/oldest.txt: Airflow 3.1.1, PySpark 4.0.0, every lower bound of
+# pyproject.toml - on Python 3.10, running the subset below.
 #
 #   1. a virtualenv OUTSIDE the checkout, keyed by the hash of constraints/oldest.txt and
 #      pyproject.toml's dependencies (~/.cache/airflow-commit-provider/venvs/oldest-<hash>;
