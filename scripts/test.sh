@@ -53,6 +53,7 @@ side_lane() {
         echo "make test: ERROR: the compatibility run failed (exit $compat_rc)" >&2
         [ "$rc" -ne 0 ] || rc=$compat_rc
     fi
+    echo "make test: the side lane took $SECONDS s"
     return "$rc"
 }
 
@@ -76,6 +77,7 @@ rc=0
 ignored=()
 for path in "${SIDE_LANE[@]}"; do ignored+=("--ignore=$path"); done
 run_pytest "${ignored[@]}" || rc=$?
+echo "make test: the main lane took $SECONDS s"
 
 trap - INT TERM
 finish_side_lane
