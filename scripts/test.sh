@@ -61,7 +61,7 @@ side_log=$(mktemp "${TMPDIR:-/tmp}/make-test-side-lane.XXXXXX")
 echo "make test: the side lane (${SIDE_LANE[*]}, then the compatibility run) runs meanwhile; log: $side_log"
 # A process group of its own (job control), so an interrupt reaches all of it and nothing else.
 set -m
-side_lane >"$side_log" 2>&1 &
+side_lane </dev/null >"$side_log" 2>&1 &
 side_pid=$!
 set +m
 side_rc=0
