@@ -44,22 +44,13 @@ from airflow_commit_provider.core.job_control import JobState, JobStatus, finish
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.task_key import TaskKey
 
-__all__ = ["TRY_JOB_NAMESPACE", "TaskKey", "TriedJob", "TryPlan", "find_tried_jobs", "plan_try", "try_job_id"]
+__all__ = ["TRY_JOB_NAMESPACE", "TriedJob", "TryPlan", "find_tried_jobs", "plan_try", "try_job_id"]
 
 TRY_JOB_NAMESPACE = uuid.UUID("6f1c8f3e-5a0b-4d63-9a57-2f0a6c1d9b21")
 """The UUIDv5 namespace of try job IDs. Never change it: retries would no longer find the jobs of
 tries that ran before the change."""
-
-
-@dataclass(frozen=True)
-class TaskKey:
-    """One task instance, as the orchestrator names it (Airflow: its task instance key)."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int = -1
 
 
 def try_job_id(key: TaskKey, try_number: int, generation: int = 0) -> str:

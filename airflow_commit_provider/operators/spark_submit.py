@@ -37,7 +37,8 @@ from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan,
 from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
 from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
@@ -207,7 +208,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
                 if self.ship_package:
                     py_files.append(build_py_files_zip(workdir.path))
-                conf = {**(self.conf or {}), **self.job_conf(job_id, number, plan)}
+                conf = {**(self.conf or {}), **self.job_conf(job_id, number, plan, key)}
                 self._hook = hook = self._get_hook(
                     conf=self._lineage_conf(conf, context),
                     py_files=",".join(py_files) or None,
@@ -317,7 +318,9 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             spark_python=self.spark_python, **{**hook_arguments(self), **for_this_try}
         )
 
-    def job_conf(self, job_id: str, try_number: int | None, plan: WritePlan | None = None) -> dict[str, str]:
+    def job_conf(
+        self, job_id: str, try_number: int | None, plan: WritePlan | None = None, key: TaskKey | None = None
+    ) -> dict[str, str]:
         """The ``spark.airflow_commit.*`` confs (and, for engine="hadoop", the JVM committer conf)."""
         jvm_options = dict(self.jvm_conf_options)
         if (plan or self.write_plan()).engine == "hadoop" and StorePath.parse(
@@ -326,7 +329,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             # Where S3A finds the store; its credentials travel in the environment only.
             jvm_options.setdefault("store", self.hook.s3_settings)
         given = (self.destination, self.conflict_mode)
-        return try_confs(plan or self.write_plan(), given, job_id, try_number, jvm_options)
+        return try_confs(plan or self.write_plan(), given, job_id, (key, try_number), jvm_options)
 
     # Failure -------------------------------------------------------------------------------------
     def _stop_spark(self) -> None:
