@@ -24,7 +24,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.utils.mixins import AwsBaseHookMixin, aws_template_fields
@@ -54,6 +54,7 @@ from airflow_commit_provider.operators.try_outcome import (
 )
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.templating import is_template
+from airflow_commit_provider.ui.link import CommitReportLink, push_report_target
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -106,6 +107,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
     aws_hook_class = CommitStoreHook  # `self.hook`: the destination's store, spark-submit's S3 settings
     template_fields_renderers = {"conf": "json", "env_vars": "json", "application_args": "json"}
     ui_color = "#f6e3c6"
+    operator_extra_links = (CommitReportLink(),)
 
     def __init__(
         self,
@@ -171,13 +173,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         configured = airflow_conf.get("airflow_commit", "local_work_root", fallback=None)
         return self._local_work_root or configured or str(default_root())
 
-    @contextlib.contextmanager
-    def _destination_store(self) -> Iterator[Store]:
-        store = self.hook.get_store(self.destination)
-        try:
-            yield store
-        finally:
-            store.close()
+    def _destination_store(self) -> contextlib.closing[Store]:
+        return contextlib.closing(self.hook.get_store(self.destination))
 
     # Execution ---------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # the XCom summary
@@ -259,12 +256,13 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 "map_index, try_number), and the context has none"
             )
         options = CommitOptions(conflict_mode=plan.conflict_mode) if self.conflict_mode else None
+        adopt = self.adopt_committed_tries
         with self._destination_store() as store:
-            adopt = self.adopt_committed_tries
             tries = plan_try(
                 store, plan.location, key, number, plan.committer, adopt_committed=adopt, options=options
             )
-        log_settled_tries(tries, self.adopt_committed_tries, self.log)
+        log_settled_tries(tries, adopt, self.log)
+        push_report_target(context, self.destination, self.aws_conn_id, (tries.adopted or tries).job_id)
         return tries
 
     def _adopt(self, plan: WritePlan, job: TriedJob) -> SuccessData:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
             print_commits(console, destination.uri(), commits)
         print_commit(console, report)
     if args.html:
-        Path(args.html).write_text(render_commit(report), encoding="utf-8")
+        Path(args.html).write_text(render_commit(report, commits), encoding="utf-8")
         if not args.json:
             print(f"wrote {args.html}")
     return 0

@@ -7,19 +7,21 @@ access there could have forged, so none of it reaches the page unescaped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from airflow_commit_provider.core.commit_report import CommitReport
+from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
 from airflow_commit_provider.report.view import (
     FILE_COLUMNS,
     PARTITION_COLUMNS,
     PHASE_COLUMNS,
+    SUMMARY_COLUMNS,
     TASK_COLUMNS,
     commit_view,
+    summary_row,
 )
 
 _ENVIRONMENT = Environment(
@@ -39,9 +41,18 @@ class _Section:
     rows: list[list[str]]
 
 
-def render_commit(report: CommitReport, page_link: Callable[[int], str] | None = None) -> str:
-    """The page of one commit; `page_link(n)` gives the address of page n of its file list (the UI
-    pages through it; a stand-alone file holds the page it was made with)."""
+def render_commit(
+    report: CommitReport,
+    commits: Sequence[CommitSummary] = (),
+    *,
+    page_link: Callable[[int], str] | None = None,
+    job_link: Callable[[str], str] | None = None,
+) -> str:
+    """The page of one commit, under the destination's recent `commits` when given.
+
+    `page_link(n)` gives the address of page n of the file list and `job_link(job)` that of another
+    commit's page (the UI's; a stand-alone file has no links and holds the page it was made with).
+    """
     view = commit_view(report)
     sections = [
         _Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, view.tasks),
@@ -54,6 +65,11 @@ def render_commit(report: CommitReport, page_link: Callable[[int], str] | None =
         "state": report.summary.state,
         "sections": sections,
         "page_links": _page_links(report, page_link) if page_link else [],
+        "commits": [
+            (summary_row(c), job_link(c.job_id) if job_link else None, c.job_id == report.summary.job_id)
+            for c in commits
+        ],
+        "commit_columns": SUMMARY_COLUMNS,
     }
     return _ENVIRONMENT.get_template("commit.html.j2").render(context)
 
