@@ -1,4 +1,5 @@
-"""`airflow-commit`: list and abort pending uploads, clean temporary trees, check `_SUCCESS`, prune job records.
+"""`airflow-commit`: list and abort pending uploads, clean temporary trees, check `_SUCCESS`, prune job records,
+report commits.
 
 Destructive commands ask first (like `hadoop s3guard uploads -abort` without `-force`) and
 refuse when nobody can answer. Errors are one line on stderr with exit status 2; a failed
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog=PROG, description=__doc__.split("\n", 1)[0])
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{uploads,temp,success,records,doctor,dev-s3}"
+        dest="group", required=True, metavar="{uploads,temp,success,records,report,doctor,dev-s3}"
     )
 
     uploads = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
@@ -175,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--rounds", type=_positive, default=3, help="races to run (default 3)")
     doctor.set_defaults(handler=_doctor)
 
+    report = groups.add_parser(
+        "report",
+        parents=[common],
+        help="what a commit did: its tasks, job-commit phases and partitions, read from its records",
+    )
+    _report_arguments(report).set_defaults(handler=_report)
+
     dev_s3 = groups.add_parser(
         "dev-s3",
         help="run the embedded S3 (SeaweedFS) on 127.0.0.1 until Ctrl-C, for development",
@@ -183,6 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _dev_s3_arguments(dev_s3).set_defaults(handler=_dev_s3)
     return parser
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    from airflow_commit_provider.report.command import add_arguments
+
+    return add_arguments(parser, positive=_positive)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from airflow_commit_provider.report.command import run
+
+    return run(args, _open(args, args.url))
 
 
 def _dev_s3_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -58,4 +58,11 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_commit_provider.triggers.success_manifest"],
             }
         ],
+        "extra-links": ["airflow_commit_provider.ui.link.CommitReportLink"],
+        "plugins": [
+            {
+                "name": "airflow_commit_report",
+                "plugin-class": "airflow_commit_provider.ui.plugin.CommitReportPlugin",
+            }
+        ],
     }

@@ -10,8 +10,10 @@
 #      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
 #      via apt-get when root and it is missing. Fails naming any jar it could not fetch.
 #   6. PostgreSQL's server for tests/deployment (installs postgresql via apt-get when root and it is missing)
+#   7. Chromium for the commit report's browser test (installs chromium via apt-get when root and it is
+#      missing; Playwright drives it, and never downloads a browser of its own)
 #
-# Options: --no-java  skip steps 4 to 6 (lint needs no JVM and no database).
+# Options: --no-java  skip steps 4 to 7 (lint needs no JVM and no database).
 # Quiet on success: one line per step. Full pip output goes to .venv/bootstrap-pip.log.
 set -euo pipefail
 
@@ -177,3 +179,11 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v in
     apt_install postgresql || die "tests/deployment needs PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
 fi
 say "postgresql server present (tests/deployment)"
+
+# --- 7. Chromium for the browser test of the commit report pages (tests/deployment) -----------------
+
+if ! command -v chromium >/dev/null 2>&1; then
+    say "chromium missing: apt-get install chromium"
+    apt_install chromium || die "the commit report's browser test needs Chromium: install it (Debian: apt-get install chromium)"
+fi
+say "chromium present (tests/deployment)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_commit_provider.core.committers import create_committer
+from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions
@@ -33,6 +34,8 @@ class JobStatus:
     """The job record, once the job is COMMITTED."""
     delivered: bool = False
     """Whether the orchestrator marked the try that ran the job as succeeded."""
+    outcome: JobOutcome | None = None
+    """The job's decision, once it has one."""
 
     @property
     def committed(self) -> bool:
@@ -53,7 +56,7 @@ def inspect_job(store: Store, destination: str | StorePath, job_id: str) -> JobS
         state = JobState.ABORTED
     else:
         state = JobState.COMMITTED if record is not None else JobState.COMMITTING
-    return JobStatus(job_id, state, outcome.committer if outcome else None, record, delivered)
+    return JobStatus(job_id, state, outcome.committer if outcome else None, record, delivered, outcome)
 
 
 def finish_or_fence(

@@ -9,12 +9,13 @@ not. Its own module because job commit writes it (`stages.success`) and the succ
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
-from airflow_commit_provider.core.layout import JobLayout, validate_job_id
+from airflow_commit_provider.core.layout import JobLayout, parse_record_name, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.base import FileStatus, Store
 
 
 def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str) -> StorePath:
@@ -43,3 +44,24 @@ def load_job_record(
             f"{path}: this is the record of job {record.job_id!r}, expected job {job_id!r}"
         )
     return record
+
+
+def group_job_records(
+    store: Store, records_dir: StorePath, advance: Callable[[], None] = lambda: None
+) -> tuple[dict[str, list[tuple[str, FileStatus]]], int]:
+    """One listing of a records directory: its record files by job ID (with their kind: outcome,
+    success, delivered), and how many files there are not records (left alone by everyone).
+
+    `advance` is called once per file listed (a progress bar's tick).
+    """
+    grouped: dict[str, list[tuple[str, FileStatus]]] = {}
+    unrecognised = 0
+    for status in store.list_files(records_dir):
+        advance()
+        parsed = parse_record_name(status.path.name) if status.path.parent == records_dir else None
+        if parsed is None:
+            unrecognised += 1
+            continue
+        name, kind = parsed
+        grouped.setdefault(name, []).append((kind, status))
+    return grouped, unrecognised

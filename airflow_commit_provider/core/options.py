@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from airflow_commit_provider.core.task_key import TryOrigin
+
 ConflictMode = Literal["fail", "append", "replace"]
 CONFLICT_MODES: tuple[ConflictMode, ...] = ("fail", "append", "replace")
 #: S3 rejects a multipart upload whose non-final parts are smaller than this.
@@ -52,6 +54,8 @@ class CommitOptions:
     skip_cleanup: bool = False
     job_id_source: str = "airflow_commit.job_id"
     rows_by_task: bool = True
+    origin: TryOrigin | None = None
+    """The orchestrator's try that runs the job, recorded with its decision for the commit report."""
 
     def __post_init__(self) -> None:
         parse_conflict_mode(self.conflict_mode)
@@ -77,6 +81,10 @@ class TaskCommitResult:
     rows: int | None = None
     adopted_from: str | None = None
     """Set when this attempt found another attempt of its task already committed and adopted it."""
+    started_at: int | None = None
+    committed_at: int | None = None
+    """When the attempt began and committed, in epoch milliseconds (for the commit report only;
+    unknown for an adopted commit, which another attempt made)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,6 +36,7 @@ outputs in one try must not rely on it (see the operator's ``adopt_committed_tri
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,22 +45,13 @@ from airflow_commit_provider.core.job_control import JobState, JobStatus, finish
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 
-__all__ = ["TRY_JOB_NAMESPACE", "TaskKey", "TriedJob", "TryPlan", "find_tried_jobs", "plan_try", "try_job_id"]
+__all__ = ["TRY_JOB_NAMESPACE", "TriedJob", "TryPlan", "find_tried_jobs", "plan_try", "try_job_id"]
 
 TRY_JOB_NAMESPACE = uuid.UUID("6f1c8f3e-5a0b-4d63-9a57-2f0a6c1d9b21")
 """The UUIDv5 namespace of try job IDs. Never change it: retries would no longer find the jobs of
 tries that ran before the change."""
-
-
-@dataclass(frozen=True)
-class TaskKey:
-    """One task instance, as the orchestrator names it (Airflow: its task instance key)."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int = -1
 
 
 def try_job_id(key: TaskKey, try_number: int, generation: int = 0) -> str:
@@ -136,11 +128,13 @@ def settle_tried_jobs(
     *,
     adopt_committed: bool = True,
     options: CommitOptions | None = None,
+    key: TaskKey | None = None,
 ) -> tuple[TriedJob | None, list[TriedJob], list[TriedJob], list[TriedJob]]:
     """Finish or fence every undelivered job; pick the latest committed one to adopt.
 
     Returns (adopted, fenced, delivered, not adopted). `committer` (and `options`, for rolling a
-    ``replace`` commit forward) apply to jobs whose outcome does not name a committer.
+    ``replace`` commit forward) apply to jobs whose outcome does not name a committer. With the task
+    instance's `key`, a fenced job's decision records the try it belonged to (for the commit report).
     """
     fenced: list[TriedJob] = []
     delivered: list[TriedJob] = []
@@ -153,7 +147,9 @@ def settle_tried_jobs(
         settled = TriedJob(
             job.try_number,
             job.generation,
-            finish_or_fence(store, destination, job.job_id, committer, options, reason=reason),
+            finish_or_fence(
+                store, destination, job.job_id, committer, _of_try(options, key, job), reason=reason
+            ),
             job.found,
         )
         (committed if settled.status.state is JobState.COMMITTED else fenced).append(settled)
@@ -176,6 +172,13 @@ def plan_try(
     """Settle the jobs of earlier tries (see the module doc) and say what this try does."""
     jobs, job_id = find_tried_jobs(store, destination, key, try_number)
     adopted, fenced, delivered, not_adopted = settle_tried_jobs(
-        store, destination, jobs, committer, adopt_committed=adopt_committed, options=options
+        store, destination, jobs, committer, adopt_committed=adopt_committed, options=options, key=key
     )
     return TryPlan(job_id, adopted, tuple(fenced), tuple(delivered), tuple(not_adopted))
+
+
+def _of_try(options: CommitOptions | None, key: TaskKey | None, job: TriedJob) -> CommitOptions | None:
+    """`options` naming the try that ran `job` as the origin of what settling it decides."""
+    if key is None:
+        return options
+    return dataclasses.replace(options or CommitOptions(), origin=TryOrigin(key, job.try_number))

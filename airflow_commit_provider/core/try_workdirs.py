@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from airflow_commit_provider.core.tries import TaskKey
+from airflow_commit_provider.core.task_key import TaskKey
 
 __all__ = [
     "DEFAULT_STALE_AFTER",

@@ -24,7 +24,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.utils.mixins import AwsBaseHookMixin, aws_template_fields
@@ -37,7 +37,8 @@ from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan,
 from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.tries import TaskKey, TriedJob, TryPlan, plan_try
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
 from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
@@ -53,6 +54,7 @@ from airflow_commit_provider.operators.try_outcome import (
 )
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.templating import is_template
+from airflow_commit_provider.ui.link import CommitReportLink, push_report_target
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -105,6 +107,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
     aws_hook_class = CommitStoreHook  # `self.hook`: the destination's store, spark-submit's S3 settings
     template_fields_renderers = {"conf": "json", "env_vars": "json", "application_args": "json"}
     ui_color = "#f6e3c6"
+    operator_extra_links = (CommitReportLink(),)
 
     def __init__(
         self,
@@ -170,13 +173,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         configured = airflow_conf.get("airflow_commit", "local_work_root", fallback=None)
         return self._local_work_root or configured or str(default_root())
 
-    @contextlib.contextmanager
-    def _destination_store(self) -> Iterator[Store]:
-        store = self.hook.get_store(self.destination)
-        try:
-            yield store
-        finally:
-            store.close()
+    def _destination_store(self) -> contextlib.closing[Store]:
+        return contextlib.closing(self.hook.get_store(self.destination))
 
     # Execution ---------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # the XCom summary
@@ -207,7 +205,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
                 if self.ship_package:
                     py_files.append(build_py_files_zip(workdir.path))
-                conf = {**(self.conf or {}), **self.job_conf(job_id, number, plan)}
+                conf = {**(self.conf or {}), **self.job_conf(job_id, number, plan, key)}
                 self._hook = hook = self._get_hook(
                     conf=self._lineage_conf(conf, context),
                     py_files=",".join(py_files) or None,
@@ -258,12 +256,13 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 "map_index, try_number), and the context has none"
             )
         options = CommitOptions(conflict_mode=plan.conflict_mode) if self.conflict_mode else None
+        adopt = self.adopt_committed_tries
         with self._destination_store() as store:
-            adopt = self.adopt_committed_tries
             tries = plan_try(
                 store, plan.location, key, number, plan.committer, adopt_committed=adopt, options=options
             )
-        log_settled_tries(tries, self.adopt_committed_tries, self.log)
+        log_settled_tries(tries, adopt, self.log)
+        push_report_target(context, self.destination, self.aws_conn_id, (tries.adopted or tries).job_id)
         return tries
 
     def _adopt(self, plan: WritePlan, job: TriedJob) -> SuccessData:
@@ -317,7 +316,9 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             spark_python=self.spark_python, **{**hook_arguments(self), **for_this_try}
         )
 
-    def job_conf(self, job_id: str, try_number: int | None, plan: WritePlan | None = None) -> dict[str, str]:
+    def job_conf(
+        self, job_id: str, try_number: int | None, plan: WritePlan | None = None, key: TaskKey | None = None
+    ) -> dict[str, str]:
         """The ``spark.airflow_commit.*`` confs (and, for engine="hadoop", the JVM committer conf)."""
         jvm_options = dict(self.jvm_conf_options)
         if (plan or self.write_plan()).engine == "hadoop" and StorePath.parse(
@@ -326,7 +327,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             # Where S3A finds the store; its credentials travel in the environment only.
             jvm_options.setdefault("store", self.hook.s3_settings)
         given = (self.destination, self.conflict_mode)
-        return try_confs(plan or self.write_plan(), given, job_id, try_number, jvm_options)
+        return try_confs(plan or self.write_plan(), given, job_id, (key, try_number), jvm_options)
 
     # Failure -------------------------------------------------------------------------------------
     def _stop_spark(self) -> None:

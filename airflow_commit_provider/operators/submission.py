@@ -12,6 +12,7 @@ provider's own, argument by argument.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from airflow_commit_provider.core.committers.registry import WritePlan
+from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.spark import config as cfg
 
 __all__ = ["SHIPPED_SUBPACKAGES", "build_py_files_zip", "hook_arguments", "try_confs"]
@@ -46,15 +48,17 @@ def try_confs(
     plan: WritePlan,
     given: tuple[str, str | None],
     job_id: str,
-    try_number: int | None,
+    task_try: tuple[TaskKey | None, int | None],
     jvm_options: dict[str, Any],
 ) -> dict[str, str]:
     """The ``spark.airflow_commit.*`` confs of one try (for engine="hadoop", with the JVM committer conf).
 
     `given` is the (destination, conflict mode) as the user wrote them; the committer is the
     plan's, as `resolve` spelled it, so the application reads the name every other entry point does.
+    `task_try` is the task instance and try number, recorded with the job's decision when both are known.
     """
     destination, conflict_mode = given
+    key, try_number = task_try
     conf = {
         cfg.CONF_JOB_ID: job_id,
         cfg.CONF_COMMITTER: plan.committer,
@@ -65,6 +69,8 @@ def try_confs(
         conf[cfg.CONF_CONFLICT_MODE] = plan.conflict_mode
     if try_number is not None:
         conf[cfg.CONF_TRY_NUMBER] = str(try_number)
+        if key is not None:
+            conf[cfg.CONF_ORIGIN] = json.dumps(TryOrigin(key, try_number).to_json())
     if plan.engine == "hadoop":
         from airflow_commit_provider.spark.jvm_committers import plan_conf
 

@@ -13,7 +13,8 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState
 from airflow_commit_provider.core.success_check import SuccessExpectations, partitions_summary
-from airflow_commit_provider.core.tries import TaskKey, TryPlan
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import TryPlan
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan

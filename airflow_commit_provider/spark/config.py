@@ -17,6 +17,8 @@ CONF_DESTINATION = PREFIX + "destination"
 CONF_ENGINE = PREFIX + "engine"
 #: Airflow's try number (informational).
 CONF_TRY_NUMBER = PREFIX + "try_number"
+#: The task instance and try, as JSON (`core.task_key.TryOrigin`): recorded for the commit report.
+CONF_ORIGIN = PREFIX + "origin"
 #: Committer name (file-v1, file-v2, manifest, directory, partitioned, magic).
 CONF_COMMITTER = PREFIX + "committer"
 #: fail | append | replace.
@@ -49,6 +51,7 @@ OPERATOR_CONFS = (
     CONF_ENGINE,
     CONF_CONFLICT_MODE,
     CONF_TRY_NUMBER,
+    CONF_ORIGIN,
 )
 
 #: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.

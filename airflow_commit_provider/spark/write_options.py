@@ -9,10 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import load_json
 from airflow_commit_provider.core.options import CommitOptions, parse_bool
 from airflow_commit_provider.core.store.settings import S3Settings
+from airflow_commit_provider.core.task_key import TryOrigin
 from airflow_commit_provider.spark.config import (
     CONF_LOCAL_STAGING_DIR,
+    CONF_ORIGIN,
     CONF_PART_SIZE,
     CONF_PARTS_IN_FLIGHT,
     CONF_S3_ACCESS_KEY_ID,
@@ -222,4 +226,15 @@ def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> Co
         parts_in_flight=in_flight,
         local_staging_dir=str(staging) if staging else None,
         skip_cleanup=parse_bool(committer_options.get("skip_cleanup", False), "skip_cleanup"),
+        origin=_origin(conf.get(CONF_ORIGIN)),
     )
+
+
+def _origin(value: str | None) -> TryOrigin | None:
+    """The operator's record of the try (`CONF_ORIGIN`); a malformed one is refused naming the conf."""
+    if not value:
+        return None
+    try:
+        return TryOrigin.from_json(load_json(value, CONF_ORIGIN), CONF_ORIGIN)
+    except InvalidCommitDataError as error:
+        raise ValueError(str(error)) from None

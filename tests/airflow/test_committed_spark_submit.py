@@ -34,7 +34,8 @@ from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.tries import TaskKey, try_job_id
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.core.try_workdirs import sweep_task_instance, try_workdir_path
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook

@@ -20,7 +20,8 @@ from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
 from airflow_commit_provider.core.store.base import Store
-from airflow_commit_provider.core.tries import TaskKey, TryPlan, plan_try, try_job_id
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import TryPlan, plan_try, try_job_id
 
 KEY = TaskKey("daily_ingest", "write_partition", "scheduled__2024-01-01T00:00:00+00:00", -1)
 

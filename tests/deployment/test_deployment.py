@@ -12,8 +12,10 @@ each building on the store the previous ones left:
 4. a day cleared through the API is replaced: its partition holds only the new try's files;
 5. a task process SIGKILLed mid-write under the real scheduler: once after its job committed (the
    orphan alive: the retry adopts it), once before (the orphan stalled: the retry fences it);
-6. the cleanup DAG's scheduled run aborts the uploads under its root and spares ``out/dataset10``;
-7. no secret in any log under ``$AIRFLOW_HOME`` nor in any XCom.
+6. the commit report pages of a committed day, the adopted retry and the fenced try, opened from
+   the tasks' extra links in a real headless Chromium after signing in; refused without a session;
+7. the cleanup DAG's scheduled run aborts the uploads under its root and spares ``out/dataset10``;
+8. no secret in any log under ``$AIRFLOW_HOME`` nor in any XCom.
 
 Every wait polls the API, the store or a marker file with a bound; nothing sleeps.
 """
@@ -29,6 +31,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from deployment_services import Deployment, group_alive
 from support.invariants import assert_nothing_left_behind, pending_uploads
@@ -418,7 +421,77 @@ def test_a_killed_task_whose_job_stalled_is_fenced_by_the_retry(
     assert_one_copy(store, destination, summary["job_id"])
 
 
-# 6. The cleanup DAG on its schedule -----------------------------------------------------------------
+# 6. The commit report pages, in a real browser, behind Airflow's login ---------------------------------
+def report_link(deployment: Deployment, dag_id: str, run_id: str, task_id: str) -> str:
+    """The task instance's "Commit report" extra link, as the UI gets it from the REST API."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links"
+    link = deployment.api.get(path)["extra_links"].get("Commit report")
+    assert link and link.startswith("/commit-report/tasks/"), link
+    return deployment.api.base + link
+
+
+def facts(page: Any) -> dict[str, str]:
+    """The page's facts list (name: value)."""
+    names = page.locator("dl dt").all_inner_texts()
+    return dict(zip(names, page.locator("dl dd").all_inner_texts(), strict=True))
+
+
+def table_rows(page: Any, name: str) -> list[list[str]]:
+    return [
+        row.locator("td").all_inner_texts() for row in page.locator(f'[data-testid="{name}"] tbody tr').all()
+    ]
+
+
+def test_commit_pages_in_a_browser_behind_login(
+    deployment: Deployment, written: dict[str, dict[str, Any]]
+) -> None:
+    """A committed day, an adopted retry and a fenced try each have a page, reached from the task's
+    extra link in a real Chromium after signing in; without a session the pages are refused."""
+    from support.browser import chromium_page, screenshot, sign_in
+
+    adopt = report_link(deployment, KILLED, "adopt", "write")
+    assert httpx.get(adopt, timeout=30).status_code == 401, "a page without a session"
+    assert httpx.get(adopt, cookies={"_token": "forged"}, timeout=30).status_code == 403
+    day = min(written)
+    ingest = report_link(deployment, INGEST, written[day]["run"]["dag_run_id"], "write_partition")
+    fence = report_link(deployment, KILLED, "fence", "write")
+    with chromium_page() as page:
+        sign_in(page, deployment.api.base, "admin", deployment.secrets["the API user's password"])
+
+        page.goto(ingest)
+        shown = facts(page)
+        assert shown["job"] == written[day]["write"]["job_id"] and shown["state"] == "committed (delivered)"
+        assert shown["DAG"] == INGEST and shown["rows"] == f"{written[day]['rows']:,}", shown
+        assert [row[0] for row in table_rows(page, "partitions")] == [f"dt={day}"]
+        tasks = table_rows(page, "tasks")
+        assert tasks and all(row[2] in ("committed", "adopted") for row in tasks), tasks
+        phases = [row[0] for row in table_rows(page, "phases")]
+        assert phases[0] == "load manifests" and "commit point" in phases and phases[-1] == "write _SUCCESS"
+        screenshot(page, "commit-report-committed-day")
+
+        page.goto(adopt)  # try 2 adopted the job try 1 committed before it was killed
+        shown = facts(page)
+        assert shown["job"] == written_job(deployment, "adopt") and shown["task"] == "write, try 1", shown
+        assert shown["state"] == "committed (delivered)"
+        screenshot(page, "commit-report-adopted-retry")
+
+        page.goto(fence)  # try 2 fenced try 1's stalled job, then wrote its own
+        commits = table_rows(page, "commits")
+        orphan = next(row for row in commits if row[1].startswith("aborted"))
+        assert "fenced by a later try" in orphan[1] and orphan[4] == "1", commits
+        page.get_by_role("link", name=orphan[0]).click()
+        page.wait_for_url(lambda url: f"job={orphan[0]}" in url)
+        shown = facts(page)
+        assert shown["state"] == "aborted" and "fenced by a later try" in shown["abort reason"], shown
+        assert shown["task"] == "write, try 1" and table_rows(page, "files") == []
+        screenshot(page, "commit-report-fenced-try")
+
+
+def written_job(deployment: Deployment, run_id: str) -> str:
+    return str(deployment.api.xcom(KILLED, run_id, "write")["job_id"])
+
+
+# 7. The cleanup DAG on its schedule -----------------------------------------------------------------
 def test_the_scheduled_cleanup_spares_what_is_out_of_its_scope(
     deployment: Deployment, store: S3Store
 ) -> None:
@@ -450,7 +523,7 @@ def test_the_scheduled_cleanup_spares_what_is_out_of_its_scope(
     )
 
 
-# 7. No credentials in any log or XCom ---------------------------------------------------------------
+# 8. No credentials in any log or XCom ---------------------------------------------------------------
 def test_no_secret_in_any_log_or_xcom(deployment: Deployment) -> None:
     logs = [
         p for p in deployment.home.rglob("*") if p.is_file() and ("logs" in p.parts or p.suffix == ".log")

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from support.fuzzing import FUZZ, count, hostile_text
 
 from airflow_commit_provider.core.layout import validate_job_id
-from airflow_commit_provider.core.tries import TaskKey, try_job_id
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.core.try_workdirs import try_workdir_path
 
 ROOT = Path("/nonexistent/airflow-commit")

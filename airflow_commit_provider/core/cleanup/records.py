@@ -33,6 +33,7 @@ from airflow_commit_provider.core.cleanup.durations import DEFAULT_RECORDS_OLDER
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState, inspect_job
+from airflow_commit_provider.core.job_records import group_job_records
 from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
@@ -204,7 +205,7 @@ def find_job_records(
     listing.records_dir = records_dir
     progress = progress or NoProgress()
     progress.start("Listing job records", None)
-    grouped, listing.unrecognised = _group(store, records_dir, progress)
+    grouped, listing.unrecognised = group_job_records(store, records_dir, progress.advance)
     if job_id is not None:
         listing.other_jobs = len([name for name in grouped if name != job_id])
         grouped = {name: files for name, files in grouped.items() if name == job_id}
@@ -222,23 +223,6 @@ def find_job_records(
     )
     listing.jobs = [settled.get(job.job_id, job) for job in jobs]
     return listing
-
-
-def _group(
-    store: Store, records_dir: StorePath, progress: Progress
-) -> tuple[dict[str, list[tuple[str, FileStatus]]], int]:
-    """Record files by job ID, and how many files there are not records (left alone)."""
-    grouped: dict[str, list[tuple[str, FileStatus]]] = {}
-    unrecognised = 0
-    for status in store.list_files(records_dir):
-        progress.advance()
-        parsed = parse_record_name(status.path.name) if status.path.parent == records_dir else None
-        if parsed is None:
-            unrecognised += 1
-            continue
-        name, kind = parsed
-        grouped.setdefault(name, []).append((kind, status))
-    return grouped, unrecognised
 
 
 def _job(job_id: str, files: list[tuple[str, FileStatus]], clock: float, limit: float) -> JobRecords:
@@ -318,7 +302,7 @@ def _prune(
         return []
     records_dir = listing.records_dir or listing.scope.join(RECORDS_DIR)
     try:
-        now, _ = _group(store, records_dir, NoProgress())
+        now, _ = group_job_records(store, records_dir)
     except StoreError as error:
         return [RecordOutcome(job, FAILED, one_line(error)) for job in jobs]
     unchanged = []

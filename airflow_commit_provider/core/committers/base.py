@@ -8,11 +8,13 @@ Task side: `task_attempt(task, attempt)` gives an attempt with `setup_task`, `cr
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
@@ -108,7 +110,10 @@ class Committer(abc.ABC):
         instead, because part of the output may already be visible.
         """
         self.context.count_store_requests_from_here()
-        outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
+        outcome = job_state.decide(
+            self.context,
+            JobOutcome(self.job_id, "abort", self.name, reason=reason, origin=self.options.origin),
+        )
         if not outcome.committing:
             cleanup.cleanup_job(self.context, committed_attempts=set())
             return None
@@ -144,7 +149,8 @@ class Committer(abc.ABC):
             with ctx.statistics.timed("committer_commit_job"):
                 loaded = self._load(committed)
                 try:
-                    self._before_entries(loaded)
+                    with ctx.phase("checks"):
+                        self._before_entries(loaded)
                 except BaseException:
                     loaded.spool.close()
                     raise
@@ -153,10 +159,16 @@ class Committer(abc.ABC):
                 return self.commit_job(committed)
             raise
         proposal = JobOutcome(
-            self.job_id, "commit", self.name, tuple(committed), conflict_mode=self.options.conflict_mode
+            self.job_id,
+            "commit",
+            self.name,
+            tuple(committed),
+            conflict_mode=self.options.conflict_mode,
+            origin=self.options.origin,
         )
         try:
-            outcome = job_state.decide(ctx, proposal)
+            with ctx.phase("commit point"):
+                outcome = job_state.decide(ctx, proposal)
         except BaseException:
             loaded.spool.close()
             raise
@@ -180,9 +192,12 @@ class Committer(abc.ABC):
         ctx = self.context
         with loaded.spool:
             if self.traits.partition_markers:
-                success.delete_partition_markers(ctx, loaded.spool)
-            commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
-            self._after_entries(loaded, outcome)
+                with ctx.phase("remove partition markers"):
+                    success.delete_partition_markers(ctx, loaded.spool)
+            with ctx.phase("commit files"):
+                commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
+            with ctx.phase(f"conflict mode {outcome.conflict_mode}"):
+                self._after_entries(loaded, outcome)
             result = success.save_success(
                 ctx,
                 loaded.spool,
@@ -196,9 +211,10 @@ class Committer(abc.ABC):
         return result
 
     def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:
-        return load_manifests.load_committed_manifests(
-            self.context, committed, self.decoder, exclusive=self.traits.exclusive_task_commit
-        )
+        with self.context.phase("load manifests"):
+            return load_manifests.load_committed_manifests(
+                self.context, committed, self.decoder, exclusive=self.traits.exclusive_task_commit
+            )
 
     def _before_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
         """Committer-specific checks that can still refuse the job (e.g. conflict_mode='fail')."""
@@ -222,6 +238,7 @@ class TaskAttempt(abc.ABC):
         self.task_id = committer.layout.task_id(task)
         self.task_attempt_id = committer.layout.task_attempt_id(task, attempt)
         self._store_mark = self.store.statistics.snapshot()
+        self._started_at = now_millis()
 
     @property
     def store(self) -> Store:
@@ -262,7 +279,7 @@ class TaskAttempt(abc.ABC):
 
     def _publish(self, manifest: LoadedManifest, data: bytes) -> TaskCommitResult:
         try:
-            return save_task_manifest(
+            result = save_task_manifest(
                 self.context,
                 manifest,
                 data,
@@ -272,6 +289,9 @@ class TaskAttempt(abc.ABC):
         except JobNotActiveError:
             self.abort_task()  # the job is over: a late attempt discards its own output
             raise
+        if result.adopted_from is not None:
+            return result
+        return dataclasses.replace(result, started_at=self._started_at, committed_at=now_millis())
 
     def _require_active_job(self) -> None:
         """Refuse to commit (and discard this attempt's output) once the job is committed or aborted."""

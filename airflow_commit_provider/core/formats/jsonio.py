@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,6 +69,11 @@ def optional_field(
     if not isinstance(value, kind):
         raise InvalidCommitDataError(f"{source}: field {name!r} is not a {_kind_name(kind)}")
     return value
+
+
+def now_millis() -> int:
+    """The time now in epoch milliseconds, as every record here stores times (and Hadoop's do)."""
+    return int(time.time() * 1000)
 
 
 #: 9999-12-31T23:59:59.999Z, the last instant a `datetime` holds, in epoch milliseconds.

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from dataclasses import dataclass, field
 from typing import Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.jsonio import optional_field, optional_millis, parse_object
+from airflow_commit_provider.core.formats.jsonio import (
+    now_millis,
+    optional_field,
+    optional_millis,
+    parse_object,
+)
 from airflow_commit_provider.core.options import CONFLICT_MODES, TaskCommitResult
+from airflow_commit_provider.core.task_key import TryOrigin
 
 OUTCOME_NAME = "airflow_commit.JobOutcome/1"
 Decision = Literal["commit", "abort"]
@@ -30,7 +35,9 @@ class JobOutcome:
     conflict_mode: str = "append"
     """How a commit treats existing output; whoever rolls the commit forward must apply the same."""
     reason: str = ""
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    origin: TryOrigin | None = None
+    """The try that decided, for the commit report; it decides nothing."""
+    timestamp: int = field(default_factory=now_millis)
     hostname: str = field(default_factory=socket.gethostname)
 
     @property
@@ -49,6 +56,8 @@ class JobOutcome:
             "hostname": self.hostname,
             "committed": [result.to_json() for result in self.committed],
         }
+        if self.origin is not None:
+            payload["origin"] = self.origin.to_json()
         return json.dumps(payload).encode("utf-8")
 
     @classmethod
@@ -86,6 +95,7 @@ class JobOutcome:
             committed=committed,
             conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
+            origin=None if obj.get("origin") is None else TryOrigin.from_json(obj["origin"], source),
             timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
         )

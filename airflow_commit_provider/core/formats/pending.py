@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -11,6 +10,7 @@ from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import (
     dumps,
+    now_millis,
     optional_field,
     optional_millis,
     parse_object,
@@ -32,7 +32,7 @@ class PendingCommit:
     upload_id: str
     etags: tuple[str, ...]
     length: int
-    created: int = field(default_factory=lambda: int(time.time() * 1000))
+    created: int = field(default_factory=now_millis)
     text: str = ""
     extra_data: dict[str, str] = field(default_factory=dict)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import optional_field, optional_millis, parse_object
+from airflow_commit_provider.core.formats.jsonio import (
+    now_millis,
+    optional_field,
+    optional_millis,
+    parse_object,
+)
+from airflow_commit_provider.core.formats.partition_stats import PartitionStats, read_partition_stats
+from airflow_commit_provider.core.formats.phases import CommitPhase
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -42,7 +48,7 @@ class SuccessData:
     committer: str
     job_id: str
     job_id_source: str = "airflow_commit.job_id"
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    timestamp: int = field(default_factory=now_millis)
     hostname: str = field(default_factory=socket.gethostname)
     description: str = ""
     success: bool = True
@@ -57,6 +63,10 @@ class SuccessData:
     rows: int | None = None
     files: list[CommittedFile] | None = None
     """Every committed file, when the writer recorded them (ours always do)."""
+    partition_stats: dict[str, PartitionStats] | None = None
+    """What each partition directory received, in the job record only (the commit report's)."""
+    phases: list[CommitPhase] | None = None
+    """The job commit's phases, in the job record only (the commit report's timeline)."""
 
     @property
     def date(self) -> str:
@@ -87,6 +97,10 @@ class SuccessData:
         ):
             if value is not None:
                 header[key] = value
+        if self.partition_stats is not None:
+            header["partitionStats"] = {name: stats.to_json() for name, stats in self.partition_stats.items()}
+        if self.phases is not None:
+            header["phases"] = [phase.to_json() for phase in self.phases]
         return header
 
     def write_to(self, stream: SupportsWrite[bytes], files: Iterable[CommittedFile] | None = None) -> None:
@@ -154,6 +168,7 @@ class SuccessData:
             raise InvalidCommitDataError(f"{source}: name is {obj.get('name')!r}, expected {SUCCESS_NAME!r}")
         raw_files = optional_field(obj, "files", list, source, None)
         files = None if raw_files is None else [_committed_file(entry, source) for entry in raw_files]
+        raw_phases = optional_field(obj, "phases", list, source, None)
         return cls(
             committer=optional_field(obj, "committer", str, source, ""),
             job_id=optional_field(obj, "jobId", str, source, ""),
@@ -174,6 +189,8 @@ class SuccessData:
             total_bytes=optional_field(obj, "totalBytes", int, source, None),
             rows=optional_field(obj, "rows", int, source, None),
             files=files,
+            partition_stats=read_partition_stats(obj.get("partitionStats"), source),
+            phases=None if raw_phases is None else [CommitPhase.from_json(p, source) for p in raw_phases],
         )
 
     def iter_files(self) -> Iterator[CommittedFile]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import now_millis
+from airflow_commit_provider.core.formats.phases import CommitPhase, request_counts
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.parallel import ProgressCallback
@@ -23,6 +27,8 @@ class JobContext:
     statistics: IOStatistics = field(default_factory=IOStatistics)
     """The committer's own: stage durations and counts, and the committed tasks' statistics."""
     progress: ProgressCallback | None = None
+    phases: list[CommitPhase] = field(default_factory=list)
+    """The phases of this process's job commit so far, for the job record (`stages.success`)."""
     _store_mark: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -47,3 +53,15 @@ class JobContext:
         combined.merge(self.statistics)
         combined.merge(self.store.statistics.counters_since(self._store_mark))
         return combined
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time one phase of the job commit and count the store requests it makes.
+
+        Counts the process's store, as `job_statistics` does: in local mode, requests of tasks
+        running meanwhile are counted too.
+        """
+        mark, start = self.store.statistics.snapshot(), now_millis()
+        yield
+        requests = request_counts(self.store.statistics.counters_since(mark).counters)
+        self.phases.append(CommitPhase(name, start, now_millis(), requests))

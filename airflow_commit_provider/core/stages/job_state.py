@@ -31,9 +31,9 @@ store errors interrupt the commit, and every step of rolling forward is idempote
 from __future__ import annotations
 
 import json
-import time
 from enum import Enum
 
+from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
@@ -68,7 +68,7 @@ def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
         log.info("job %s: removing the previous %s", ctx.job_id, ctx.layout.success_marker)
         ctx.store.delete(ctx.layout.success_marker)
     ctx.store.prepare_directory(ctx.layout.job_attempt_dir)
-    marker = {"jobId": ctx.job_id, "committer": ctx.committer, "created": int(time.time() * 1000)}
+    marker = {"jobId": ctx.job_id, "committer": ctx.committer, "created": now_millis()}
     ctx.store.write_bytes(ctx.layout.job_marker, json.dumps(marker).encode("utf-8"))
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from itertools import islice
 
+from airflow_commit_provider.core.formats.partition_stats import PartitionStats
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.parallel import run_parallel
@@ -29,13 +30,17 @@ def save_success(
     The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
     so a job whose record exists has every marker in place.
     """
-    if per_partition:
-        save_partition_markers(ctx, spool, partition_rows)
-    success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
-    success.partitions = sorted(spool.partitions)
-    success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
-    with ctx.store.open_write(ctx.layout.success_marker) as stream:
-        success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
+    with ctx.phase("write _SUCCESS"):
+        if per_partition:
+            save_partition_markers(ctx, spool, partition_rows)
+        success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
+        success.partitions = sorted(spool.partitions)
+        success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
+        with ctx.store.open_write(ctx.layout.success_marker) as stream:
+            success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
+    # The record holds every phase up to here; writing it is the last step that counts.
+    success.phases = list(ctx.phases)
+    success.partition_stats = partition_stats(ctx.layout.destination, spool, partition_rows)
     ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())
     return success
 
@@ -47,12 +52,11 @@ def save_partition_markers(
 
     Holds one (URI, size) pair per file in memory, grouped by partition, for the time it takes.
     """
-    root = ctx.layout.destination
     by_partition: dict[str, list[CommittedFile]] = defaultdict(list)
     for entry in spool:
-        relative = StorePath.from_uri(entry.dest).relative_to(root)
-        if "/" in relative:
-            by_partition[relative.rsplit("/", 1)[0]].append(CommittedFile(entry.dest, entry.size))
+        partition = partition_of(ctx.layout.destination, entry.dest)
+        if partition is not None:
+            by_partition[partition].append(CommittedFile(entry.dest, entry.size))
 
     def save(partition: str) -> None:
         files = by_partition[partition]
@@ -65,6 +69,29 @@ def save_partition_markers(
         ctx.store.write_bytes(ctx.layout.partition_success(partition), marker.to_bytes())
 
     return run_parallel(sorted(by_partition), save, ctx.options.threads)
+
+
+def partition_stats(
+    destination: StorePath, spool: EntrySpool, partition_rows: Mapping[str, int] | None
+) -> dict[str, PartitionStats]:
+    """What each partition directory received (files at the top are in no partition)."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for entry in spool:
+        partition = partition_of(destination, entry.dest)
+        if partition is not None:
+            totals[partition][0] += 1
+            totals[partition][1] += entry.size
+    rows = partition_rows if partition_rows is not None else {}
+    return {
+        name: PartitionStats(files, size, rows.get(name, 0) if partition_rows is not None else None)
+        for name, (files, size) in sorted(totals.items())
+    }
+
+
+def partition_of(destination: StorePath, uri: str) -> str | None:
+    """The partition directory (`dt=2024-01-01`, `a=1/b=2`) a committed file is in, None at the top."""
+    relative = StorePath.from_uri(uri).relative_to(destination)
+    return relative.rsplit("/", 1)[0] if "/" in relative else None
 
 
 def delete_partition_markers(ctx: JobContext, spool: EntrySpool) -> None:

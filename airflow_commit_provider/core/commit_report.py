@@ -1,0 +1,228 @@
+"""What a commit did, read back for people: the commit report behind the CLI and the UI page.
+
+Built from the job's records under `_airflow_commit/` (its decision, its record, its delivery
+marker) and the table's `_SUCCESS`, never from a listing of the table: a report costs a few reads
+whether the job wrote ten files or 100,000. The record keeps totals per task, phase and partition;
+the file list is paged out of `_SUCCESS` while that is still the job's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.outcome import JobOutcome
+from airflow_commit_provider.core.formats.phases import CommitPhase
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, CommittedFile, SuccessData
+from airflow_commit_provider.core.job_control import JobState, JobStatus, inspect_job
+from airflow_commit_provider.core.job_records import group_job_records
+from airflow_commit_provider.core.layout import RECORDS_DIR
+from airflow_commit_provider.core.parallel import parallel_map
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
+from airflow_commit_provider.core.task_key import TryOrigin
+
+__all__ = [
+    "CommitReport",
+    "CommitSummary",
+    "PartitionReport",
+    "TaskReport",
+    "list_commits",
+    "load_commit",
+]
+
+#: Files per page of a report's file list.
+PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """The attempt whose commit a task contributed, as the job's decision names it."""
+
+    task_id: str
+    attempt_id: str
+    files: int
+    bytes: int
+    rows: int | None
+    started_at: int | None
+    committed_at: int | None
+    adopted_by: str | None
+    """A later attempt (a speculative copy, a retry) that found this one committed and adopted it."""
+
+    @property
+    def outcome(self) -> str:
+        return "adopted" if self.adopted_by else "committed"
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """What one partition directory received from the job."""
+
+    partition: str
+    files: int
+    bytes: int
+    rows: int | None
+
+
+@dataclass(frozen=True)
+class CommitSummary:
+    """One job, as a row of a destination's list of recent commits."""
+
+    job_id: str
+    state: str
+    """unknown, active, committing, committed or aborted (`JobState`)."""
+    committer: str | None
+    decided_at: int | None
+    """When the commit point (or the abort) was decided, epoch milliseconds."""
+    finished_at: int | None
+    """When the job record was written (the commit finished), epoch milliseconds."""
+    started_at: int | None
+    """When the first committed task attempt began, epoch milliseconds, when recorded."""
+    origin: TryOrigin | None
+    reason: str
+    """Why the job was aborted (empty for a commit)."""
+    files: int | None
+    bytes: int | None
+    rows: int | None
+    delivered: bool
+
+    @property
+    def duration_ms(self) -> int | None:
+        end = self.finished_at or self.decided_at
+        return end - self.started_at if end is not None and self.started_at is not None else None
+
+
+@dataclass(frozen=True)
+class CommitReport:
+    """One job's commit in full: its tasks, the phases of its job commit, its partitions, a page
+    of its files, and the summary its `_SUCCESS` gives."""
+
+    destination: str
+    summary: CommitSummary
+    conflict_mode: str | None
+    tasks: tuple[TaskReport, ...]
+    phases: tuple[CommitPhase, ...]
+    partitions: tuple[PartitionReport, ...]
+    success: dict[str, object] | None
+    files_page: tuple[CommittedFile, ...] = ()
+    page: int = 0
+    page_size: int = PAGE_SIZE
+    pages: int = 1
+    listed_files: int = 0
+    """How many files the list pages through."""
+    files_missing: str | None = None
+    """Why the file list cannot be shown (the table's `_SUCCESS` belongs to a later job)."""
+
+
+def list_commits(
+    store: Store, destination: str | StorePath, limit: int = 50, threads: int = 8
+) -> list[CommitSummary]:
+    """The `limit` most recent jobs with records under `destination`, newest first.
+
+    One listing of the records directory, then the records of those jobs (a few reads each).
+    """
+    root = StorePath.parse(destination)
+    grouped, _ = group_job_records(store, root.join(RECORDS_DIR))
+    newest = sorted(grouped, key=lambda job: max(status.modified for _, status in grouped[job]), reverse=True)
+    statuses = parallel_map(newest[:limit], lambda job_id: inspect_job(store, root, job_id), threads)
+    return [_summary(status) for status in statuses]
+
+
+def load_commit(
+    store: Store, destination: str | StorePath, job_id: str, page: int = 0, page_size: int = PAGE_SIZE
+) -> CommitReport:
+    """The report of job `job_id` under `destination`, with page `page` of its files.
+
+    Raises ValueError naming the job if `destination` holds no record of it.
+    """
+    root = StorePath.parse(destination)
+    status = inspect_job(store, root, job_id)
+    if status.state is JobState.UNKNOWN:
+        raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}")
+    record, outcome = status.record, status.outcome
+    files, files_missing = _committed_files(store, root, job_id) if record is not None else ([], None)
+    pages = max(1, -(-len(files) // page_size))
+    if not 0 <= page < pages:
+        raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
+    return CommitReport(
+        destination=root.uri(),
+        summary=_summary(status),
+        conflict_mode=outcome.conflict_mode if outcome is not None else None,
+        tasks=_tasks(outcome),
+        phases=tuple(record.phases or ()) if record is not None else (),
+        partitions=_partitions(record),
+        success=record.summary() if record is not None else None,
+        files_page=tuple(files[page * page_size : (page + 1) * page_size]),
+        page=page,
+        page_size=page_size,
+        pages=pages,
+        listed_files=len(files),
+        files_missing=files_missing,
+    )
+
+
+def _summary(status: JobStatus) -> CommitSummary:
+    outcome, record = status.outcome, status.record
+    starts = [task.started_at for task in _tasks(outcome) if task.started_at is not None]
+    return CommitSummary(
+        job_id=status.job_id,
+        state=status.state.value,
+        committer=status.committer,
+        decided_at=outcome.timestamp if outcome is not None else None,
+        finished_at=record.timestamp if record is not None else None,
+        started_at=min(starts) if starts else None,
+        origin=outcome.origin if outcome is not None else None,
+        reason="" if outcome is None or outcome.committing else outcome.reason,
+        files=record.committed_file_count()[0] if record is not None else None,
+        bytes=record.total_bytes if record is not None else None,
+        rows=record.rows if record is not None else None,
+        delivered=status.delivered,
+    )
+
+
+def _tasks(outcome: JobOutcome | None) -> tuple[TaskReport, ...]:
+    if outcome is None:
+        return ()
+    return tuple(
+        TaskReport(
+            task_id=result.task_id,
+            attempt_id=result.task_attempt_id,
+            files=_count(result.files),
+            bytes=_count(result.bytes),
+            rows=_optional_count(result.rows),
+            started_at=_optional_count(result.started_at),
+            committed_at=_optional_count(result.committed_at),
+            adopted_by=result.adopted_from if isinstance(result.adopted_from, str) else None,
+        )
+        for result in sorted(outcome.committed, key=lambda result: result.task_id)
+    )
+
+
+def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
+    stats = (record.partition_stats or {}) if record is not None else {}
+    return tuple(PartitionReport(name, s.files, s.bytes, s.rows) for name, s in sorted(stats.items()))
+
+
+def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[CommittedFile], str | None]:
+    """The job's files, from the table's `_SUCCESS` while it is still this job's (the record keeps
+    totals only, to stay small); else none, and why."""
+    marker = root.join(SUCCESS_FILENAME)
+    try:
+        success = SuccessData.from_bytes(store.read_bytes(marker), str(marker))
+    except FileNotFoundInStoreError:
+        return [], f"{marker} is gone, and with it the list of files"
+    except InvalidCommitDataError as error:
+        return [], f"the list of files is unreadable: {error}"
+    if success.job_id != job_id:
+        return [], f"{marker} now lists the files of job {success.job_id}, a later commit"
+    return success.files or [], None
+
+
+def _count(value: object) -> int:
+    """A count from an outcome's task entry; the outcome's own check covers only task and attempt
+    IDs, so a foreign value shows as 0 rather than breaking the report."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _optional_count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

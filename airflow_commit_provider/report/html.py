@@ -1,0 +1,81 @@
+"""The commit report as one self-contained HTML page: the file `airflow-commit report --html`
+writes for a ticket or an email, and the page the Airflow UI plugin serves.
+
+Jinja2 with autoescaping: every value shown came from files in the store, which anyone with write
+access there could have forged, so none of it reaches the page unescaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.report.view import (
+    FILE_COLUMNS,
+    PARTITION_COLUMNS,
+    PHASE_COLUMNS,
+    SUMMARY_COLUMNS,
+    TASK_COLUMNS,
+    commit_view,
+    summary_row,
+)
+
+_ENVIRONMENT = Environment(
+    loader=PackageLoader("airflow_commit_provider.report", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=False,
+)
+#: Page links shown around the current page of the file list.
+_PAGE_LINKS_AROUND = 5
+
+
+@dataclass(frozen=True)
+class _Section:
+    id: str
+    title: str
+    columns: tuple[str, ...]
+    rows: list[list[str]]
+
+
+def render_commit(
+    report: CommitReport,
+    commits: Sequence[CommitSummary] = (),
+    *,
+    page_link: Callable[[int], str] | None = None,
+    job_link: Callable[[str], str] | None = None,
+) -> str:
+    """The page of one commit, under the destination's recent `commits` when given.
+
+    `page_link(n)` gives the address of page n of the file list and `job_link(job)` that of another
+    commit's page (the UI's; a stand-alone file has no links and holds the page it was made with).
+    """
+    view = commit_view(report)
+    sections = [
+        _Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, view.tasks),
+        _Section("phases", "Job commit phases", PHASE_COLUMNS, view.phases),
+        _Section("partitions", "Partitions", PARTITION_COLUMNS, view.partitions),
+        _Section("files", "Files", FILE_COLUMNS, view.files),
+    ]
+    context: dict[str, Any] = {
+        "view": view,
+        "state": report.summary.state,
+        "sections": sections,
+        "page_links": _page_links(report, page_link) if page_link else [],
+        "commits": [
+            (summary_row(c), job_link(c.job_id) if job_link else None, c.job_id == report.summary.job_id)
+            for c in commits
+        ],
+        "commit_columns": SUMMARY_COLUMNS,
+    }
+    return _ENVIRONMENT.get_template("commit.html.j2").render(context)
+
+
+def _page_links(report: CommitReport, page_link: Callable[[int], str]) -> list[tuple[int, str | None]]:
+    """(page number shown from 1, its link or None for the current page) around the current page."""
+    first = max(0, report.page - _PAGE_LINKS_AROUND)
+    last = min(report.pages, report.page + _PAGE_LINKS_AROUND + 1)
+    return [(n + 1, None if n == report.page else page_link(n)) for n in range(first, last)]

@@ -1,0 +1,177 @@
+"""A commit report as people read it: the texts and the timeline, once for every renderer.
+
+The terminal (`report.terminal`), the HTML file and the UI page (`report.html`) show the same
+rows; they differ only in markup, so the wording, units and timeline are decided here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from airflow_commit_provider.core.cleanup import format_size
+from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.core.task_key import TryOrigin
+
+#: The columns of a destination's list of recent commits.
+SUMMARY_COLUMNS = ("job", "state", "DAG run", "task", "try", "files", "size", "rows", "took", "decided")
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One row of the timeline: a task attempt or a job-commit phase, placed in percent of the
+    span from the first recorded start to the last recorded end."""
+
+    label: str
+    detail: str
+    offset: float
+    width: float
+    kind: str
+    """task, adopted or phase (the renderers colour by it)."""
+
+
+@dataclass(frozen=True)
+class CommitView:
+    title: str
+    facts: list[tuple[str, str]]
+    tasks: list[list[str]]
+    phases: list[list[str]]
+    partitions: list[list[str]]
+    files: list[list[str]]
+    timeline: list[Bar]
+    page_note: str
+
+
+TASK_COLUMNS = ("task", "attempt", "outcome", "files", "size", "rows", "began", "committed")
+PHASE_COLUMNS = ("phase", "began", "took", "requests")
+PARTITION_COLUMNS = ("partition", "files", "size", "rows")
+FILE_COLUMNS = ("file", "size")
+
+
+def summary_row(summary: CommitSummary) -> list[str]:
+    origin = summary.origin
+    return [
+        summary.job_id,
+        summary.state + ("" if not summary.reason else f" ({summary.reason})"),
+        origin.key.run_id if origin else "-",
+        _task_name(origin) if origin else "-",
+        str(origin.try_number) if origin else "-",
+        _number(summary.files),
+        format_size(summary.bytes) if summary.bytes is not None else "-",
+        _number(summary.rows),
+        _millis(summary.duration_ms),
+        _when(summary.decided_at),
+    ]
+
+
+def commit_view(report: CommitReport) -> CommitView:
+    summary = report.summary
+    origin = summary.origin
+    facts = [
+        ("destination", report.destination),
+        ("job", summary.job_id),
+        ("state", summary.state + (" (delivered)" if summary.delivered else "")),
+        ("committer", summary.committer or "-"),
+        ("conflict mode", report.conflict_mode or "-"),
+        ("DAG", origin.key.dag_id if origin else "-"),
+        ("DAG run", origin.key.run_id if origin else "-"),
+        ("task", f"{_task_name(origin)}, try {origin.try_number}" if origin else "-"),
+        ("decided", _when(summary.decided_at)),
+        ("finished", _when(summary.finished_at)),
+        ("took", _millis(summary.duration_ms)),
+        ("files", _number(summary.files)),
+        ("size", format_size(summary.bytes) if summary.bytes is not None else "-"),
+        ("rows", _number(summary.rows)),
+    ]
+    if summary.reason:
+        facts.append(("abort reason", summary.reason))
+    first = min((t.started_at for t in report.tasks if t.started_at is not None), default=None)
+    tasks = [
+        [
+            task.task_id,
+            task.attempt_id + (f" (adopted by {task.adopted_by})" if task.adopted_by else ""),
+            task.outcome,
+            str(task.files),
+            format_size(task.bytes),
+            _number(task.rows),
+            _offset(task.started_at, first),
+            _offset(task.committed_at, first),
+        ]
+        for task in report.tasks
+    ]
+    phases = [
+        [phase.name, _offset(phase.start, first), _millis(phase.end - phase.start), _requests(phase.requests)]
+        for phase in report.phases
+    ]
+    partitions = [
+        [p.partition, str(p.files), format_size(p.bytes), _number(p.rows)] for p in report.partitions
+    ]
+    files = [[committed.uri, format_size(committed.size)] for committed in report.files_page]
+    start_of_page = report.page * report.page_size
+    page_note = report.files_missing or (
+        f"files {start_of_page + 1}-{start_of_page + len(files)} of {report.listed_files:,}, "
+        f"page {report.page + 1} of {report.pages}"
+        if files
+        else "no files"
+    )
+    title = f"Commit {summary.job_id} ({summary.state})"
+    return CommitView(title, facts, tasks, phases, partitions, files, _timeline(report), page_note)
+
+
+def _timeline(report: CommitReport) -> list[Bar]:
+    spans = [
+        (
+            task.task_id,
+            task.attempt_id,
+            task.started_at,
+            task.committed_at,
+            "adopted" if task.adopted_by else "task",
+        )
+        for task in report.tasks
+        if task.started_at is not None and task.committed_at is not None
+    ] + [(phase.name, _requests(phase.requests), phase.start, phase.end, "phase") for phase in report.phases]
+    if not spans:
+        return []
+    first = min(start for _, _, start, _, _ in spans)
+    total = max(max(end for _, _, _, end, _ in spans) - first, 1)
+    return [
+        Bar(label, detail, 100 * (start - first) / total, max(100 * (end - start) / total, 0.5), kind)
+        for label, detail, start, end, kind in spans
+    ]
+
+
+def _task_name(origin: TryOrigin | None) -> str:
+    if origin is None:
+        return "-"
+    key = origin.key
+    return key.task_id if key.map_index < 0 else f"{key.task_id}[{key.map_index}]"
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _millis(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+def _when(epoch_millis: int | None) -> str:
+    if not epoch_millis:
+        return "-"
+    moment = datetime.fromtimestamp(epoch_millis / 1000, tz=timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _offset(epoch_millis: int | None, first: int | None) -> str:
+    """A time as the offset from the first task's start: a timeline reads in relative times."""
+    if epoch_millis is None:
+        return "-"
+    if first is None:
+        return _when(epoch_millis)
+    return "+" + _millis(epoch_millis - first)
+
+
+def _requests(requests: dict[str, int]) -> str:
+    return ", ".join(f"{count} {kind}" for kind, count in requests.items()) or "none"

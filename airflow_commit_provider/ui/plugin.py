@@ -1,0 +1,17 @@
+"""The provider's Airflow plugin: the commit report pages in the api-server (`ui.app`).
+
+Registered through the provider's metadata (``plugins`` in ``get_provider_info``), so installing
+the provider is enough; the task's "Commit report" link (`ui.link`) points here.
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from airflow_commit_provider.ui.addresses import URL_PREFIX
+from airflow_commit_provider.ui.app import app
+
+
+class CommitReportPlugin(AirflowPlugin):
+    name = "airflow_commit_report"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Commit reports"}]

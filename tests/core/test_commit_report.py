@@ -1,0 +1,162 @@
+"""The commit report (`core.commit_report`, `airflow-commit report`): what it says about real
+jobs run by the real committers, on both stores, read from the jobs' records alone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from support.committed_jobs import interrupt_after_commit_point
+from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
+from support.workload import JobRun
+
+from airflow_commit_provider.cli import main
+from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
+from airflow_commit_provider.report.html import render_commit
+
+ORIGIN = TryOrigin(TaskKey("daily_ingest", "write_events", "scheduled__2024-01-02T00:00:00+00:00"), 2)
+
+
+def committed_with_an_adopted_attempt(env: CommitEnv) -> tuple[JobRun, dict[str, bytes]]:
+    """Two tasks into two days; task 1's second attempt (a speculative copy) finds the first one
+    committed and adopts it, as Spark's driver would then report."""
+    job = JobRun.create("partitioned", env.store, env.dest, env.options(origin=ORIGIN))
+    job.committer.setup_job()
+    first = job.run_task(0, 0, ["dt=2024-01-01/a.csv", "dt=2024-01-02/b.csv"])
+    original = job.run_task(1, 0, ["dt=2024-01-02/c.csv"])
+    speculative = job.attempt(1, 1, ["dt=2024-01-02/c.csv"])
+    adopted = job.commit(speculative)
+    assert adopted.adopted_from == speculative.handle.task_attempt_id, (
+        "the copy did not adopt the first commit"
+    )
+    job.committer.commit_job([first.result, adopted])
+    return job, {**first.files, **original.files}
+
+
+def test_a_committed_job_reports_tasks_phases_and_partitions(commit_env: CommitEnv) -> None:
+    env = commit_env
+    job, files = committed_with_an_adopted_attempt(env)
+    report = load_commit(env.store, env.dest, job.job_id)
+    summary = report.summary
+    assert (summary.state, summary.committer, summary.origin, summary.reason) == (
+        "committed",
+        "partitioned",
+        ORIGIN,
+        "",
+    )
+    assert (summary.files, summary.bytes) == (len(files), sum(len(data) for data in files.values()))
+    assert summary.started_at is not None and summary.finished_at is not None
+    assert summary.decided_at is not None and summary.started_at <= summary.decided_at <= summary.finished_at
+
+    layout = JobLayout(env.dest, job.job_id)
+    by_task = {task.task_id: task for task in report.tasks}
+    assert by_task[layout.task_id(0)].outcome == "committed"
+    adopted = by_task[layout.task_id(1)]
+    assert (adopted.outcome, adopted.attempt_id, adopted.adopted_by) == (
+        "adopted",
+        layout.task_attempt_id(1, 0),
+        layout.task_attempt_id(1, 1),
+    )
+    assert [(t.files, t.bytes) for t in report.tasks] == [
+        (2, len(files["dt=2024-01-01/a.csv"]) + len(files["dt=2024-01-02/b.csv"])),
+        (1, len(files["dt=2024-01-02/c.csv"])),
+    ]
+
+    names = [phase.name for phase in report.phases]
+    assert names[0] == "load manifests" and "commit point" in names and names[-1] == "write _SUCCESS", names
+    assert all(phase.start <= phase.end for phase in report.phases)
+    committing = next(phase for phase in report.phases if phase.name == "commit files")
+    assert committing.requests, "the phase that made the files visible counted no store request"
+    assert report.phases[0].start >= max(t.committed_at or 0 for t in report.tasks)
+
+    assert [(p.partition, p.files, p.rows) for p in report.partitions] == [
+        ("dt=2024-01-01", 1, None),
+        ("dt=2024-01-02", 2, None),
+    ]
+    assert sorted(f.uri for f in report.files_page) == sorted(env.dest.join(name).uri() for name in files)
+    assert report.success is not None and report.success["job_id"] == job.job_id
+
+    listed = list_commits(env.store, env.dest)
+    assert [c.job_id for c in listed] == [job.job_id] and listed[0] == summary
+
+
+def test_an_aborted_and_a_committing_job_say_so(commit_env: CommitEnv) -> None:
+    env = commit_env
+    aborted = JobRun.create("partitioned", env.store, env.dest, env.options(origin=ORIGIN))
+    aborted.committer.setup_job()
+    aborted.run_task(0, 0, ["dt=1/a.csv"])
+    assert aborted.committer.abort_job("killed: the Airflow task timed out") is None
+    report = load_commit(env.store, env.dest, aborted.job_id)
+    assert (report.summary.state, report.summary.reason) == ("aborted", "killed: the Airflow task timed out")
+    assert (report.tasks, report.phases, report.partitions, report.files_page) == ((), (), (), ())
+
+    interrupt_after_commit_point(env.store, env.dest, "committing-job")
+    committing = load_commit(env.store, env.dest, "committing-job").summary
+    assert (committing.state, committing.files, committing.finished_at) == ("committing", None, None)
+
+    listed = {c.job_id: c.state for c in list_commits(env.store, env.dest)}
+    assert listed == {aborted.job_id: "aborted", "committing-job": "committing"}
+
+
+def test_pages_of_a_large_file_list_come_from_success(commit_env: CommitEnv) -> None:
+    """10,000 files: the report pages them out of the table's `_SUCCESS`, never listing the table;
+    once a later job has rewritten `_SUCCESS`, the report says so and keeps the record's totals."""
+    env = commit_env
+    job = JobRun.create("partitioned", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    job.committer.commit_job([job.run_task(0, 0, ["dt=1/a.csv"]).result])
+    marker = env.dest.join("_SUCCESS")
+    success = SuccessData.from_bytes(env.store.read_bytes(marker), str(marker))
+    success.files = [CommittedFile(env.dest.join(f"dt=1/f-{n:05d}.csv").uri(), n) for n in range(10_000)]
+    success.file_count = len(success.files)
+    env.store.write_bytes(marker, success.to_bytes())
+
+    last = load_commit(env.store, env.dest, job.job_id, page=99)
+    assert (last.pages, len(last.files_page), last.files_page[-1].size) == (100, 100, 9_999)
+    page = render_commit(last, page_link=lambda n: f"?page={n}")
+    assert page.count('href="?page=') == 5 and "files 9901-10000 of 10,000, page 100 of 100" in page
+    with pytest.raises(ValueError, match=f"page 100 of job '{job.job_id}'"):
+        load_commit(env.store, env.dest, job.job_id, page=100)
+
+    later = JobRun.create("partitioned", env.store, env.dest, env.options())
+    later.committer.setup_job()
+    later.committer.commit_job([later.run_task(0, 0, ["dt=2/b.csv"]).result])
+    earlier = load_commit(env.store, env.dest, job.job_id)
+    assert earlier.files_page == () and f"lists the files of job {later.job_id}" in str(earlier.files_missing)
+    assert [(p.partition, p.files) for p in earlier.partitions] == [("dt=1", 1)]
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_the_cli_prints_the_report_and_writes_one_html_file(
+    commit_env: CommitEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = commit_env
+    job = JobRun.create("partitioned", env.store, env.dest, env.options(origin=ORIGIN))
+    job.committer.setup_job()
+    hostile = 'dt=<script>alert("x")</script>'
+    task = job.run_task(0, 0, [f"{hostile}/a.csv"])
+    job.committer.commit_job([task.result])
+    page = tmp_path / "commit.html"
+
+    assert main(["report", env.dest.uri(), "--html", str(page)]) == 0
+    printed = capsys.readouterr().out
+    assert job.job_id in printed and "write_events, try 2" in printed and "commit files" in printed
+
+    html = page.read_text(encoding="utf-8")
+    assert "<script>" not in html and "&lt;script&gt;" in html, "a partition name reached the page unescaped"
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the page loads something from elsewhere"
+    assert f"Commit {job.job_id} (committed)" in html and 'data-testid="phases"' in html
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_the_cli_names_what_is_missing(commit_env: CommitEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    env = commit_env
+    assert main(["report", env.dest.uri()]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "_airflow_commit: no job records" in error
+    assert main(["report", env.dest.uri(), "--job", "job-that-never-ran"]) == 2
+    assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
