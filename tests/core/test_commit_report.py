@@ -130,11 +130,27 @@ def test_pages_of_a_large_file_list_come_from_success(commit_env: CommitEnv) -> 
     assert [(p.partition, p.files) for p in earlier.partitions] == [("dt=1", 1)]
 
 
-@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def cli_store_arguments(
+    env: CommitEnv, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """What the CLI needs to reach the test's store: on S3, boto3's environment and the endpoint."""
+    if env.kind == "local":
+        return []
+    embedded = request.getfixturevalue("embedded_s3")
+    for name, value in embedded.env().items():
+        monkeypatch.setenv(name, value)
+    return ["--endpoint-url", embedded.endpoint_url]
+
+
 def test_the_cli_prints_the_report_and_writes_one_html_file(
-    commit_env: CommitEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    commit_env: CommitEnv,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = commit_env
+    store_arguments = cli_store_arguments(env, request, monkeypatch)
     job = JobRun.create("partitioned", env.store, env.dest, env.options(origin=ORIGIN))
     job.committer.setup_job()
     hostile = 'dt=<script>alert("x")</script>'
@@ -142,7 +158,7 @@ def test_the_cli_prints_the_report_and_writes_one_html_file(
     job.committer.commit_job([task.result])
     page = tmp_path / "commit.html"
 
-    assert main(["report", env.dest.uri(), "--html", str(page)]) == 0
+    assert main(["report", env.dest.uri(), "--html", str(page), *store_arguments]) == 0
     printed = capsys.readouterr().out
     assert job.job_id in printed and "write_events, try 2" in printed and "commit files" in printed
 
