@@ -8,7 +8,10 @@ module that reads them, so a change in the provider is a change here only.
 S3 settings reach spark-submit as environment variables, never as ``--conf`` or arguments, so they
 are in no command line, log or XCom. On YARN and Kubernetes the provider's hook turns environment
 variables into ``--conf`` arguments; there only the endpoint and region are passed, and the cluster
-must supply credentials (instance roles, IRSA).
+must supply credentials (instance roles, IRSA). Confs that may hold a secret (OpenLineage's
+transport, with its API key) go into a properties file only the worker's user can read, given to
+spark-submit with ``--properties-file`` and ``--load-spark-defaults`` (Spark 4 then still reads
+``spark-defaults.conf``), never as ``--conf``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ __all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "process_group_ali
 
 #: The S3 variables that may travel as ``--conf`` on YARN and Kubernetes: they carry no secret.
 PUBLIC_S3_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
+#: Confs that may carry a secret (OpenLineage's transport: an API key, headers): never on a command line.
+PRIVATE_CONF_PREFIXES = ("spark.openlineage.transport.",)
+#: The properties file spark-submit reads them from, in the try's own directory.
+PRIVATE_PROPERTIES_NAME = "private-spark.properties"
 #: Where spark-submit's Python comes from when the master is local.
 PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
@@ -45,6 +52,8 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     :param spark_python: the Python for the driver and executors when the master is ``local``
         (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
     :param env_vars: the user's variables; they win over the S3 ones.
+    :param private_conf_dir: where the properties file of :data:`PRIVATE_CONF_PREFIXES` confs is
+        written (the try's own directory); required when ``conf`` holds any.
 
     The other arguments are those of ``SparkSubmitHook``.
     """
@@ -55,9 +64,11 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         s3_environment: Mapping[str, str] | None = None,
         spark_python: str | None = None,
         env_vars: Mapping[str, Any] | None = None,
+        private_conf_dir: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(env_vars=None, **kwargs)
+        self._private_conf_dir = private_conf_dir
         self._env_vars = self._route_environment(
             dict(s3_environment or {}), dict(env_vars or {}), spark_python
         )
@@ -86,6 +97,38 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     def submit_command(self, application: str) -> list[str]:
         """The spark-submit command line for `application`: what any ``ps`` on the worker shows."""
         return self._build_spark_submit_command(application)
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        """The provider's command, with the private confs moved into a properties file."""
+        private = {key: value for key, value in self._conf.items() if key.startswith(PRIVATE_CONF_PREFIXES)}
+        if not private:
+            return super()._build_spark_submit_command(application)
+        if self._private_conf_dir is None:
+            raise ValueError(
+                f"{', '.join(sorted(private))}: a private conf needs private_conf_dir for its file"
+            )
+        given_conf, given_file = self._conf, self._properties_file
+        self._conf = {key: value for key, value in given_conf.items() if key not in private}
+        self._properties_file = str(self._write_private_properties(private, given_file))
+        try:
+            command = super()._build_spark_submit_command(application)
+        finally:
+            self._conf, self._properties_file = given_conf, given_file
+        command.insert(command.index("--properties-file") + 2, "--load-spark-defaults")
+        return command
+
+    def _write_private_properties(self, private: Mapping[str, Any], given_file: str | None) -> Path:
+        """The user's properties file (if any) followed by the private confs, readable by the owner only."""
+        path = Path(self._private_conf_dir or ".", PRIVATE_PROPERTIES_NAME)
+        text = Path(given_file).read_text(encoding="utf-8") + "\n" if given_file else ""
+        text += "".join(
+            f"{_escaped(key, True)}={_escaped(str(value), False)}\n" for key, value in private.items()
+        )
+        path.unlink(missing_ok=True)  # a file left there keeps its mode; a new one is private from the start
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return path
 
     # The process group ----------------------------------------------------------------------------
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
@@ -177,6 +220,16 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         if shutil.which(binary, path=path) is None and (beside / binary).is_file():
             extra["PATH"] = os.pathsep.join(p for p in (str(beside), path) if p)
         return extra
+
+
+def _escaped(text: str, key: bool) -> str:
+    """`text` as java.util.Properties reads it back (backslash escapes; in a key also `=`, `:`, blanks)."""
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        text = text.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+    elif text.startswith(" "):
+        text = "\\" + text
+    return text
 
 
 def _wait_for_group_exit(pgid: int, timeout: float) -> bool:

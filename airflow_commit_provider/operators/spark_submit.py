@@ -210,6 +210,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                     conf=self._lineage_conf(conf, context),
                     py_files=",".join(py_files) or None,
                     s3_environment=self.hook.spark_environment(self.destination),
+                    private_conf_dir=workdir.path,
                 )
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it

@@ -137,3 +137,37 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.
     runner.join(30)
     assert not process_group_alive(group), "the child of spark-submit is gone too"
     assert failures, "spark-submit killed: submit fails"
+
+
+def test_private_confs_go_to_a_properties_file_with_the_users_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenLineage's transport confs (an API key) leave the command line for a private properties
+    file, after the user's own properties file; Spark 4 still reads spark-defaults.conf beside it."""
+    spark_connection(monkeypatch, "local[2]")
+    users = tmp_path / "users.properties"
+    users.write_text("spark.executor.memory 2g\n")
+    key = "spark.openlineage.transport.auth.apiKey"
+    conf = {
+        "spark.airflow_commit.job_id": "job-1",
+        key: "k=ey\\1",
+        "spark.openlineage.transport.url": "http://ol",
+    }
+    hook = CommittedSparkSubmitHook(conf=conf, properties_file=str(users), private_conf_dir=tmp_path)
+    line = hook.submit_command("/jobs/app.py")
+    assert "k=ey" not in " ".join(line) and "spark.openlineage" not in " ".join(line)
+    private = tmp_path / "private-spark.properties"
+    assert line[line.index("--properties-file") + 1 : line.index("--properties-file") + 3] == [
+        str(private),
+        "--load-spark-defaults",
+    ]
+    assert private.read_text() == (
+        "spark.executor.memory 2g\n\n"
+        "spark.openlineage.transport.auth.apiKey=k=ey\\\\1\n"
+        "spark.openlineage.transport.url=http://ol\n"
+    )
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert "spark.airflow_commit.job_id=job-1" in line
+
+    with pytest.raises(ValueError, match=f"{key}: a private conf needs private_conf_dir"):
+        CommittedSparkSubmitHook(conf={key: "x"}).submit_command("/jobs/app.py")
