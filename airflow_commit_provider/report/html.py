@@ -8,21 +8,12 @@ access there could have forged, so none of it reaches the page unescaped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
-from airflow_commit_provider.report.view import (
-    FILE_COLUMNS,
-    PARTITION_COLUMNS,
-    PHASE_COLUMNS,
-    SUMMARY_COLUMNS,
-    TASK_COLUMNS,
-    commit_view,
-    summary_row,
-)
+from airflow_commit_provider.report.view import SUMMARY_COLUMNS, commit_view, summary_row
 
 _ENVIRONMENT = Environment(
     loader=PackageLoader("airflow_commit_provider.report", "templates"),
@@ -31,14 +22,6 @@ _ENVIRONMENT = Environment(
 )
 #: Page links shown around the current page of the file list.
 _PAGE_LINKS_AROUND = 5
-
-
-@dataclass(frozen=True)
-class _Section:
-    id: str
-    title: str
-    columns: tuple[str, ...]
-    rows: list[list[str]]
 
 
 def render_commit(
@@ -54,16 +37,10 @@ def render_commit(
     commit's page (the UI's; a stand-alone file has no links and holds the page it was made with).
     """
     view = commit_view(report)
-    sections = [
-        _Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, view.tasks),
-        _Section("phases", "Job commit phases", PHASE_COLUMNS, view.phases),
-        _Section("partitions", "Partitions", PARTITION_COLUMNS, view.partitions),
-        _Section("files", "Files", FILE_COLUMNS, view.files),
-    ]
     context: dict[str, Any] = {
         "view": view,
         "state": report.summary.state,
-        "sections": sections,
+        "sections": view.sections,
         "page_links": _page_links(report, page_link) if page_link else [],
         "commits": [
             (summary_row(c), job_link(c.job_id) if job_link else None, c.job_id == report.summary.job_id)

@@ -8,15 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
-from airflow_commit_provider.report.view import (
-    FILE_COLUMNS,
-    PARTITION_COLUMNS,
-    PHASE_COLUMNS,
-    SUMMARY_COLUMNS,
-    TASK_COLUMNS,
-    commit_view,
-    summary_row,
-)
+from airflow_commit_provider.report.view import SUMMARY_COLUMNS, commit_view, summary_row
 
 
 def print_commits(console: Console, destination: str, commits: Sequence[CommitSummary]) -> None:
@@ -34,14 +26,10 @@ def print_commit(console: Console, report: CommitReport) -> None:
         facts.add_row(f"[bold]{name}[/bold]", value)
     console.print(f"[bold]{view.title}[/bold]")
     console.print(facts)
-    for title, columns, rows in (
-        ("Tasks (the attempt each task committed)", TASK_COLUMNS, view.tasks),
-        ("Job commit phases", PHASE_COLUMNS, view.phases),
-        ("Partitions", PARTITION_COLUMNS, view.partitions),
-        (f"Files ({view.page_note})", FILE_COLUMNS, view.files),
-    ):
-        if rows:
-            console.print(_table(title, columns, rows))
+    for section in view.sections:
+        if section.rows:
+            console.print(_table(section.title, section.columns, section.rows))
+    console.print(view.page_note)
 
 
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:

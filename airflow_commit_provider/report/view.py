@@ -31,13 +31,21 @@ class Bar:
 
 
 @dataclass(frozen=True)
+class Section:
+    """One table of the report: `id` names it for the page's tests and links."""
+
+    id: str
+    title: str
+    columns: tuple[str, ...]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
 class CommitView:
     title: str
     facts: list[tuple[str, str]]
-    tasks: list[list[str]]
-    phases: list[list[str]]
-    partitions: list[list[str]]
-    files: list[list[str]]
+    sections: list[Section]
+    """Tasks, job-commit phases, partitions and the page of files, in that order."""
     timeline: list[Bar]
     page_note: str
 
@@ -115,7 +123,13 @@ def commit_view(report: CommitReport) -> CommitView:
         else "no files"
     )
     title = f"Commit {summary.job_id} ({summary.state})"
-    return CommitView(title, facts, tasks, phases, partitions, files, _timeline(report), page_note)
+    sections = [
+        Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, tasks),
+        Section("phases", "Job commit phases", PHASE_COLUMNS, phases),
+        Section("partitions", "Partitions", PARTITION_COLUMNS, partitions),
+        Section("files", "Files", FILE_COLUMNS, files),
+    ]
+    return CommitView(title, facts, sections, _timeline(report), page_note)
 
 
 def _timeline(report: CommitReport) -> list[Bar]:
