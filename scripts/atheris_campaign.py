@@ -14,6 +14,7 @@ replays it from then on. Exit status 1 when any target found something.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -100,6 +101,8 @@ def main(argv: list[str]) -> int:
     unknown = sorted(set(args.targets) - set(target_names()))
     if unknown:
         parser.error(f"no such target(s): {', '.join(unknown)}")
+    if importlib.util.find_spec("atheris") is None:
+        parser.error("atheris is not installed: `make fuzz-atheris` installs the [fuzz] extra")
     results = []
     for name in args.targets or target_names():
         results.append(campaign_run(name, args.runs))
