@@ -17,6 +17,7 @@ import argparse
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -61,9 +62,17 @@ def campaign_run(name: str, runs: int) -> Result:
     before = set(crashers.iterdir())
     flags = [f"-runs={runs}", *LIMITS, "-print_final_stats=1", f"-artifact_prefix={crashers}/"]
     log = CACHE / f"{name}.log"
+    # libFuzzer exits without Python's clean-up: what a target puts in a temporary directory stays
+    # in this one, emptied at each run.
+    scratch = CACHE / f"{name}.tmp"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
     with log.open("wb") as output:
         command = [sys.executable, __file__, "--target", name, *flags, str(working), str(corpus_dir(name))]
-        exit_code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False).returncode
+        environment = {**os.environ, "TMPDIR": str(scratch)}
+        exit_code = subprocess.run(
+            command, stdout=output, stderr=subprocess.STDOUT, env=environment, check=False
+        ).returncode
     text = log.read_text(errors="replace")
     findings = sorted(set(crashers.iterdir()) - before)
     if not any(crashers.iterdir()):
