@@ -6,8 +6,10 @@ SHELL := bash
 
 PY := .venv/bin/python
 PYTEST_ARGS ?=
-# Examples per fuzz target for `make fuzz` (the suite's bounded run takes 150).
+# Examples per Hypothesis fuzz target for `make fuzz-hypothesis` (the suite's bounded run takes 150).
 FUZZ_EXAMPLES ?= 20000
+# Runs per atheris target for `make fuzz-atheris`: 20 targets x 60000 = 1.2 million executions.
+FUZZ_RUNS ?= 60000
 # e.g. BENCH_ARGS='--scenario job_commit --size tiny --repeat 1' (see python -m bench --help)
 BENCH_ARGS ?=
 
@@ -17,7 +19,7 @@ PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
 export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-.PHONY: help bootstrap demo test compat lint bench fuzz
+.PHONY: help bootstrap demo test compat lint bench fuzz fuzz-atheris fuzz-hypothesis
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
@@ -25,8 +27,11 @@ help:
 	@echo "              it to one pytest run and skips compat)"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
 	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/)"
-	@echo "make fuzz   - a fuzz campaign: tests/fuzz with FUZZ_EXAMPLES (default 20000) examples per target;"
-	@echo "              prints executions, package lines reached and findings per target"
+	@echo "make fuzz   - the fuzz campaigns, fuzz-atheris then fuzz-hypothesis (both run, whatever the first finds)"
+	@echo "make fuzz-atheris    - coverage-guided: tests/fuzz/atheris, FUZZ_RUNS (default 60000) runs per target;"
+	@echo "                       prints executions, coverage (cov, ft), corpus size and findings per target"
+	@echo "make fuzz-hypothesis - tests/fuzz with FUZZ_EXAMPLES (default 20000) examples per target;"
+	@echo "                       prints executions, package lines reached and findings per target"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
 bootstrap:
@@ -54,10 +59,21 @@ lint:
 bench: bootstrap
 	$(PY) -m bench $(BENCH_ARGS)
 
+fuzz:
+	@rc=0; $(MAKE) --no-print-directory fuzz-atheris || rc=$$?; \
+	$(MAKE) --no-print-directory fuzz-hypothesis || rc=$$?; \
+	exit "$$rc"
+
+# Every atheris target (tests/fuzz/atheris) under libFuzzer, one subprocess each, our package
+# instrumented; findings land in tests/fuzz/atheris/crashers/<target>/, which the suite replays.
+fuzz-atheris:
+	@bash scripts/bootstrap.sh --no-java --fuzz
+	FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 $(PY) scripts/atheris_campaign.py
+
 # The suite runs tests/fuzz bounded (150 examples per target); this is the long campaign. Its report
 # (tests/fuzz/conftest.py) lists each target's executions, lines reached and finding. Every target
 # runs to its budget (no -x), so one finding does not hide another's; no per-test timeout: a
 # campaign target runs for minutes by design.
-fuzz:
+fuzz-hypothesis:
 	@bash scripts/bootstrap.sh --no-java
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_COVERAGE=1 $(PY) -m pytest tests/fuzz -q -p no:cacheprovider --timeout=0 $(PYTEST_ARGS)

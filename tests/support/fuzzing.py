@@ -12,10 +12,14 @@ executions, and what came of them, are counted here for the campaign's report
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
+import re
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, settings
@@ -58,6 +62,73 @@ def accepted_or_refused(
         return None
     count("accepted")
     return result
+
+
+#: A job ID as documented, spelled independently of core/layout's own pattern.
+USABLE_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", re.ASCII)
+
+#: Write options as Spark users type them (`df.write.option`), documented spellings.
+WRITE_OPTION_NAMES = (
+    "maxRecordsPerFile",
+    "maxBytesPerFile",
+    "compression",
+    "codec",
+    "header",
+    "lineSep",
+    "encoding",
+    "charset",
+    "pretty",
+    "sep",
+    "parquet.block.size",
+    "orc.stripe.size",
+    "threads",
+    "part_size",
+    "parts_in_flight",
+    "allow_unsafe_v2",
+    "skip_cleanup",
+    "local_staging_dir",
+    "s3.endpoint_url",
+    "s3.verify",
+)
+#: What a refused commit option (`commit_options`) may be named by, beyond the write's own keys.
+COMMIT_OPTION_NAMES = ("threads", "part_size", "parts_in_flight", "allow_unsafe_v2", "skip_cleanup")
+
+
+def write_option_names(options: Iterable[str], conf: Iterable[str]) -> list[str]:
+    """The names a refused write (`parse_options`) may give: a conf key, or an option key as given,
+    folded or documented (keys are case-insensitive), or the option names its checks spell."""
+    spellings = {name.lower(): name for name in WRITE_OPTION_NAMES}
+    shown = [*conf, "option", "lineSep", "maxRecordsPerFile"]
+    return shown + [
+        spelling for key in options for spelling in (key, key.lower(), spellings.get(key.lower(), key))
+    ]
+
+
+def parsed_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | None:
+    """`argv` parsed by the CLI's `parser`, or None when it refused it as the CLI documents: exit 2
+    with one line on stderr that ends in a pointer to --help (or exit 0 after printing help)."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:
+            count("refused")
+            message = stderr.getvalue()
+            assert exit_.code == 0 or (exit_.code == 2 and message.count("\n") == 1), message
+            assert exit_.code == 0 or message.endswith("(see --help)\n"), message
+            return None
+    count("accepted")
+    return args
+
+
+def text_of(data: bytes) -> str:
+    """A coverage-guided fuzzer's bytes as the text a parser is handed: UTF-8, with lone surrogates
+    where the bytes encode them (surrogatepass) or are not UTF-8 at all (surrogateescape, as
+    `os.fsdecode` reads a file name or argument)."""
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape")
 
 
 # Inputs -----------------------------------------------------------------------------------------

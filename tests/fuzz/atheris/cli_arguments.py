@@ -1,0 +1,20 @@
+"""Atheris target: `airflow-commit` command lines (NUL-separated arguments, as argv can hold no
+NUL), parsed and their scope checked, never run (the commands delete). A usage error is one line
+on stderr ending in a pointer to --help, exit 2."""
+
+from __future__ import annotations
+
+from support.fuzzing import accepted_or_refused, parsed_command_line, text_of
+
+from airflow_commit_provider.cli import _scope, build_parser
+from airflow_commit_provider.core.cleanup.scope import ScopeError
+
+MAX_LEN = 512
+#: Built once: parsing leaves a parser as it was, and building one per input would be most of the work.
+PARSER = build_parser()
+
+
+def TestOneInput(data: bytes) -> None:
+    args = parsed_command_line(PARSER, text_of(data).split("\x00"))
+    if args is not None and getattr(args, "allow_bucket_root", None) is not None:
+        accepted_or_refused(lambda: _scope(args), ScopeError, "URL")
