@@ -100,7 +100,7 @@ def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str 
     values = []
     for part, column in zip(path.split("/"), columns, strict=True):
         name, sep, value = part.partition("=")
-        if not sep or unescape_path_name(name) != column:
+        if not sep or unescape_path_name(name).lower() != column.lower():
             raise ValueError(
                 f"partition directory {path!r} does not match the partition columns {list(columns)}"
             )

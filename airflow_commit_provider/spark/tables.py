@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core import job_control
 from airflow_commit_provider.core.catalog import Catalog, TableInfo, TableNotFoundError, register_committed
+from airflow_commit_provider.core.committers.registry import default_committer
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath, same_location
 from airflow_commit_provider.core.store import open_store
@@ -47,8 +48,10 @@ def plan_committed_write(
 ) -> SparkWritePlan:
     """``write_committed``'s plan: to `path`, or to `table` (or the conf's table when neither is given)."""
     conf = cfg.SparkConf(df.sparkSession)
+    expected_location: str | os.PathLike[str] | StorePath | None = path
     if table is None and path is None:
-        table = conf.get(cfg.CONF_TABLE)
+        # The operator sets both: the destination is where its store checks look for the table.
+        table, expected_location = conf.get(cfg.CONF_TABLE), conf.get(cfg.CONF_DESTINATION)
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
     if table is not None:
         if path is not None and not create_table:
@@ -62,7 +65,7 @@ def plan_committed_write(
             format=format,
             partition_by=columns,
             create_table=create_table,
-            path=path,
+            path=expected_location,
         )
         path, format, columns = info.location, info.format, info.partition_columns
     elif create_table:
@@ -104,7 +107,9 @@ def finish_table_write(
     location = catalog.table_info(table).location
     store = open_store(location, **s3)
     try:
-        status = job_control.finish_or_fence(store, location, job_id, "manifest", reason="resumed")
+        # The outcome names the committer of a job past its commit point; any other is only fenced.
+        fallback = default_committer(location, False, "append")
+        status = job_control.finish_or_fence(store, location, job_id, fallback, reason="resumed")
         if status.record is None:
             return None
         return register_table_partitions(catalog, store, location, status.record)

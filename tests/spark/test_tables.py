@@ -19,15 +19,18 @@ from airflow_commit_provider.core.catalog import (
     TableNotFoundError,
 )
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import StorePath, same_location
 from airflow_commit_provider.spark import write_committed
-from airflow_commit_provider.spark.catalog import SparkCatalog
+from airflow_commit_provider.spark.catalog import SparkCatalog, location_path
 from airflow_commit_provider.spark.tables import finish_table_write, plan_committed_write
 from airflow_commit_provider.spark.writer import run_write
 
 pytestmark = pytest.mark.spark
 
-ODD_VALUE = 'it\'s a "day" = 1/2 ü %'
+#: Quotes, spaces, `=`, `/`, `%` and unicode (Hive's metastore cannot filter on a value holding
+#: both kinds of quote, so each value holds one kind).
+ODD_VALUE = "it's a day = 1/2 ü %"
+QUOTED_VALUE = 'say "hi"'
 
 
 def _days(spark: Any, days: list[str], rows_per_day: int = 3) -> Any:
@@ -107,9 +110,9 @@ def test_write_by_table_registers_partitions_and_replace_keeps_other_days(table_
     pruned = spark.sql(f"SELECT id FROM {table} WHERE day = '2'")
     assert "PartitionFilters: [isnotnull(day" in pruned._jdf.queryExecution().executedPlan().toString()
     assert sorted(row["id"] for row in pruned.collect()) == [100, 101, 102]
-    assert StorePath.parse(
-        _partition_location(spark, table, "1").replace("file:/", "file:///", 1)
-    ).key.endswith("events/day=1") or _partition_location(spark, table, "1").endswith("/day=1")
+    for day in ("1", "2"):
+        registered = location_path(_partition_location(spark, table, day))
+        assert same_location(registered, StorePath.parse(location).join(f"day={day}"))
     record = load_job_record(store, StorePath.parse(location), first.job_id)
     assert (record.table, record.registered_partitions) == (table, ["day=1", "day=2"])
 
@@ -171,7 +174,7 @@ def test_mismatches_are_refused_before_any_work(spark: Any, tmp_path: Any) -> No
 
 def test_catalog_unreachable_at_commit_then_finish_registers(spark: Any, tmp_path: Any) -> None:
     table, location = _table_name(), f"file://{tmp_path}/events"
-    frame = _days(spark, ["1", ODD_VALUE])
+    frame = _days(spark, ["1", ODD_VALUE, QUOTED_VALUE])
     plan = plan_committed_write(frame, location, table=table, create_table=True, partition_by="day")
     catalog = FailingCatalog(spark, CatalogUnreachableError("metastore down"))
     with pytest.raises(CatalogUnreachableError, match=f"committed to .*{table} failed.*pending"):
@@ -179,14 +182,15 @@ def test_catalog_unreachable_at_commit_then_finish_registers(spark: Any, tmp_pat
     assert catalog.attempts == 1
     assert _partitions(spark, table) == [], "nothing reached the catalog"
     record = load_job_record(store_for(plan.destination, None), plan.destination, plan.job_id)
-    assert record.registration_pending and len(record.partitions) == 2
+    assert record.registration_pending and len(record.partitions) == 3
 
     finished = finish_table_write(spark, table, plan.job_id)
     assert finished is not None and finished.registered_partitions == sorted(record.partitions)
-    assert len(_partitions(spark, table)) == 2
-    literal = ODD_VALUE.replace("\\", "\\\\").replace("'", "\\'")
-    assert _ids(spark, f"SELECT id FROM {table} WHERE day = '{literal}'") == [100, 101, 102]
-    assert "day=it%27s a %22day%22 %3D 1%2F2 ü %25" in _partition_location(spark, table, ODD_VALUE)
+    assert _partitions(spark, table) == ["day=1", "day=it%27s a day %3D 1%2F2 ü %25", "day=say %22hi%22"]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day = 'it\\'s a day = 1/2 ü %'") == [100, 101, 102]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day = 'say \"hi\"'") == [200, 201, 202]
+    escaped = "/events/day=it%27s a day %3D 1%2F2 ü %25"
+    assert _partition_location(spark, table, ODD_VALUE).endswith(escaped)
     again = finish_table_write(spark, table, plan.job_id)
     assert again is not None and again.registered_partitions == finished.registered_partitions
 
@@ -240,3 +244,16 @@ def test_registration_is_idempotent_and_fixes_a_moved_location(spark: Any, tmp_p
         catalog.register_partitions(table, wanted)
     assert _partition_location(spark, table, "x").endswith("/events/day=x")
     assert _partition_location(spark, table, "y").endswith("/other"), "other partitions untouched"
+
+
+def test_the_data_source_refuses_a_table_in_one_line(spark: Any) -> None:
+    """Its driver side runs in a Python worker without a session: it could neither read the table
+    nor register partitions, so it says where tables are written instead of writing a bare path."""
+    from airflow_commit_provider.spark.datasource import plan_source_write
+
+    schema = _days(spark, ["1"]).schema
+    with pytest.raises(
+        ValueError, match=r"^data source 'committed' cannot write tables: use write_committed"
+    ) as refused:
+        plan_source_write({"table": "default.events", "path": "/tmp/x"}, schema, False)
+    assert "\n" not in str(refused.value)
