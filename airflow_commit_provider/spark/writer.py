@@ -9,6 +9,9 @@ aborts the job (``abort_job``: every upload and temp file of the job goes) and r
 the job had already passed its commit point: then the abort completes the commit and the write
 returns its summary (see ``core.stages.job_state``).
 
+A write to a catalog table (``table=``, ``spark.tables``) names the table in the job's commit
+decision; once ``run_write`` has the committed record, it registers the partitions written.
+
 Committer choice (``committer=`` or ``spark.airflow_commit.committer``), when not given:
 
 - ``conflict_mode`` ``fail`` or ``replace``: the staging committers, which implement those modes
