@@ -65,3 +65,11 @@ def group_job_records(
         name, kind = parsed
         grouped.setdefault(name, []).append((kind, status))
     return grouped, unrecognised
+
+
+def save_job_record(
+    store: Store, destination: str | os.PathLike[str] | StorePath, record: SuccessData
+) -> None:
+    """Rewrite a committed job's record (the catalog registration adds what it registered); one
+    whole-object write, so a reader sees the old record or the new one."""
+    store.write_bytes(job_record_path(destination, record.job_id), record.to_bytes())

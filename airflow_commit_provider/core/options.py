@@ -56,6 +56,9 @@ class CommitOptions:
     rows_by_task: bool = True
     origin: TryOrigin | None = None
     """The orchestrator's try that runs the job, recorded with its decision for the commit report."""
+    table: str | None = None
+    """The catalog table being written: the commit decision records it, so whoever rolls the
+    commit forward knows whose partitions to register."""
 
     def __post_init__(self) -> None:
         parse_conflict_mode(self.conflict_mode)

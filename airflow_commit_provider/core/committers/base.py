@@ -165,6 +165,7 @@ class Committer(abc.ABC):
             tuple(committed),
             conflict_mode=self.options.conflict_mode,
             origin=self.options.origin,
+            table=self.options.table,
         )
         try:
             with ctx.phase("commit point"):
@@ -204,6 +205,7 @@ class Committer(abc.ABC):
                 loaded.rows,
                 per_partition=self.traits.partition_markers,
                 partition_rows=loaded.partition_rows,
+                table=outcome.table,
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:

@@ -37,6 +37,8 @@ class JobOutcome:
     reason: str = ""
     origin: TryOrigin | None = None
     """The try that decided, for the commit report; it decides nothing."""
+    table: str | None = None
+    """The catalog table whose partitions are registered once the commit is rolled forward."""
     timestamp: int = field(default_factory=now_millis)
     hostname: str = field(default_factory=socket.gethostname)
 
@@ -58,6 +60,8 @@ class JobOutcome:
         }
         if self.origin is not None:
             payload["origin"] = self.origin.to_json()
+        if self.table is not None:
+            payload["table"] = self.table
         return json.dumps(payload).encode("utf-8")
 
     @classmethod
@@ -96,6 +100,7 @@ class JobOutcome:
             conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
             origin=None if obj.get("origin") is None else TryOrigin.from_json(obj["origin"], source),
+            table=optional_field(obj, "table", str, source, None),
             timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
         )

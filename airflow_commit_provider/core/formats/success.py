@@ -67,6 +67,16 @@ class SuccessData:
     """What each partition directory received, in the job record only (the commit report's)."""
     phases: list[CommitPhase] | None = None
     """The job commit's phases, in the job record only (the commit report's timeline)."""
+    table: str | None = None
+    """The catalog table the job wrote, fixed before its commit point (None: a path write)."""
+    registered_partitions: list[str] | None = None
+    """The partitions registered in the table's catalog after the commit; None while pending."""
+
+    @property
+    def registration_pending(self) -> bool:
+        """A table write whose partitions are not yet registered (a driver's `finish_table_write`
+        finishes it)."""
+        return self.table is not None and self.registered_partitions is None
 
     @property
     def date(self) -> str:
@@ -94,6 +104,8 @@ class SuccessData:
             ("fileCount", self.file_count),
             ("totalBytes", self.total_bytes),
             ("rows", self.rows),
+            ("table", self.table),
+            ("registeredPartitions", self.registered_partitions),
         ):
             if value is not None:
                 header[key] = value
@@ -191,10 +203,19 @@ class SuccessData:
             files=files,
             partition_stats=read_partition_stats(obj.get("partitionStats"), source),
             phases=None if raw_phases is None else [CommitPhase.from_json(p, source) for p in raw_phases],
+            table=optional_field(obj, "table", str, source, None),
+            registered_partitions=_registered(obj, source),
         )
 
     def iter_files(self) -> Iterator[CommittedFile]:
         return iter(self.files or ())
+
+
+def _registered(obj: dict[str, Any], source: str) -> list[str] | None:
+    registered = optional_field(obj, "registeredPartitions", list, source, None)
+    if registered is not None and not all(isinstance(partition, str) for partition in registered):
+        raise InvalidCommitDataError(f"{source}: field 'registeredPartitions' must list partition paths")
+    return registered
 
 
 def _committed_file(entry: object, source: str) -> CommittedFile:
