@@ -6,14 +6,15 @@ truncated, flipped, or anything. Job commit then either commits everything or re
 documented error naming the file; a refused job aborts. Either way nothing outside the destination
 is touched, and no temporary file or pending upload is left.
 
-Bytes flipped inside a valid manifest are left out here: one that renames a source path within
-the job's own directory to one that does not exist passes every check job commit makes before its
-commit point, and the job then can neither commit nor abort (the open finding kept below).
+Findings kept below as regression cases, each with the campaign's input: a manifest naming a
+source in the job's directory that is not there, a pendingset leaving out uploads its task
+recorded, and a `_SUCCESS` listing files outside its table.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -56,7 +57,7 @@ def hostile_manifests(draw: st.DrawFn, valid: bytes, dest_uri: str) -> bytes:
         entry = entries[0]
         entry["d" if "d" in entry else "uri"] = f"{dest_uri}/{draw(st.sampled_from(FORGED_DESTINATIONS))}"
         return encoded(draw(st.one_of(st.just(document), mutated(document, changes=1))))
-    return draw(stored_bytes(valid, document, flips=False))
+    return draw(stored_bytes(valid, document))
 
 
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
@@ -112,17 +113,33 @@ def two_task_job(env: CommitEnv, committer: str) -> tuple[JobRun, list[Any]]:
     return job, [job.run_task(0, 0, ["dt=1/a.bin", "dt=2/b.bin"]), job.run_task(1, 0, ["dt=1/c.bin"])]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open (issue 21): sources are not checked to exist before the commit point"
-)
+def _source_flipped(document: dict[str, Any]) -> None:
+    """The campaign's input: one byte of the source path flipped (`00` -> `$0`)."""
+    entry = document["files"][0]
+    entry["s"] = entry["s"].replace("/00/committed/", "/$0/committed/", 1)
+
+
+def _size_changed(document: dict[str, Any]) -> None:
+    document["files"][0]["z"] += 1
+
+
+def _source_named_twice(document: dict[str, Any]) -> None:
+    document["files"][1]["s"] = document["files"][0]["s"]
+
+
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
-def test_a_manifest_naming_a_missing_source_in_the_job_directory(commit_env: CommitEnv) -> None:
-    """The campaign's input: one byte of a file-v1 manifest's source path flipped (`00` -> `$0`)."""
+@pytest.mark.parametrize("forge", [_source_flipped, _size_changed, _source_named_twice])
+def test_a_manifest_naming_a_source_not_in_the_job_directory(
+    commit_env: CommitEnv, forge: Callable[[dict[str, Any]], None]
+) -> None:
+    """A file-v1 manifest whose source is missing, of another size or named twice is refused before
+    the commit point, naming the manifest; the job then aborts cleanly."""
     env = commit_env
     job, attempts = two_task_job(env, "file-v1")
     manifest = job.committer.layout.manifest_path(attempts[0].handle.task_id)
-    valid = env.store.read_bytes(manifest)
-    env.store.write_bytes(manifest, valid.replace(b"/00/committed/", b"/$0/committed/", 1))
+    document = json.loads(env.store.read_bytes(manifest))
+    forge(document)
+    env.store.write_bytes(manifest, encoded(document))
     with pytest.raises(InvalidCommitDataError, match=manifest.name):
         job.committer.commit_job([attempt.result for attempt in attempts])
     job.committer.abort_job()

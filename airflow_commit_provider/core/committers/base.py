@@ -18,7 +18,14 @@ from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
+from airflow_commit_provider.core.stages import (
+    cleanup,
+    commit_files,
+    job_state,
+    load_manifests,
+    sources,
+    success,
+)
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log
 from airflow_commit_provider.core.stages.errors import CommitError, JobFencedError, JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
@@ -144,6 +151,8 @@ class Committer(abc.ABC):
             with ctx.statistics.timed("committer_commit_job"):
                 loaded = self._load(committed)
                 try:
+                    if self.traits.family == "rename":
+                        sources.check_sources_exist(ctx, loaded.spool)
                     self._before_entries(loaded)
                 except BaseException:
                     loaded.spool.close()
