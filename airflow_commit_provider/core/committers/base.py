@@ -130,8 +130,11 @@ class Committer(abc.ABC):
 
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
-        committed = outcome.committed if outcome is not None and outcome.committing else ()
-        cleanup.cleanup_job(self.context, _attempt_ids(committed))
+        if outcome is None or not outcome.committing:
+            cleanup.cleanup_job(self.context, committed_attempts=set())
+            return
+        record = success.read_job_record(self.context)
+        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=record is not None)
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
         cleanup.cleanup_job(self.context, committed_attempts=set())
@@ -180,7 +183,7 @@ class Committer(abc.ABC):
         may be left); every step is idempotent, so repeating is safe."""
         if record is not None:
             if not self.options.skip_cleanup:
-                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed))
+                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=True)
             return record
         with self.context.statistics.timed("committer_commit_job"):
             return self._finish(outcome, self._load(outcome.committed))
@@ -201,7 +204,7 @@ class Committer(abc.ABC):
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:
-            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed))
+            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed), job_committed=True)
         return result
 
     def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:

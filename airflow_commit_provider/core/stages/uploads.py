@@ -162,13 +162,31 @@ def discard_attempt_uploads(
     return aborted
 
 
-def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str]) -> int:
-    """Abort every recorded upload except those of the attempts whose output was committed."""
+def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, job_committed: bool) -> int:
+    """Abort every upload the job's records name that its commit did not complete.
+
+    Uploads of attempts not committed are all aborted. Those of committed attempts are their tasks'
+    output, except any a committed manifest left out (a damaged or forged pendingset, say
+    ``"commits": []``). Once the job is committed (its record is written after every upload it
+    committed was completed), those are exactly the recorded ones the store still lists as pending.
+    Committed attempts' records are read only when the store lists a pending upload under the
+    destination at all, so a clean commit costs one listing, not one GET per task.
+    """
+    pending: set[tuple[str, str, str]] = set()
+    if job_committed and committed_attempts:
+        pending = {
+            (upload.path.bucket, upload.path.key, upload.upload_id)
+            for upload in ctx.store.list_multipart_uploads(ctx.layout.destination)
+        }
     doomed = [
-        (path, upload) for _attempt, path, upload in recorded_uploads(ctx, skip_attempts=committed_attempts)
+        (path, upload)
+        for attempt, path, upload in recorded_uploads(
+            ctx, skip_attempts=() if pending else committed_attempts
+        )
+        if attempt not in committed_attempts or (path.bucket, path.key, upload) in pending
     ]
     if doomed:
-        log.info("job %s: aborting %d uploads of uncommitted task attempts", ctx.job_id, len(doomed))
+        log.info("job %s: aborting %d uploads it did not commit", ctx.job_id, len(doomed))
     return abort_uploads(ctx, doomed)
 
 
