@@ -186,13 +186,9 @@ def test_a_sensor_never_passes_a_truncated_success(commit_env: CommitEnv) -> Non
     check()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open (issue 21): a _SUCCESS listing files outside its directory passes"
-)
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
 def test_a_sensor_never_passes_a_success_naming_files_outside_the_table(commit_env: CommitEnv) -> None:
-    """The campaign's input: the table's own `_SUCCESS` with one file moved to a sibling table.
-    (Rejecting it needs the sensor tests' synthetic `_SUCCESS` files to list files of their table.)"""
+    """The campaign's input: the table's own `_SUCCESS` with one file moved to a sibling table."""
     job, marker, valid = committed_success(commit_env)
     document = json.loads(valid)
     document["files"][0]["path"] = job.dest.parent.join("other", "x.bin").uri()
