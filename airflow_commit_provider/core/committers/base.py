@@ -154,8 +154,7 @@ class Committer(abc.ABC):
             with ctx.statistics.timed("committer_commit_job"):
                 loaded = self._load(committed)
                 try:
-                    if self.traits.family == "rename":
-                        sources.check_sources_exist(ctx, loaded.spool)
+                    sources.check_sources_exist(ctx, loaded.spool)
                     self._before_entries(loaded)
                 except BaseException:
                     loaded.spool.close()

@@ -24,7 +24,7 @@ Transitions::
 The outcome file is created once, if absent (``If-None-Match: *`` on S3, ``O_EXCL`` locally), so
 a commit and an abort racing from different processes cannot both win: the loser reads the
 winner's decision and follows it. The commit point comes after everything that can refuse the
-job (every manifest loaded and checked, every source to rename found in a listing, the ``fail``
+job (every manifest loaded and checked, every source or upload found in a listing, the ``fail``
 conflict check); after it only retryable store errors interrupt the commit, and every step of
 rolling forward is idempotent.
 """
