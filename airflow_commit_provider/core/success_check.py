@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from airflow_commit_provider.core.committers.registry import committer_named_in_success, committer_spelling
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
     SUCCESS_FILENAME,
@@ -66,7 +67,7 @@ def load_success(
     returned, so a job-ID check on it fails with a reason instead of passing silently.
     """
     path = success_path(url)
-    data = store.read_bytes(path)
+    data = read_json_bytes(store, path)
     try:
         parsed = _files_inside(SuccessData.from_bytes(data, str(path)), path, path.parent)
         return with_hadoop_partitions(parsed, path.parent)

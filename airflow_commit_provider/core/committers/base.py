@@ -13,6 +13,7 @@ from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
@@ -27,11 +28,16 @@ from airflow_commit_provider.core.stages import (
     success,
 )
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log
-from airflow_commit_provider.core.stages.errors import CommitError, JobFencedError, JobNotActiveError
+from airflow_commit_provider.core.stages.errors import (
+    CommitError,
+    InvalidCommitDataError,
+    JobFencedError,
+    JobNotActiveError,
+)
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
 from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
-from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
@@ -115,7 +121,11 @@ class Committer(abc.ABC):
         instead, because part of the output may already be visible.
         """
         self.context.count_store_requests_from_here()
-        outcome = job_state.decide(self.context, JobOutcome(self.job_id, "abort", self.name, reason=reason))
+        outcome = job_state.overrule_unreadable_outcome(
+            self.context,
+            JobOutcome(self.job_id, "abort", self.name, reason=reason),
+            self._nothing_committed_yet,
+        )
         if not outcome.committing:
             cleanup.cleanup_job(self.context, committed_attempts=set())
             return None
@@ -127,6 +137,32 @@ class Committer(abc.ABC):
                 self.layout.outcome,
             )
         return self._roll_forward(outcome, record)
+
+    def _nothing_committed_yet(self) -> bool:
+        """Whether every committed task's manifest is readable and everything it names is still where
+        task commit left it: then job commit cannot have started making anything visible."""
+        ctx = self.context
+        committed = []
+        for status in ctx.store.list_files(ctx.layout.manifests_dir):
+            try:
+                manifest = self.decoder(read_json_bytes(ctx.store, status.path), str(status.path))
+            except (InvalidCommitDataError, FileNotFoundInStoreError):
+                return False
+            committed.append(
+                TaskCommitResult(
+                    manifest.task_id,
+                    manifest.task_attempt_id,
+                    status.path.uri(),
+                    len(manifest.entries),
+                    manifest.total_bytes,
+                )
+            )
+        try:
+            with self._load(committed).spool as spool:
+                sources.check_sources_exist(ctx, spool)
+        except (InvalidCommitDataError, CommitError):
+            return False
+        return True
 
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 
-from airflow_commit_provider.core.formats.jsonio import load_json
+from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
 from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
@@ -66,7 +66,9 @@ def recorded_uploads(
         attempt = status.path.parent.name
         if attempt in skip_attempts:
             continue
-        for path, upload_id in parse_upload_records(ctx.store.read_bytes(status.path), str(status.path)):
+        for path, upload_id in parse_upload_records(
+            read_json_bytes(ctx.store, status.path), str(status.path)
+        ):
             found.append((attempt, path, upload_id))
     return found
 
@@ -93,7 +95,7 @@ def hadoop_pending_uploads(store: Store, magic_job_dir: StorePath) -> set[tuple[
         if not is_pending_file(status.path.name):
             continue
         try:
-            commits = read_pending_commits(store.read_bytes(status.path), str(status.path))
+            commits = read_pending_commits(read_json_bytes(store, status.path), str(status.path))
         except (InvalidCommitDataError, StoreError) as error:
             log.warning("skipping unreadable %s: %s", status.path, error)
             continue
