@@ -57,11 +57,11 @@ def every_committer_on_both_stores(test: Callable[..., None]) -> Callable[..., N
 
 
 def run_examples(env: CommitEnv, name: str, case: Callable[[st.DataObject], None]) -> None:
-    """Run `case` once per example. Each is whole jobs: a tenth of a parser's budget locally, a
-    thirtieth on S3 (where each is a few hundred requests)."""
+    """Run `case` once per example. Each is whole jobs: a tenth of a parser's budget locally; on S3,
+    where each is a few hundred requests (about a second), a hundredth, and at least 5."""
     skip_unsupported(name, env.store)
-    count = EXAMPLES // 10 if env.kind == "local" else EXAMPLES // 30
-    examples = settings(FUZZ, max_examples=max(count, 3), suppress_health_check=list(HealthCheck))
+    examples_wanted = EXAMPLES // 10 if env.kind == "local" else max(EXAMPLES // 100, 5)
+    examples = settings(FUZZ, max_examples=examples_wanted, suppress_health_check=list(HealthCheck))
     examples(given(data=st.data())(case))()
 
 

@@ -27,6 +27,10 @@ winner's decision and follows it. The commit point comes after everything that c
 job (every manifest loaded and checked, every source or upload found in a listing, the ``fail``
 conflict check); after it only retryable store errors interrupt the commit, and every step of
 rolling forward is idempotent.
+
+An outcome file that cannot be this job's decision (damaged or forged) is refused by all, naming
+it; only abort may replace it, and only while nothing of the job can be visible
+(``overrule_unreadable_outcome``). Otherwise it needs a person.
 """
 
 from __future__ import annotations
