@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
 from airflow_commit_provider.core.layout import JobLayout, parse_record_name, validate_job_id
 from airflow_commit_provider.core.paths import StorePath
@@ -34,7 +35,7 @@ def load_job_record(
     vouch for a job that did not write it).
     """
     path = job_record_path(destination, job_id)
-    payload = store.read_bytes(path)
+    payload = read_json_bytes(store, path)
     try:
         record = SuccessData.from_bytes(payload, str(path))
     except LegacySuccessMarkerError:

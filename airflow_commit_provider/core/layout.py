@@ -90,9 +90,23 @@ class JobLayout:
         base = self.job_attempt_dir.join("tasks", task_attempt_id)
         return base.join("__base") if self.magic else base
 
+    def is_attempt_of_this_job(self, task_id: str, task_attempt_id: str) -> bool:
+        """Whether the IDs are this job's, as `task_id` and `task_attempt_id` write them, and the
+        attempt is one of that task's: a record naming any other is not this job's word."""
+        job = re.escape(self.job_id)
+        task = re.fullmatch(rf"task_{job}_m_([0-9]{{6,}})", task_id)
+        return (
+            task is not None
+            and re.fullmatch(rf"attempt_{job}_m_{task[1]}_[0-9]+", task_attempt_id) is not None
+        )
+
+    @property
+    def manifests_dir(self) -> StorePath:
+        return self.job_attempt_dir.join("manifests")
+
     def manifest_path(self, task_id: str) -> StorePath:
         """The committed manifest (or pendingset) of a task: its existence is the task's commit."""
-        return self.job_attempt_dir.join("manifests", f"{task_id}-manifest.json")
+        return self.manifests_dir.join(f"{task_id}-manifest.json")
 
     def upload_records_dir(self, task_attempt_id: str | None = None) -> StorePath:
         """Records of every multipart upload an attempt started, so abort can find them all."""

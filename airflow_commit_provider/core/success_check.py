@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from airflow_commit_provider.core.committers.registry import committer_named_in_success, committer_spelling
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
     SUCCESS_FILENAME,
@@ -27,7 +29,7 @@ from airflow_commit_provider.core.formats.success import (
     SuccessData,
 )
 from airflow_commit_provider.core.job_records import job_record_path, load_job_record
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 
 #: `state` of the SuccessData that stands for a classic 0-byte marker (only with allow_legacy).
@@ -59,15 +61,16 @@ def load_success(
 ) -> SuccessData:
     """Read and parse the `_SUCCESS` of `url` (the output directory or the file itself).
 
-    Raises FileNotFoundInStoreError if it is absent, InvalidCommitDataError if it is corrupt,
-    and LegacySuccessMarkerError for a classic 0-byte marker unless `allow_legacy`; then a
+    Raises FileNotFoundInStoreError if it is absent, InvalidCommitDataError if it is corrupt or
+    lists files outside its directory, and LegacySuccessMarkerError for a classic 0-byte marker unless `allow_legacy`; then a
     SuccessData with `state == LEGACY_STATE`, no job ID and the file's modification time is
     returned, so a job-ID check on it fails with a reason instead of passing silently.
     """
     path = success_path(url)
-    data = store.read_bytes(path)
+    data = read_json_bytes(store, path)
     try:
-        return with_hadoop_partitions(SuccessData.from_bytes(data, str(path)), path.parent)
+        parsed = _files_inside(SuccessData.from_bytes(data, str(path)), path, path.parent)
+        return with_hadoop_partitions(parsed, path.parent)
     except LegacySuccessMarkerError:
         if not allow_legacy:
             raise
@@ -83,6 +86,22 @@ def load_success(
         description="0-byte _SUCCESS marker of the classic FileOutputCommitter",
         state=LEGACY_STATE,
     )
+
+
+def _files_inside(data: SuccessData, path: StorePath, directory: StorePath) -> SuccessData:
+    """`data`, unless a `files` entry lies outside `directory`: a `_SUCCESS` vouches for its own
+    table's files only, so one copied or forged to list another table's never proves a commit.
+
+    Raises InvalidCommitDataError naming the file (`path`) and the first offending entry.
+    """
+    for entry in data.iter_files():
+        try:
+            inside = StorePath.from_uri(entry.uri).is_under(directory)
+        except InvalidPathError:
+            inside = False
+        if not inside:
+            raise InvalidCommitDataError(f"{path}: lists {entry.uri!r}, which is outside {directory}")
+    return data
 
 
 def is_legacy(data: SuccessData) -> bool:
@@ -346,7 +365,7 @@ class SuccessExpectations:
             record_path = None  # such a job ID names no file: it cannot have a record of ours
         if record_path is not None:
             try:
-                record = load_job_record(store, destination, job_id)
+                record = _files_inside(load_job_record(store, destination, job_id), record_path, destination)
             except FileNotFoundInStoreError:
                 pass
             else:

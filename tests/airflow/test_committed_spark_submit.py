@@ -375,7 +375,7 @@ def test_hadoop_manifest_success_is_accepted_when_fresh(fake_spark: FakeSpark, t
 
 def test_hadoop_stale_success_fails(fake_spark: FakeSpark, tmp_path: Path) -> None:
     destination = StorePath.parse(str(tmp_path / "out"))
-    LocalStore().write_bytes(destination.join("_SUCCESS"), success(timestamp=1).to_bytes())
+    LocalStore().write_bytes(destination.join("_SUCCESS"), success(destination, timestamp=1).to_bytes())
     fake_spark.mode("stale")
     with pytest.raises(AirflowException, match="before this try"):
         operator(str(destination), committer="manifest", engine="hadoop").execute(context())

@@ -64,7 +64,8 @@ def test_a_name_that_is_no_committer_is_refused_everywhere_in_one_line(entry: ob
 def test_the_cli_checks_a_committer_by_the_same_spelling(
     tmp_path: Path, name: str, code: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    put(LocalStore(), StorePath.parse(str(tmp_path)), success(committer="magic"))
+    table = StorePath.parse(str(tmp_path))
+    put(LocalStore(), table, success(table, committer="magic"))
     assert main(["success", "verify", str(tmp_path), "--committer", name]) == code, capsys.readouterr().out
 
 

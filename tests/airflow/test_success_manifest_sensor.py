@@ -48,7 +48,7 @@ def local() -> LocalStore:
 def test_missing_then_present(table: StorePath, local: LocalStore) -> None:
     op = sensor(table, job_id=JOB)
     assert op.poke({}) is False
-    put(local, table, success())
+    put(local, table, success(table))
     result = op.poke({})
     assert isinstance(result, PokeReturnValue) and result.is_done
     summary = result.xcom_value
@@ -61,13 +61,13 @@ def test_missing_then_present(table: StorePath, local: LocalStore) -> None:
 
 
 def test_accepts_the_success_file_itself_and_file_urls(table: StorePath, local: LocalStore) -> None:
-    put(local, table, success())
+    put(local, table, success(table))
     assert sensor(table.join("_SUCCESS")).poke({})
     assert sensor(f"file://{table.key}").poke({})
 
 
 def test_every_expectation_met(table: StorePath, local: LocalStore) -> None:
-    put(local, table, success())
+    put(local, table, success(table))
     op = sensor(
         table,
         job_id=JOB,
@@ -80,7 +80,7 @@ def test_every_expectation_met(table: StorePath, local: LocalStore) -> None:
 
 
 def test_execute_returns_summary_as_xcom(table: StorePath, local: LocalStore) -> None:
-    put(local, table, success())
+    put(local, table, success(table))
     assert sensor(table, job_id=JOB).execute({})["job_id"] == JOB
 
 
@@ -131,7 +131,7 @@ REJECTIONS = [
 def test_rejection_keeps_waiting_and_times_out_with_the_reason(
     table: StorePath, local: LocalStore, expect: dict[str, Any], written: dict[str, Any], reason: str
 ) -> None:
-    put(local, table, success(**written))
+    put(local, table, success(table, **written))
     op = sensor(table, **expect)
     assert op.poke({}) is False, "a valid but non-matching _SUCCESS is not (yet) the awaited one"
     with pytest.raises(AirflowSensorTimeout) as raised:
@@ -143,7 +143,7 @@ def test_rejection_keeps_waiting_and_times_out_with_the_reason(
 def test_rejection_fails_at_once_with_fail_on_mismatch(
     table: StorePath, local: LocalStore, expect: dict[str, Any], written: dict[str, Any], reason: str
 ) -> None:
-    put(local, table, success(**written))
+    put(local, table, success(table, **written))
     with pytest.raises(AirflowFailException, match="does not qualify") as raised:
         sensor(table, fail_on_mismatch=True, timeout=3600, **expect).execute({})
     assert reason in str(raised.value)
@@ -151,13 +151,13 @@ def test_rejection_fails_at_once_with_fail_on_mismatch(
 
 def test_yesterdays_success_does_not_satisfy_today(table: StorePath, local: LocalStore) -> None:
     yesterday = datetime(2024, 1, 2, tzinfo=timezone.utc)
-    put(local, table, success(timestamp=int((yesterday - timedelta(hours=1)).timestamp() * 1000)))
+    put(local, table, success(table, timestamp=int((yesterday - timedelta(hours=1)).timestamp() * 1000)))
     op = sensor(table, newer_than="{{ data_interval_end }}")
     op.render_template_fields({"data_interval_end": yesterday})  # rendered as a datetime
     assert op.poke({}) is False
     op = sensor(table, newer_than=str(yesterday))  # rendered as a string: "2024-01-02 00:00:00+00:00"
     assert op.poke({}) is False
-    put(local, table, success(timestamp=int((yesterday + timedelta(hours=1)).timestamp() * 1000)))
+    put(local, table, success(table, timestamp=int((yesterday + timedelta(hours=1)).timestamp() * 1000)))
     assert op.poke({})
 
 
@@ -212,7 +212,7 @@ def test_reschedule_mode_gives_the_slot_back(table: StorePath, local: LocalStore
     op = sensor(table, mode="reschedule", poke_interval=60, timeout=3600)
     with pytest.raises(AirflowRescheduleException):
         op.execute({"ti": ti})
-    put(local, table, success())
+    put(local, table, success(table))
     assert op.execute({"ti": ti})["job_id"] == JOB
 
 
@@ -257,7 +257,7 @@ def test_deferrable_defers_to_the_trigger_with_everything_it_needs(table: StoreP
 
 
 def test_deferrable_returns_at_once_when_already_there(table: StorePath, local: LocalStore) -> None:
-    put(local, table, success())
+    put(local, table, success(table))
     assert sensor(table, deferrable=True)
     assert sensor(table, deferrable=True).execute({})["job_id"] == JOB
 

@@ -77,7 +77,7 @@ def test_the_triggerer_recreates_it_from_what_airflow_stores(table: StorePath) -
 
 
 def test_success_event(table: StorePath) -> None:
-    put(LocalStore(), table, success())
+    put(LocalStore(), table, success(table))
     payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=_job(JOB))))
     assert payload["status"] == "success"
     assert payload["summary"]["job_id"] == JOB and payload["summary"]["files"] == 3
@@ -93,9 +93,9 @@ def test_polls_in_threads_until_the_file_qualifies(table: StorePath, monkeypatch
         result = original(self, store, location)
         calls.append((result.state, threading.get_ident()))
         if len(calls) == 1:
-            put(local, table, success(job_id="job-yesterday"))  # arrives while the trigger sleeps
+            put(local, table, success(table, job_id="job-yesterday"))  # arrives while the trigger sleeps
         elif len(calls) == 2:
-            put(local, table, success())
+            put(local, table, success(table))
         return result
 
     monkeypatch.setattr(SuccessExpectations, "check", check)
@@ -125,7 +125,7 @@ def test_corrupt_file_is_an_invalid_event(table: StorePath) -> None:
 
 
 def test_mismatch_with_fail_on_mismatch_is_a_rejected_event(table: StorePath) -> None:
-    put(LocalStore(), table, success())
+    put(LocalStore(), table, success(table))
     trigger = SuccessManifestTrigger(
         path=str(table), expectations=SuccessExpectations(min_files=99), fail_on_mismatch=True
     )
@@ -142,7 +142,7 @@ def test_store_failure_is_a_store_event(aws_default: EmbeddedS3) -> None:
 
 def test_s3_through_the_aws_connection(aws_default: EmbeddedS3, s3_bucket: str) -> None:
     table = StorePath("s3", s3_bucket, "t")
-    put(aws_default.store(), table, success())
+    put(aws_default.store(), table, success(table))
     expectations = SuccessExpectations(committers=("partitioned",))
     payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=expectations)))
     assert payload["status"] == "success"

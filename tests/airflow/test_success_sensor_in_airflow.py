@@ -39,7 +39,7 @@ def test_deferrable_sensor_runs_through_its_trigger(
     table = StorePath("s3", s3_bucket, "warehouse/events")
     store = aws_default.store()
     # The worker's check before deferring (1) and the trigger's first poll (2) find nothing; then it lands.
-    calls = writes_success_on_call(monkeypatch, 2, lambda: put(store, table, success()))
+    calls = writes_success_on_call(monkeypatch, 2, lambda: put(store, table, success(table)))
     dagrun = run_dag(load_dag("test_success_sensor_deferrable"), DAY, {"path": str(table), "job_id": JOB})
     assert task_instances(dagrun)["wait"].state == "success"
     assert [state for state, _ in calls] == ["missing", "missing", "accepted"]
@@ -55,7 +55,7 @@ def test_reschedule_sensor_gives_its_slot_back(
     from airflow_commit_provider.core.store.local import LocalStore
 
     table = StorePath.parse(str(tmp_path / "table"))
-    calls = writes_success_on_call(monkeypatch, 1, lambda: put(LocalStore(), table, success()))
+    calls = writes_success_on_call(monkeypatch, 1, lambda: put(LocalStore(), table, success(table)))
     dagrun = run_dag(load_dag("test_success_sensor_reschedule"), DAY, {"path": str(table), "job_id": JOB})
     ti = task_instances(dagrun)["wait"]
     assert ti.state == "success"

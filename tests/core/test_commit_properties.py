@@ -39,7 +39,11 @@ from support.workload import (
 )
 
 from airflow_commit_provider.core.committers import create_committer
-from airflow_commit_provider.core.stages.errors import CommitError, JobNotActiveError, MissingManifestError
+from airflow_commit_provider.core.stages.errors import (
+    InvalidCommitDataError,
+    JobNotActiveError,
+    MissingManifestError,
+)
 from airflow_commit_provider.core.stages.uploads import recorded_uploads
 
 
@@ -343,10 +347,11 @@ def test_task_commit_racing_the_whole_job_commit(commit_env: CommitEnv, name: st
 def test_file_v1_needs_the_commit_coordinator(commit_env: CommitEnv) -> None:
     """file-v1's last-attempt-wins task commit replaces the committed task directory. A second
     attempt of a reported task committing while the job commits (which Spark's commit coordinator
-    forbids) makes the job commit fail loudly, naming the missing file, instead of writing wrong output.
+    forbids) makes the job commit refuse, before its commit point, naming the manifest and the file
+    it no longer finds, instead of writing wrong output.
     """
     env = commit_env
-    with pytest.raises(CommitError, match="is gone and the destination is missing"):
+    with pytest.raises(InvalidCommitDataError, match="is not in the job's directory"):
         zombie_commit_racing_job_commit(env, "file-v1", env.dest, duplicate=True, at=1)
     assert "_SUCCESS" not in store_files(env.store, env.dest)
 

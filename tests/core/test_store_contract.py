@@ -106,6 +106,24 @@ def test_missing_file(store_root: StoreRoot) -> None:
     store.delete(missing)  # deleting a missing file is not an error
 
 
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 11, 1000])
+def test_read_bytes_within_a_limit(store_root: StoreRoot, size: int) -> None:
+    """What lets a reader refuse a file by its size before reading it: None past the limit, in one
+    request (a ranged GET on S3)."""
+    store, root = store_root
+    path = root.join("within", f"file-{size}")
+    data = bytes(i % 251 for i in range(size))
+    store.write_bytes(path, data)
+    before = store.statistics.snapshot().get("op_get", 0)
+    limits = (0, 1, 10, 10_000)
+    assert [store.read_bytes_within(path, limit) for limit in limits] == [
+        data if size <= limit else None for limit in limits
+    ]
+    assert store.statistics.snapshot()["op_get"] - before == len(limits), "one request per read"
+    with pytest.raises(FileNotFoundInStoreError):
+        store.read_bytes_within(root.join("within", "missing"), 10)
+
+
 def test_get_status_of_directory_is_none(store_root: StoreRoot) -> None:
     store, root = store_root
     store.write_bytes(root.join("dir", "file"), b"x")

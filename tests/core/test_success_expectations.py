@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from support.success_files import JOB, put, success
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.success import CommittedFile
+from airflow_commit_provider.core.job_records import job_record_path
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.success_check import SUMMARY_PARTITIONS, SuccessExpectations
@@ -31,7 +36,7 @@ def test_the_xcom_summary_lists_a_bounded_number_of_partitions_and_counts_them_a
     table = StorePath.parse(str(tmp_path / "table"))
     partitions = [f"dt={day}" for day in range(SUMMARY_PARTITIONS + 5)]
     store = LocalStore()
-    put(store, table, success(partitions=partitions))
+    put(store, table, success(table, partitions=partitions))
     found = SuccessExpectations(job_id=JOB, newer_than=datetime(2020, 1, 1, tzinfo=timezone.utc)).check(
         store, table
     )
@@ -60,7 +65,7 @@ def test_a_table_write_passes_only_once_its_record_says_the_partitions_are_regis
 
     location = StorePath.parse(str(tmp_path / "events"))
     store = LocalStore()
-    written = success(table="db.events")
+    written = success(location, table="db.events")
     put(store, location, written)
     save_job_record(store, location, written)
     for expectations in (SuccessExpectations(), SuccessExpectations(job_id=JOB)):
@@ -72,3 +77,35 @@ def test_a_table_write_passes_only_once_its_record_says_the_partitions_are_regis
     save_job_record(store, location, replace(written, registered_partitions=["dt=2024-01-01"]))
     assert SuccessExpectations(job_id=JOB).check(store, location).state == "accepted"
     assert SuccessExpectations().check(store, location).state == "accepted"
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "../other/part-0.parquet",
+        "dt=2024-01-01/../../other/part-0.parquet",
+        "s3://b/t/part-0.parquet",
+        "not a uri",
+    ],
+)
+@pytest.mark.parametrize("forged_file", ["_SUCCESS", "job record"])
+def test_a_success_or_record_listing_a_file_outside_its_table_is_refused(
+    tmp_path: Path, listed: str, forged_file: str
+) -> None:
+    """A `_SUCCESS` (or a job's record) vouches only for its own table's files: one listing another
+    table's file is refused, with one line naming the file and the offending entry."""
+    table = StorePath.parse(str(tmp_path / "table"))
+    uri = listed if "://" in listed or " " in listed else f"file://{tmp_path}/table/{listed}"
+    forged = success(table, files=[*success(table).iter_files(), CommittedFile(uri, 1)])
+    store = LocalStore()
+    if forged_file == "_SUCCESS":
+        put(store, table, forged)
+        job_id, file = JOB, table.join("_SUCCESS")
+    else:
+        put(store, table, success(table))  # a later job's: the record is read for "job-record"
+        job_id, file = "job-record", job_record_path(table, "job-record")
+        store.write_bytes(file, replace(forged, job_id=job_id).to_bytes())
+    with pytest.raises(InvalidCommitDataError) as refused:
+        SuccessExpectations(job_id=job_id).check(store, table)
+    message = str(refused.value)
+    assert message.startswith(f"{file}: ") and repr(uri) in message and "\n" not in message

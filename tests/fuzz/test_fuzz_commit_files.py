@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,12 @@ from support.fuzzing import FUZZ, accepted_or_refused, encoded, hostile_text, js
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import MAX_JSON_BYTES, MAX_JSON_DEPTH, load_json
+from airflow_commit_provider.core.formats.jsonio import (
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    load_json,
+    read_json_bytes,
+)
 from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.partition_rows import (
@@ -33,6 +39,7 @@ from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.manifests import decode_pendingset, decode_task_manifest
 from airflow_commit_provider.core.stages.uploads import parse_upload_records
+from airflow_commit_provider.core.store.local import LocalStore
 
 JOB = "job-1"
 SOURCE = "s3://bucket/table/_temporary/job-1/00/manifests/task-manifest.json"
@@ -157,6 +164,24 @@ def test_a_1_gb_file_is_refused_by_its_size_before_parsing(tmp_path: Path) -> No
         assert len(huge) > MAX_JSON_BYTES
         with pytest.raises(InvalidCommitDataError, match=rf"^{SOURCE}: 1073741824 bytes is more than"):
             TaskManifest.from_bytes(huge, SOURCE)  # type: ignore[arg-type]
+
+
+def test_a_1_gb_store_file_is_refused_by_its_size_before_it_is_read(tmp_path: Path) -> None:
+    """Every reader of a commit file reads it through `read_json_bytes`: a sparse 1 GB file is
+    refused naming it, with next to no memory allocated (the file's size is known before a read)."""
+    path = tmp_path / "task-manifest.json"
+    with path.open("wb") as handle:
+        handle.truncate(1024**3)
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            InvalidCommitDataError, match=rf"^file://{path}: more than the {MAX_JSON_BYTES} bytes"
+        ):
+            read_json_bytes(LocalStore(), StorePath.parse(str(path)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024**2, f"{peak} bytes allocated to refuse it"
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 900, 100_000])

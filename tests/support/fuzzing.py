@@ -193,19 +193,15 @@ def _place(draw: st.DrawFn, node: Any) -> tuple[Any, Any]:
         return node, key
 
 
-def stored_bytes(valid: bytes, document: Any, *, flips: bool = True) -> st.SearchStrategy[bytes]:
+def stored_bytes(valid: bytes, document: Any) -> st.SearchStrategy[bytes]:
     """What a reader may find where `valid` should be: it damaged field by field, truncated, with
-    a byte flipped (unless not `flips`), a different JSON value, or any bytes at all."""
-    damage = [
+    a byte flipped, a different JSON value, or any bytes at all."""
+    return st.one_of(
         mutated(document).map(encoded),
         st.integers(0, max(len(valid) - 1, 0)).map(lambda end: valid[:end]),
         json_values.map(encoded),
         st.binary(max_size=200),
-    ]
-    if flips:
-        damage.append(
-            st.tuples(st.integers(0, max(len(valid) - 1, 0)), st.integers(0, 255)).map(
-                lambda flip: valid[: flip[0]] + bytes([flip[1]]) + valid[flip[0] + 1 :]
-            )
-        )
-    return st.one_of(damage)
+        st.tuples(st.integers(0, max(len(valid) - 1, 0)), st.integers(0, 255)).map(
+            lambda flip: valid[: flip[0]] + bytes([flip[1]]) + valid[flip[0] + 1 :]
+        ),
+    )

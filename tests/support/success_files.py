@@ -12,7 +12,9 @@ from airflow_commit_provider.core.store import Store
 JOB = "job-0001"
 
 
-def success(**overrides: Any) -> SuccessData:
+def success(location: StorePath, **overrides: Any) -> SuccessData:
+    """A `_SUCCESS` at `location` by job JOB: three files of one partition, each in `location` (a
+    `_SUCCESS` listing files outside its directory is refused by every check)."""
     values: dict[str, Any] = {
         "committer": "partitioned",
         "job_id": JOB,
@@ -21,7 +23,9 @@ def success(**overrides: Any) -> SuccessData:
         "file_count": 3,
         "total_bytes": 300,
         "rows": 30,
-        "files": [CommittedFile(f"s3://b/t/dt=2024-01-01/part-{i}.parquet", 100) for i in range(3)],
+        "files": [
+            CommittedFile(location.join(f"dt=2024-01-01/part-{i}.parquet").uri(), 100) for i in range(3)
+        ],
         "filenames": [f"dt=2024-01-01/part-{i}.parquet" for i in range(3)],
     }
     values.update(overrides)

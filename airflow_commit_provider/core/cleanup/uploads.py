@@ -37,6 +37,7 @@ from airflow_commit_provider.core.cleanup.common import (
 )
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import parallel_map, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
@@ -323,7 +324,7 @@ def _read_records(store: Store, records_dir: StorePath) -> set[str]:
     ids: set[str] = set()
     for status in store.list_files(records_dir):
         try:
-            records = parse_upload_records(store.read_bytes(status.path), str(status.path))
+            records = parse_upload_records(read_json_bytes(store, status.path), str(status.path))
         except (StoreError, InvalidCommitDataError):
             continue  # a record being written or removed right now; the key check still applies
         ids.update(upload_id for _path, upload_id in records)

@@ -14,19 +14,31 @@ from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import now_millis
+from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages import cleanup, commit_files, job_state, load_manifests, success
+from airflow_commit_provider.core.stages import (
+    cleanup,
+    commit_files,
+    job_state,
+    load_manifests,
+    sources,
+    success,
+)
 from airflow_commit_provider.core.stages.context import JobContext, ProgressCallback, log
-from airflow_commit_provider.core.stages.errors import CommitError, JobFencedError, JobNotActiveError
+from airflow_commit_provider.core.stages.errors import (
+    CommitError,
+    InvalidCommitDataError,
+    JobFencedError,
+    JobNotActiveError,
+)
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
 from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
-from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
@@ -110,9 +122,10 @@ class Committer(abc.ABC):
         instead, because part of the output may already be visible.
         """
         self.context.count_store_requests_from_here()
-        outcome = job_state.decide(
+        outcome = job_state.overrule_unreadable_outcome(
             self.context,
             JobOutcome(self.job_id, "abort", self.name, reason=reason, origin=self.options.origin),
+            self._nothing_committed_yet,
         )
         if not outcome.committing:
             cleanup.cleanup_job(self.context, committed_attempts=set())
@@ -126,10 +139,39 @@ class Committer(abc.ABC):
             )
         return self._roll_forward(outcome, record)
 
+    def _nothing_committed_yet(self) -> bool:
+        """Whether every committed task's manifest is readable and everything it names is still where
+        task commit left it: then job commit cannot have started making anything visible."""
+        ctx = self.context
+        committed = []
+        for status in ctx.store.list_files(ctx.layout.manifests_dir):
+            try:
+                manifest = self.decoder(read_json_bytes(ctx.store, status.path), str(status.path))
+            except (InvalidCommitDataError, FileNotFoundInStoreError):
+                return False
+            committed.append(
+                TaskCommitResult(
+                    manifest.task_id,
+                    manifest.task_attempt_id,
+                    status.path.uri(),
+                    len(manifest.entries),
+                    manifest.total_bytes,
+                )
+            )
+        try:
+            with self._load(committed).spool as spool:
+                sources.check_sources_exist(ctx, spool)
+        except (InvalidCommitDataError, CommitError):
+            return False
+        return True
+
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
-        committed = outcome.committed if outcome is not None and outcome.committing else ()
-        cleanup.cleanup_job(self.context, _attempt_ids(committed))
+        if outcome is None or not outcome.committing:
+            cleanup.cleanup_job(self.context, committed_attempts=set())
+            return
+        record = success.read_job_record(self.context)
+        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=record is not None)
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
         cleanup.cleanup_job(self.context, committed_attempts=set())
@@ -150,6 +192,7 @@ class Committer(abc.ABC):
                 loaded = self._load(committed)
                 try:
                     with ctx.phase("checks"):
+                        sources.check_sources_exist(ctx, loaded.spool)
                         self._before_entries(loaded)
                 except BaseException:
                     loaded.spool.close()
@@ -184,7 +227,7 @@ class Committer(abc.ABC):
         may be left); every step is idempotent, so repeating is safe."""
         if record is not None:
             if not self.options.skip_cleanup:
-                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed))
+                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=True)
             return record
         with self.context.statistics.timed("committer_commit_job"):
             return self._finish(outcome, self._load(outcome.committed))
@@ -209,7 +252,7 @@ class Committer(abc.ABC):
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:
-            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed))
+            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed), job_committed=True)
         return result
 
     def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:

@@ -12,9 +12,13 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.core.paths import StorePath
+    from airflow_commit_provider.core.store.base import Store
 
 #: The largest commit file read. Our `_SUCCESS` lists every committed file (about 150 bytes
 #: each), so this allows well over a million files; a task manifest or record is far smaller.
@@ -38,6 +42,15 @@ def load_json(data: bytes | str, source: str) -> Any:
         raise InvalidCommitDataError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as error:  # invalid JSON or UTF-8, or an integer longer than Python converts
         raise InvalidCommitDataError(f"{source}: not valid JSON (truncated or corrupt?): {error}") from error
+
+
+def read_json_bytes(store: Store, path: StorePath) -> bytes:
+    """The bytes of a store file to be read as JSON, refused (naming `path`) by its size before it
+    is read: one ranged GET of `MAX_JSON_BYTES` + 1 bytes on S3, a stat locally."""
+    data = store.read_bytes_within(path, MAX_JSON_BYTES)
+    if data is None:
+        raise InvalidCommitDataError(f"{path}: more than the {MAX_JSON_BYTES} bytes a commit file may have")
+    return data
 
 
 def parse_object(data: bytes, source: str) -> dict[str, Any]:

@@ -6,8 +6,11 @@ from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.uploads import abort_uncommitted_uploads
 
 
-def cleanup_job(ctx: JobContext, committed_attempts: set[str]) -> None:
+def cleanup_job(ctx: JobContext, committed_attempts: set[str], *, job_committed: bool = False) -> None:
     """Delete the job marker, abort the job's uncommitted uploads, then delete its directory.
+
+    `job_committed`: the job's record is written, so every upload it committed is complete and any
+    other upload of `committed_attempts` still pending was left out of its manifest.
 
     The marker goes first: from then on a task attempt still committing sees the job is over and
     discards its own output. One that got its commit in before that recorded its uploads before
@@ -16,6 +19,6 @@ def cleanup_job(ctx: JobContext, committed_attempts: set[str]) -> None:
     """
     ctx.store.delete(ctx.layout.job_marker)
     if ctx.store.capabilities.multipart_upload:
-        abort_uncommitted_uploads(ctx, committed_attempts)
+        abort_uncommitted_uploads(ctx, committed_attempts, job_committed=job_committed)
     deleted = ctx.store.delete_tree(ctx.layout.job_dir)
     log.info("job %s: cleaned up %s (%d files)", ctx.job_id, ctx.layout.job_dir, deleted)

@@ -55,14 +55,14 @@ class EntrySpool:
 
     def add_destination(self, dest: str) -> bool:
         """Record a destination URI; False if some entry already has it."""
-        digest = _digest(dest)
+        digest = text_digest(dest)
         if digest in self._digests:
             return False
         self._digests.add(digest)
         return True
 
     def has_destination(self, dest: str) -> bool:
-        return _digest(dest) in self._digests
+        return text_digest(dest) in self._digests
 
     def append(self, entry: CommitEntry, partition: str) -> None:
         if len(self._memory) < self.memory_entries:
@@ -105,5 +105,8 @@ def _lines(fd: int, chunk: int = 1 << 20) -> Iterator[bytes]:
         yield from lines
 
 
-def _digest(dest: str) -> int:
-    return int.from_bytes(hashlib.blake2b(dest.encode("utf-8"), digest_size=8).digest(), "big")
+def text_digest(text: str) -> int:
+    """8 bytes that stand for `text` in a set: what job commit keeps per file to stay bounded."""
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big"
+    )

@@ -24,16 +24,23 @@ Transitions::
 The outcome file is created once, if absent (``If-None-Match: *`` on S3, ``O_EXCL`` locally), so
 a commit and an abort racing from different processes cannot both win: the loser reads the
 winner's decision and follows it. The commit point comes after everything that can refuse the
-job (every manifest loaded and checked, the ``fail`` conflict check); after it only retryable
-store errors interrupt the commit, and every step of rolling forward is idempotent.
+job (every manifest loaded and checked, every source or upload found in a listing, the ``fail``
+conflict check); after it only retryable store errors interrupt the commit, and every step of
+rolling forward is idempotent.
+
+An outcome file that cannot be this job's decision (damaged or forged) is refused by all, naming
+it; only abort may replace it, and only while nothing of the job can be visible
+(``overrule_unreadable_outcome``). Otherwise it needs a person.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import Enum
 
-from airflow_commit_provider.core.formats.jsonio import now_millis
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
@@ -73,12 +80,55 @@ def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
 
 
 def read_outcome(ctx: JobContext) -> JobOutcome | None:
+    """The job's outcome, or None before it is decided.
+
+    InvalidCommitDataError names the file when it cannot be this job's decision: damaged, of another
+    job, or committing tasks that are not this job's or a task twice (rolling such a list forward
+    could only fail after the commit point).
+    """
     path = ctx.layout.outcome
     try:
-        data = ctx.store.read_bytes(path)
+        data = read_json_bytes(ctx.store, path)
     except FileNotFoundInStoreError:
         return None
-    return JobOutcome.from_bytes(data, str(path), ctx.job_id)
+    outcome = JobOutcome.from_bytes(data, str(path), ctx.job_id)
+    tasks = set()
+    for result in outcome.committed:
+        if not ctx.layout.is_attempt_of_this_job(result.task_id, result.task_attempt_id):
+            raise InvalidCommitDataError(
+                f"{path}: commits task attempt {result.task_attempt_id!r} of task {result.task_id!r}, "
+                f"which is not an attempt of job {ctx.job_id}"
+            )
+        if result.task_id in tasks:
+            raise InvalidCommitDataError(f"{path}: commits task {result.task_id} twice")
+        tasks.add(result.task_id)
+    return outcome
+
+
+def overrule_unreadable_outcome(
+    ctx: JobContext, proposal: JobOutcome, untouched: Callable[[], bool]
+) -> JobOutcome:
+    """Decide `proposal` (an abort) in place of an outcome file that cannot be read, if that is safe.
+
+    No one can roll such a job forward (its task list is unreadable), so unless it is replaced the
+    job stays pending for ever. It is safe while nothing of the job can have become visible: no job
+    record, and `untouched()` (every file or upload its tasks committed is still where task commit
+    left it). Otherwise the commit may be under way, and the unreadable file needs a person: the
+    error reading it is raised again.
+    """
+    try:
+        return decide(ctx, proposal)
+    except InvalidCommitDataError:
+        if ctx.store.get_status(ctx.layout.job_record) is not None or not untouched():
+            raise
+    log.warning(
+        "job %s: replacing its unreadable outcome %s by: %s",
+        ctx.job_id,
+        ctx.layout.outcome,
+        proposal.decision,
+    )
+    ctx.store.delete(ctx.layout.outcome)
+    return decide(ctx, proposal)
 
 
 def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.partition_rows import sum_partition_rows
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
@@ -50,7 +51,7 @@ def load_committed_manifests(
     def load(result: TaskCommitResult) -> None:
         path = ctx.layout.manifest_path(result.task_id)
         try:
-            data = ctx.store.read_bytes(path)
+            data = read_json_bytes(ctx.store, path)
         except FileNotFoundInStoreError:
             raise MissingManifestError(
                 f"job {ctx.job_id}: task {result.task_id} was reported committed but its manifest {path} does not exist"

@@ -7,6 +7,7 @@ the last attempt wins, as in Hadoop, and the driver's list decides.
 
 from __future__ import annotations
 
+from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
@@ -35,7 +36,7 @@ def save_task_manifest(
         try:
             ctx.store.write_bytes(path, data, if_absent=True)
         except FileAlreadyExistsError:
-            winner = decoder(ctx.store.read_bytes(path), str(path))
+            winner = decoder(read_json_bytes(ctx.store, path), str(path))
             if winner.job_id != ctx.job_id:
                 raise InvalidCommitDataError(
                     f"{path}: job ID {winner.job_id!r} is not {ctx.job_id!r}"
@@ -80,7 +81,7 @@ def attempt_holds_task_commit(
     """
     path = ctx.layout.manifest_path(task_id)
     try:
-        data = ctx.store.read_bytes(path)
+        data = read_json_bytes(ctx.store, path)
     except FileNotFoundInStoreError:
         return False
     try:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 
-from airflow_commit_provider.core.formats.jsonio import load_json
+from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
 from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
@@ -66,7 +66,9 @@ def recorded_uploads(
         attempt = status.path.parent.name
         if attempt in skip_attempts:
             continue
-        for path, upload_id in parse_upload_records(ctx.store.read_bytes(status.path), str(status.path)):
+        for path, upload_id in parse_upload_records(
+            read_json_bytes(ctx.store, status.path), str(status.path)
+        ):
             found.append((attempt, path, upload_id))
     return found
 
@@ -93,7 +95,7 @@ def hadoop_pending_uploads(store: Store, magic_job_dir: StorePath) -> set[tuple[
         if not is_pending_file(status.path.name):
             continue
         try:
-            commits = read_pending_commits(store.read_bytes(status.path), str(status.path))
+            commits = read_pending_commits(read_json_bytes(store, status.path), str(status.path))
         except (InvalidCommitDataError, StoreError) as error:
             log.warning("skipping unreadable %s: %s", status.path, error)
             continue
@@ -162,13 +164,31 @@ def discard_attempt_uploads(
     return aborted
 
 
-def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str]) -> int:
-    """Abort every recorded upload except those of the attempts whose output was committed."""
+def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, job_committed: bool) -> int:
+    """Abort every upload the job's records name that its commit did not complete.
+
+    Uploads of attempts not committed are all aborted. Those of committed attempts are their tasks'
+    output, except any a committed manifest left out (a damaged or forged pendingset, say
+    ``"commits": []``). Once the job is committed (its record is written after every upload it
+    committed was completed), those are exactly the recorded ones the store still lists as pending.
+    Committed attempts' records are read only when the store lists a pending upload under the
+    destination at all, so a clean commit costs one listing, not one GET per task.
+    """
+    pending: set[tuple[str, str, str]] = set()
+    if job_committed and committed_attempts:
+        pending = {
+            (upload.path.bucket, upload.path.key, upload.upload_id)
+            for upload in ctx.store.list_multipart_uploads(ctx.layout.destination)
+        }
     doomed = [
-        (path, upload) for _attempt, path, upload in recorded_uploads(ctx, skip_attempts=committed_attempts)
+        (path, upload)
+        for attempt, path, upload in recorded_uploads(
+            ctx, skip_attempts=() if pending else committed_attempts
+        )
+        if attempt not in committed_attempts or (path.bucket, path.key, upload) in pending
     ]
     if doomed:
-        log.info("job %s: aborting %d uploads of uncommitted task attempts", ctx.job_id, len(doomed))
+        log.info("job %s: aborting %d uploads it did not commit", ctx.job_id, len(doomed))
     return abort_uploads(ctx, doomed)
 
 

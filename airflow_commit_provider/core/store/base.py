@@ -99,6 +99,13 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def read_bytes(self, path: StorePath) -> bytes: ...
 
+    def read_bytes_within(self, path: StorePath, limit: int) -> bytes | None:
+        """The file's bytes, or None when it has more than `limit`: what lets a reader refuse a file
+        by its size without reading all of it. Stores override this to read no more than `limit` + 1
+        bytes (a ranged GET) or none (a stat); this default reads the whole file."""
+        data = self.read_bytes(path)
+        return data if len(data) <= limit else None
+
     @abc.abstractmethod
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""

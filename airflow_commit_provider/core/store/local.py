@@ -73,6 +73,17 @@ class LocalStore(Store):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
             raise FileNotFoundInStoreError(f"no such file: {path}") from error
 
+    def read_bytes_within(self, path: StorePath, limit: int) -> bytes | None:
+        self.statistics.increment("op_get")
+        try:
+            with open(path.key, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size > limit:
+                    return None
+                data = handle.read(limit + 1)  # it may have grown since
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            raise FileNotFoundInStoreError(f"no such file: {path}") from error
+        return data if len(data) <= limit else None
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         if not if_absent:
             with self.open_write(path) as stream:

@@ -299,6 +299,18 @@ class S3Store(Store):
         with self._request("op_get", path, "GetObject"):
             return self.hot.get_object(bucket, key)
 
+    def read_bytes_within(self, path: StorePath, limit: int) -> bytes | None:
+        bucket, key = _object(path)
+        try:
+            with self._request("op_get", path, "GetObject"):
+                data = self.hot.get_object(bucket, key, byte_range=f"bytes=0-{limit}")
+        except StoreError as exc:
+            code, status = _code_and_status(exc.__cause__)
+            if code == "InvalidRange" or status == 416:  # an empty object has no first byte
+                return b""
+            raise
+        return data if len(data) <= limit else None
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         self._put(path, data, len(data), if_absent=if_absent)
 

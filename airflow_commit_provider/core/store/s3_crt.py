@@ -195,8 +195,9 @@ class CrtHotRequests:
             "PUT", bucket, key, "", "PutObject", _nothing, body=body, size=size, headers=headers
         ).result()
 
-    def get_object(self, bucket: str, key: str) -> bytes:
-        return self._start("GET", bucket, key, "", "GetObject", _whole_body).result()
+    def get_object(self, bucket: str, key: str, byte_range: str | None = None) -> bytes:
+        headers = [("Range", byte_range)] if byte_range else []
+        return self._start("GET", bucket, key, "", "GetObject", _whole_body, headers=headers).result()
 
     def close(self) -> None:
         """Drop the CRT client; its connections close once in-flight requests finish."""

@@ -61,7 +61,9 @@ class HotRequests(Protocol):
 
     def put_object(self, bucket: str, key: str, body: Body, size: int, *, if_absent: bool) -> None: ...
 
-    def get_object(self, bucket: str, key: str) -> bytes: ...
+    def get_object(self, bucket: str, key: str, byte_range: str | None = None) -> bytes:
+        """The object's bytes, or those of `byte_range` (an HTTP Range, ``bytes=0-99``)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -105,8 +107,9 @@ class Boto3HotRequests:
         extra = {"IfNoneMatch": "*"} if if_absent else {}
         self._client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
 
-    def get_object(self, bucket: str, key: str) -> bytes:
-        return cast(bytes, self._client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    def get_object(self, bucket: str, key: str, byte_range: str | None = None) -> bytes:
+        ranged = {"Range": byte_range} if byte_range else {}
+        return cast(bytes, self._client.get_object(Bucket=bucket, Key=key, **ranged)["Body"].read())
 
     def close(self) -> None:
         """The client belongs to the store."""
