@@ -43,3 +43,11 @@ def load_job_record(
             f"{path}: this is the record of job {record.job_id!r}, expected job {job_id!r}"
         )
     return record
+
+
+def save_job_record(
+    store: Store, destination: str | os.PathLike[str] | StorePath, record: SuccessData
+) -> None:
+    """Rewrite a committed job's record (the catalog registration adds what it registered); one
+    whole-object write, so a reader sees the old record or the new one."""
+    store.write_bytes(job_record_path(destination, record.job_id), record.to_bytes())

@@ -52,6 +52,9 @@ class CommitOptions:
     skip_cleanup: bool = False
     job_id_source: str = "airflow_commit.job_id"
     rows_by_task: bool = True
+    table: str | None = None
+    """The catalog table being written: the commit decision records it, so whoever rolls the
+    commit forward knows whose partitions to register."""
 
     def __post_init__(self) -> None:
         parse_conflict_mode(self.conflict_mode)

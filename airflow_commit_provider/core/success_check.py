@@ -299,6 +299,10 @@ class SuccessExpectations:
             written = datetime.fromtimestamp(data.timestamp / 1000, tz=timezone.utc)
             if written <= threshold:
                 reasons.append(f"written at {written.isoformat()}, not after {threshold.isoformat()}")
+        if data.registration_pending:
+            reasons.append(
+                f"the partitions are not yet registered in table {data.table} (registration pending)"
+            )
         if self.required_partitions and not is_legacy(data):
             present = {_partition_key(p) for p in data.partitions}
             missing = [p for p in self.required_partitions if _partition_key(p) not in present]
@@ -313,7 +317,8 @@ class SuccessExpectations:
 
         Reads `<location>/_SUCCESS` (one GET). When a `job_id` is expected and the `_SUCCESS` is
         absent or names another job (a later day of a partitioned table, say), the job's own record
-        under `<location>/_airflow_commit/` is read instead (a second GET) and judged in its place.
+        under `<location>/_airflow_commit/` is read instead (a second GET) and judged in its place;
+        so is a table write's, whose record alone says whether its partitions are registered yet.
         When neither proves the job, the reasons say what each one said.
 
         Raises InvalidCommitDataError naming the file when the `_SUCCESS` or the record cannot be
@@ -327,7 +332,10 @@ class SuccessExpectations:
         except FileNotFoundInStoreError:
             data = None
         if data is not None and (job_id is None or (not is_legacy(data) and data.job_id == job_id)):
-            return self._judge(path, data, from_record=False)
+            if data.table is None:
+                return self._judge(path, data, from_record=False)
+            # A table write: only its record says whether its partitions are registered yet.
+            job_id = data.job_id
         if job_id is None:
             return SuccessCheck("missing", path, reasons=(f"{path} does not exist yet",))
 

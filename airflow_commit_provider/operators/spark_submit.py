@@ -70,6 +70,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
     """Submit a PySpark application whose output is committed by ``committer`` under ``destination``.
 
     :param destination: the output directory (``s3://``, ``s3a://`` or ``file://``). Templated.
+    :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes. Templated.
     :param committer: ``magic``, ``directory``, ``partitioned``, ``manifest``, ``file-v1``, ``file-v2``
         (case and surrounding spaces do not count). Templated.
     :param conflict_mode: ``fail``, ``append`` or ``replace``; ``None``: the writer's default. Templated.
@@ -100,7 +101,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        *aws_template_fields("destination", "committer", "conflict_mode", "engine", "archives"),
+        *aws_template_fields("destination", "table", "committer", "conflict_mode", "engine", "archives"),
     )
     aws_hook_class = CommitStoreHook  # `self.hook`: the destination's store, spark-submit's S3 settings
     template_fields_renderers = {"conf": "json", "env_vars": "json", "application_args": "json"}
@@ -110,6 +111,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         self,
         *,
         destination: str,
+        table: str | None = None,
         committer: str,
         conflict_mode: str | None = None,
         engine: str = "python",
@@ -131,9 +133,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         super().__init__(
             name=name, openlineage_inject_parent_job_info=openlineage_inject_parent_job_info, **kwargs
         )
-        self.destination = destination
-        self.committer = committer
-        self.conflict_mode = conflict_mode
+        self.destination, self.table = destination, table
+        self.committer, self.conflict_mode = committer, conflict_mode
         self.engine = engine
         self.aws_conn_id, self.region_name, self.verify = aws_conn_id, region_name, verify
         self.botocore_config = botocore_config
@@ -320,13 +321,12 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
     def job_conf(self, job_id: str, try_number: int | None, plan: WritePlan | None = None) -> dict[str, str]:
         """The ``spark.airflow_commit.*`` confs (and, for engine="hadoop", the JVM committer conf)."""
         jvm_options = dict(self.jvm_conf_options)
-        if (plan or self.write_plan()).engine == "hadoop" and StorePath.parse(
-            self.destination
-        ).scheme == "s3a":
+        plan = plan or self.write_plan()
+        if plan.engine == "hadoop" and StorePath.parse(self.destination).scheme == "s3a":
             # Where S3A finds the store; its credentials travel in the environment only.
             jvm_options.setdefault("store", self.hook.s3_settings)
-        given = (self.destination, self.conflict_mode)
-        return try_confs(plan or self.write_plan(), given, job_id, try_number, jvm_options)
+        given = (self.destination, self.conflict_mode, self.table)
+        return try_confs(plan, given, job_id, try_number, jvm_options)
 
     # Failure -------------------------------------------------------------------------------------
     def _stop_spark(self) -> None:

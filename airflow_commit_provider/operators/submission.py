@@ -44,17 +44,20 @@ def hook_arguments(operator: object) -> dict[str, Any]:
 
 def try_confs(
     plan: WritePlan,
-    given: tuple[str, str | None],
+    given: tuple[str, str | None, str | None],
     job_id: str,
     try_number: int | None,
     jvm_options: dict[str, Any],
 ) -> dict[str, str]:
     """The ``spark.airflow_commit.*`` confs of one try (for engine="hadoop", with the JVM committer conf).
 
-    `given` is the (destination, conflict mode) as the user wrote them; the committer is the
+    `given` is the (destination, conflict mode, table) as the user wrote them; the committer is the
     plan's, as `resolve` spelled it, so the application reads the name every other entry point does.
+    A table is written by ``write_committed``, which registers its partitions (engine="python"); the
+    destination stays the table's location, which the operator's store checks need without Spark,
+    and the driver refuses a table that is elsewhere.
     """
-    destination, conflict_mode = given
+    destination, conflict_mode, table = given
     conf = {
         cfg.CONF_JOB_ID: job_id,
         cfg.CONF_COMMITTER: plan.committer,
@@ -63,6 +66,12 @@ def try_confs(
     }
     if conflict_mode:
         conf[cfg.CONF_CONFLICT_MODE] = plan.conflict_mode
+    if table:
+        if plan.engine != "python":
+            raise ValueError(
+                f"table={table!r} needs engine='python': write_committed registers its partitions"
+            )
+        conf[cfg.CONF_TABLE] = table
     if try_number is not None:
         conf[cfg.CONF_TRY_NUMBER] = str(try_number)
     if plan.engine == "hadoop":

@@ -5,6 +5,8 @@ Hadoop's own (JVM) committers.
   ``mapInArrow``; the driver commits the job with exactly the results Spark accepted.
 - :func:`plan_write` - what a ``write_committed`` call would do (committer, conflict handling, job
   ID), decided without Spark.
+- :func:`finish_table_write` - finish a table write that stopped after its commit point (roll the
+  commit forward, register its partitions in the catalog).
 - :func:`register_data_source` - ``df.write.format("committed")``: the same protocol as a Python
   data source, run by Spark's own write path (classic and Spark Connect sessions).
 - :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
@@ -22,6 +24,7 @@ __all__ = [
     "WriteSummary",
     "applied_conf",
     "default_committer",
+    "finish_table_write",
     "jvm_committer_conf",
     "plan_write",
     "register_data_source",
@@ -32,6 +35,7 @@ __all__ = [
 _EXPORTS = {
     "WriteSummary": "airflow_commit_provider.spark.writer",
     "default_committer": "airflow_commit_provider.core.committers.registry",
+    "finish_table_write": "airflow_commit_provider.spark.tables",
     "plan_write": "airflow_commit_provider.spark.write_plan",
     "register_data_source": "airflow_commit_provider.spark.datasource",
     "write_committed": "airflow_commit_provider.spark.writer",

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 PREFIX = "spark.airflow_commit."
 #: The output directory; ``write_committed(df)`` writes there when given no path.
 CONF_DESTINATION = PREFIX + "destination"
+#: A catalog table (``db.events``); ``write_committed(df)`` writes there when given no path.
+CONF_TABLE = PREFIX + "table"
 #: ``python`` (``write_committed``) or ``hadoop`` (Spark's writers with Hadoop's committers).
 CONF_ENGINE = PREFIX + "engine"
 #: Airflow's try number (informational).
@@ -46,6 +48,7 @@ OPERATOR_CONFS = (
     CONF_JOB_ID,
     CONF_COMMITTER,
     CONF_DESTINATION,
+    CONF_TABLE,
     CONF_ENGINE,
     CONF_CONFLICT_MODE,
     CONF_TRY_NUMBER,

@@ -218,6 +218,10 @@ def plan_source_write(
     remaining = {key.lower(): value for key, value in options.items()}
     source = {key: remaining.pop(key) for key in SOURCE_OPTIONS if key in remaining}
     path = source.get("path")
+    if "table" in remaining:  # see spark.tables; the driver side here has no session to ask
+        raise ValueError(
+            f"data source {SHORT_NAME!r} cannot write tables: use write_committed(df, table=...)"
+        )
     if not path:
         raise ValueError(f"data source {SHORT_NAME!r} needs a destination: save(path)")
     fmt = source.get("format", "parquet").lower()

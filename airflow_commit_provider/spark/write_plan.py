@@ -41,6 +41,11 @@ class SparkWritePlan:
     def destination(self) -> StorePath:
         return self.commit.location
 
+    @property
+    def table(self) -> str | None:
+        """The catalog table written, whose partitions are registered after the commit."""
+        return self.commit_options.table
+
 
 def plan_write(
     path: str | os.PathLike[str] | StorePath | None,
@@ -52,11 +57,13 @@ def plan_write(
     conflict_mode: str | None = None,
     options: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    table: str | None = None,
 ) -> SparkWritePlan:
     """Plan a write (see ``write_committed`` for the arguments); raise ValueError if it cannot be.
 
     Unset arguments come from the conf: ``spark.airflow_commit.destination``, ``.committer``,
-    ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4).
+    ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4). `table` is the
+    catalog table at `path` (``spark.tables`` resolved it), recorded in the job's commit decision.
     """
     fmt = file_format(format).name
     parsed = write_options.parse_options(options, fmt, conf)
@@ -76,7 +83,9 @@ def plan_write(
         commit=commit,
         format=fmt,
         job_id=validate_job_id(conf.get(cfg.CONF_JOB_ID) or str(uuid.uuid4())),
-        commit_options=dataclasses.replace(commit_options, conflict_mode=commit.committer_conflict_mode),
+        commit_options=dataclasses.replace(
+            commit_options, conflict_mode=commit.committer_conflict_mode, table=table
+        ),
         s3=S3Settings() if local else write_options.resolve_s3_settings(parsed.s3, conf, environ),
         writer=parsed.writer,
     )

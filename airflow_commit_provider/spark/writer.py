@@ -9,6 +9,9 @@ aborts the job (``abort_job``: every upload and temp file of the job goes) and r
 the job had already passed its commit point: then the abort completes the commit and the write
 returns its summary (see ``core.stages.job_state``).
 
+A write to a catalog table (``table=``, ``spark.tables``) names the table in the job's commit
+decision; once ``run_write`` has the committed record, it registers the partitions written.
+
 Committer choice (``committer=`` or ``spark.airflow_commit.committer``), when not given:
 
 - ``conflict_mode`` ``fail`` or ``replace``: the staging committers, which implement those modes
@@ -31,6 +34,7 @@ again (``JobFencedError``). ``CommittedSparkSubmitOperator`` gives every Airflow
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -40,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from airflow_commit_provider.core.catalog import Catalog, CatalogError
 from airflow_commit_provider.core.committers import Committer, TaskCommitResult, create_committer
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
@@ -47,12 +52,14 @@ from airflow_commit_provider.core.stages import conflicts
 from airflow_commit_provider.core.stages.errors import CommitError, OutputConflictError
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.catalog import SparkCatalog
 from airflow_commit_provider.spark.frames import prepare_frame
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 from airflow_commit_provider.spark.session_conf import held_default
 from airflow_commit_provider.spark.summary import WriteRun, WriteSummary, summarise
+from airflow_commit_provider.spark.tables import plan_committed_write, register_table_partitions
 from airflow_commit_provider.spark.task_config import TaskConfig
-from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
+from airflow_commit_provider.spark.write_plan import SparkWritePlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,17 +81,26 @@ def write_committed(
     df: DataFrame,
     path: str | os.PathLike[str] | StorePath | None = None,
     *,
-    format: str = "parquet",
+    table: str | None = None,
+    create_table: bool = False,
+    format: str | None = None,
     partition_by: str | Sequence[str] = (),
     committer: str | None = None,
     conflict_mode: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> WriteSummary:
-    """Write ``df`` to ``path`` (``s3://``/``s3a://``/``file://`` URL or local path) and commit it.
+    """Write ``df`` to ``path`` (``s3://``/``s3a://``/``file://`` URL or local path), or to the
+    catalog table ``table``, and commit it.
 
-    ``path`` defaults to the conf ``spark.airflow_commit.destination`` (which
-    ``CommittedSparkSubmitOperator`` sets). Locations are taken literally after the scheme and
-    bucket, as Spark and the AWS CLI take them.
+    ``path`` defaults to the conf ``spark.airflow_commit.table``, then
+    ``spark.airflow_commit.destination`` (which ``CommittedSparkSubmitOperator`` sets). Locations
+    are taken literally after the scheme and bucket, as Spark and the AWS CLI take them.
+
+    ``table`` (``db.events``): location, format (default parquet for a path) and partition columns
+    come from the session's catalog, and the DataFrame must have the table's columns and types; a
+    ``format`` or ``partition_by`` given must agree. After the commit point the partitions written
+    are registered in the catalog (``spark.tables``). ``create_table=True`` creates a missing table
+    as ``saveAsTable`` would, under the warehouse or at ``path``.
 
     ``options``: writer options (``maxRecordsPerFile``, ``maxBytesPerFile``, ``compression``,
     csv ``header`` (default true), ``sep``, ``quote``, ``escape``..., json ``timestampFormat``...),
@@ -95,9 +111,11 @@ def write_committed(
     environment: ``AWS_*``, ``AIRFLOW_COMMIT_S3_VERIFY`` or ``AWS_CA_BUNDLE`` for ``s3.verify``, and
     ``AIRFLOW_COMMIT_S3_REQUEST_PATH``).
     """
-    plan = plan_write(
+    plan = plan_committed_write(
+        df,
         path,
-        conf=cfg.SparkConf(df.sparkSession),
+        table=table,
+        create_table=create_table,
         format=format,
         partition_by=partition_by,
         committer=committer,
@@ -108,15 +126,24 @@ def write_committed(
 
 
 def run_write(
-    df: DataFrame, plan: SparkWritePlan, *, instrumentation: WriteInstrumentation | None = None
+    df: DataFrame,
+    plan: SparkWritePlan,
+    *,
+    instrumentation: WriteInstrumentation | None = None,
+    catalog: Catalog | None = None,
 ) -> WriteSummary:
-    """Run a planned write and summarise it; tests and benchmarks pass their `instrumentation`."""
+    """Run a planned write and summarise it; tests and benchmarks pass their `instrumentation`,
+    and a table write's `catalog` (default: the session's)."""
     started = time.monotonic()
     conf = cfg.SparkConf(df.sparkSession)
     prepared, task_config = prepare_frame(df, plan, conf)
     _warn_if_last_attempt_wins(plan, conf)
     with _unmeasured_arrow_batches(df.sparkSession):
         run = _run(prepared, plan, task_config, instrumentation or WriteInstrumentation(), started)
+    if plan.table is not None:
+        run = dataclasses.replace(
+            run, success=_register(catalog or SparkCatalog(df.sparkSession), plan, run.success)
+        )
     summary = summarise(plan, run)
     log.info(
         "job %s: committed %d files, %d bytes, %s rows to %s in %.1fs (job commit %.1fs)",
@@ -163,6 +190,22 @@ def _run(
     finally:
         finish_job(job)
     return WriteRun(success, tasks, results, started, tasks_done, time.monotonic())
+
+
+def _register(catalog: Catalog, plan: SparkWritePlan, record: SuccessData) -> SuccessData:
+    """Register the committed partitions; on failure the data stays committed and the job record
+    says registration is pending, for ``finish_table_write`` (a resume or a retry) to finish."""
+    store = open_store(plan.destination, **plan.s3.store_kwargs())
+    try:
+        return register_table_partitions(catalog, store, plan.destination, record)
+    except CatalogError as error:
+        raise type(error)(
+            f"job {plan.job_id} committed to {plan.destination}, but registering its partitions in "
+            f"{plan.table} failed ({error}); its record says registration is pending: "
+            "finish_table_write finishes it"
+        ) from error
+    finally:
+        store.close()
 
 
 def _run_tasks(

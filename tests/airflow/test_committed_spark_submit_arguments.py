@@ -19,7 +19,8 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
-from airflow_commit_provider.operators.submission import hook_arguments
+from airflow_commit_provider.operators.submission import hook_arguments, try_confs
+from airflow_commit_provider.spark import config as cfg
 
 #: Arguments whose value must name a real thing: the connection the fixture defines, a known binary.
 REAL_VALUES: dict[str, Any] = {"conn_id": "spark_default", "spark_binary": "spark3-submit"}
@@ -114,8 +115,24 @@ def test_we_pass_every_argument_the_providers_operator_passes_its_hook(
 def test_templating_is_the_providers() -> None:
     assert set(SparkSubmitOperator.template_fields) <= set(CommittedSparkSubmitOperator.template_fields)
     ours = set(CommittedSparkSubmitOperator.template_fields) - set(SparkSubmitOperator.template_fields)
-    commit = {"destination", "committer", "conflict_mode", "engine", "archives"}
+    commit = {"destination", "table", "committer", "conflict_mode", "engine", "archives"}
     assert ours == commit | {"aws_conn_id", "region_name", "verify"}  # the Amazon provider's AWS fields
+
+
+def test_table_reaches_the_driver_through_its_conf_key() -> None:
+    """``table=`` is templated and handed to the application as ``spark.airflow_commit.table``,
+    beside the destination (the table's location, which the driver checks); only the python engine
+    registers partitions, so a hadoop try with a table is refused in one line."""
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://b/events"}
+    op = CommittedSparkSubmitOperator(**values, committer="partitioned", table="{{ params.db }}.events")
+    op.render_template_fields({"params": {"db": "lake"}})
+    conf = op.job_conf("job-1", 2)
+    assert (conf[cfg.CONF_TABLE], conf[cfg.CONF_DESTINATION]) == ("lake.events", "s3://b/events")
+    assert cfg.CONF_TABLE not in CommittedSparkSubmitOperator(**values, committer="magic").job_conf("j", 1)
+    hadoop = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", table="lake.events")
+    with pytest.raises(ValueError, match=r"^table='lake.events' needs engine='python'") as refused:
+        try_confs(hadoop.write_plan(), ("s3://b/events", None, "lake.events"), "j", 1, {})
+    assert "\n" not in str(refused.value)
 
 
 def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(

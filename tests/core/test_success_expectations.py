@@ -49,3 +49,26 @@ def test_the_xcom_summary_lists_a_bounded_number_of_partitions_and_counts_them_a
 def test_nothing_found_has_no_summary(tmp_path: Path) -> None:
     found = SuccessExpectations().check(LocalStore(), StorePath.parse(str(tmp_path / "none")))
     assert found.state == "missing" and found.xcom_summary() is None
+
+
+def test_a_table_write_passes_only_once_its_record_says_the_partitions_are_registered(tmp_path: Path) -> None:
+    """The `_SUCCESS` of a table write is judged by the job's record, which alone is rewritten when
+    the partitions reach the catalog: before that the check waits and says why."""
+    from dataclasses import replace
+
+    from airflow_commit_provider.core.job_records import save_job_record
+
+    location = StorePath.parse(str(tmp_path / "events"))
+    store = LocalStore()
+    written = success(table="db.events")
+    put(store, location, written)
+    save_job_record(store, location, written)
+    for expectations in (SuccessExpectations(), SuccessExpectations(job_id=JOB)):
+        pending = expectations.check(store, location)
+        assert pending.state == "rejected" and pending.from_record
+        assert pending.reasons == (
+            "the partitions are not yet registered in table db.events (registration pending)",
+        )
+    save_job_record(store, location, replace(written, registered_partitions=["dt=2024-01-01"]))
+    assert SuccessExpectations(job_id=JOB).check(store, location).state == "accepted"
+    assert SuccessExpectations().check(store, location).state == "accepted"

@@ -153,7 +153,12 @@ class Committer(abc.ABC):
                 return self.commit_job(committed)
             raise
         proposal = JobOutcome(
-            self.job_id, "commit", self.name, tuple(committed), conflict_mode=self.options.conflict_mode
+            self.job_id,
+            "commit",
+            self.name,
+            tuple(committed),
+            conflict_mode=self.options.conflict_mode,
+            table=self.options.table,
         )
         try:
             outcome = job_state.decide(ctx, proposal)
@@ -189,6 +194,7 @@ class Committer(abc.ABC):
                 loaded.rows,
                 per_partition=self.traits.partition_markers,
                 partition_rows=loaded.partition_rows,
+                table=outcome.table,
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:

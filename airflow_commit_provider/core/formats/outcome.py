@@ -30,6 +30,8 @@ class JobOutcome:
     conflict_mode: str = "append"
     """How a commit treats existing output; whoever rolls the commit forward must apply the same."""
     reason: str = ""
+    table: str | None = None
+    """The catalog table whose partitions are registered once the commit is rolled forward."""
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     hostname: str = field(default_factory=socket.gethostname)
 
@@ -49,6 +51,8 @@ class JobOutcome:
             "hostname": self.hostname,
             "committed": [result.to_json() for result in self.committed],
         }
+        if self.table is not None:
+            payload["table"] = self.table
         return json.dumps(payload).encode("utf-8")
 
     @classmethod
@@ -86,6 +90,7 @@ class JobOutcome:
             committed=committed,
             conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
+            table=optional_field(obj, "table", str, source, None),
             timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
         )

@@ -57,6 +57,15 @@ class SuccessData:
     rows: int | None = None
     files: list[CommittedFile] | None = None
     """Every committed file, when the writer recorded them (ours always do)."""
+    table: str | None = None
+    """The catalog table the job wrote, fixed before its commit point (None: a path write)."""
+    registered_partitions: list[str] | None = None
+    """The partitions registered in the table's catalog after the commit; None while pending."""
+
+    @property
+    def registration_pending(self) -> bool:
+        """A table write whose partitions are not yet registered (the next driver finishes it)."""
+        return self.table is not None and self.registered_partitions is None
 
     @property
     def date(self) -> str:
@@ -84,6 +93,8 @@ class SuccessData:
             ("fileCount", self.file_count),
             ("totalBytes", self.total_bytes),
             ("rows", self.rows),
+            ("table", self.table),
+            ("registeredPartitions", self.registered_partitions),
         ):
             if value is not None:
                 header[key] = value
@@ -174,10 +185,19 @@ class SuccessData:
             total_bytes=optional_field(obj, "totalBytes", int, source, None),
             rows=optional_field(obj, "rows", int, source, None),
             files=files,
+            table=optional_field(obj, "table", str, source, None),
+            registered_partitions=_registered(obj, source),
         )
 
     def iter_files(self) -> Iterator[CommittedFile]:
         return iter(self.files or ())
+
+
+def _registered(obj: dict[str, Any], source: str) -> list[str] | None:
+    registered = optional_field(obj, "registeredPartitions", list, source, None)
+    if registered is not None and not all(isinstance(partition, str) for partition in registered):
+        raise InvalidCommitDataError(f"{source}: field 'registeredPartitions' must list partition paths")
+    return registered
 
 
 def _committed_file(entry: object, source: str) -> CommittedFile:

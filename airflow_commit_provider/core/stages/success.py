@@ -23,17 +23,20 @@ def save_success(
     *,
     per_partition: bool,
     partition_rows: Mapping[str, int] | None = None,
+    table: str | None = None,
 ) -> SuccessData:
     """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
 
     The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
-    so a job whose record exists has every marker in place.
+    so a job whose record exists has every marker in place. A table write's record names the
+    table with its registration pending: registering is the driver's, after the commit (`core.catalog`).
     """
     if per_partition:
         save_partition_markers(ctx, spool, partition_rows)
     success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
     success.partitions = sorted(spool.partitions)
     success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
+    success.table = table
     with ctx.store.open_write(ctx.layout.success_marker) as stream:
         success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
     ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())

@@ -1,0 +1,90 @@
+"""Catalog tables: what a committed write needs from a catalog, and registering a job's partitions.
+
+A write to a table takes its location, format and partition columns from the catalog
+(`Catalog.table_info`), and after the commit point the partitions the job wrote are registered
+there (`Catalog.register_partitions`). The table is named in the job's commit decision (the
+outcome) and then in its record, so whoever rolls the commit forward knows it; registration itself
+needs a catalog client, which only a driver has (`spark.catalog` over a SparkSession; a Glue one
+would be a small class over boto3's ``batch_create_partition``/``update_partition``). The job record
+says what was registered (`SuccessData.registered_partitions`), or that registration is pending.
+
+Nothing here imports Spark or Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.job_records import save_job_record
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.stages.context import log
+from airflow_commit_provider.core.store.base import Store
+
+
+class CatalogError(Exception):
+    """The catalog refused or failed a request."""
+
+
+class TableNotFoundError(CatalogError, ValueError):
+    """The named table does not exist (a ValueError too: it is bad input when planning a write)."""
+
+
+class CatalogUnreachableError(CatalogError):
+    """The catalog could not be asked; a later driver can finish what was asked of it."""
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    location: StorePath
+    format: str
+    """The file format the table's data is in (parquet, orc, csv, json)."""
+    partition_columns: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
+    """Every column, data then partition columns, as (name, Spark simple type string)."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    values: tuple[tuple[str, str | None], ...]
+    """(column, value) in the table's partition column order; None is Hive's default partition."""
+    location: StorePath
+
+
+class Catalog(Protocol):
+    def table_info(self, name: str) -> TableInfo:
+        """The table's description; TableNotFoundError if it does not exist."""
+        ...
+
+    def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+        """Add each partition that is missing, set the location of one that differs; never touch
+        other partitions. Idempotent: registering again changes nothing."""
+        ...
+
+
+def register_committed(
+    catalog: Catalog,
+    store: Store,
+    destination: StorePath,
+    record: SuccessData,
+    partition_values: Callable[[str], tuple[tuple[str, str | None], ...]],
+) -> SuccessData:
+    """Register the partitions a committed table write wrote, then say so in its record.
+
+    `partition_values` turns a partition path (``dt=2024-01-01``) into its column values (the
+    engine's path escaping). A record with nothing pending is returned as it is, so a resume, an
+    abort after the commit point and a retry that adopts the job may all call this.
+    """
+    if not record.registration_pending or record.table is None:
+        return record
+    partitions = [
+        Partition(partition_values(path), destination.join(path)) for path in record.partitions if path
+    ]
+    catalog.register_partitions(record.table, partitions)
+    registered = replace(record, registered_partitions=sorted(record.partitions))
+    save_job_record(store, destination, registered)
+    log.info("job %s: registered %d partitions of %s", record.job_id, len(partitions), record.table)
+    return registered

@@ -1,0 +1,148 @@
+"""`core.catalog.Catalog` over a SparkSession: whatever catalog the session is configured with
+(Hive metastore, embedded Derby, AWS Glue through its Hive client factory).
+
+Table descriptions come from ``DESCRIBE TABLE EXTENDED`` and ``spark.catalog.listColumns``;
+partitions are registered with one batched ``ALTER TABLE .. ADD IF NOT EXISTS PARTITION ..`` and a
+``SET LOCATION`` for each existing partition whose location differs. Partition values and locations
+are quoted as Spark SQL string literals; directory names are unescaped by ``spark.escaping``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_commit_provider.core.catalog import (
+    CatalogError,
+    CatalogUnreachableError,
+    Partition,
+    TableInfo,
+    TableNotFoundError,
+)
+from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, unescape_path_name
+
+#: A Hive-format table's serde names its file format (``STORED AS PARQUET``).
+_SERDE_FORMATS = {"parquet": "parquet", "orc": "orc", "json": "json", "lazysimpleserde": "csv"}
+
+
+class SparkCatalog:
+    """The session's catalog. Errors other than a missing table are CatalogUnreachableError."""
+
+    def __init__(self, spark: Any):
+        self._spark = spark
+
+    def table_info(self, name: str) -> TableInfo:
+        if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
+            raise TableNotFoundError(f"table {name} does not exist")
+        rows = self._call(f"describe table {name}", lambda: self._sql(f"DESCRIBE TABLE EXTENDED {name}"))
+        details = {row["col_name"]: row["data_type"] for row in rows}
+        columns = self._call(f"list the columns of {name}", self._spark.catalog.listColumns, name)
+        return TableInfo(
+            name=name,
+            location=location_path(details.get("Location") or ""),
+            format=_table_format(name, details),
+            partition_columns=tuple(column.name for column in columns if column.isPartition),
+            columns=tuple((column.name, column.dataType) for column in columns),
+        )
+
+    def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+        if not partitions:
+            return
+        if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
+            raise TableNotFoundError(f"table {name} does not exist: its partitions cannot be registered")
+        specs = " ".join(
+            f"PARTITION ({partition_spec(p)}) LOCATION {sql_string(location_text(p.location))}"
+            for p in partitions
+        )
+        self._call(
+            f"add partitions to {name}", lambda: self._sql(f"ALTER TABLE {name} ADD IF NOT EXISTS {specs}")
+        )
+        for partition in partitions:
+            spec = partition_spec(partition)
+            current = self._call(
+                f"describe a partition of {name}",
+                lambda spec=spec: self._sql(f"DESCRIBE FORMATTED {name} PARTITION ({spec})"),
+            )
+            found = next((row["data_type"] for row in current if row["col_name"] == "Location"), "")
+            if not found or not same_location(location_path(found), partition.location):
+                self._call(
+                    f"set a partition location of {name}",
+                    lambda spec=spec, p=partition: self._sql(
+                        f"ALTER TABLE {name} PARTITION ({spec}) SET LOCATION "
+                        f"{sql_string(location_text(p.location))}"
+                    ),
+                )
+
+    def _sql(self, statement: str) -> list[Any]:
+        return list(self._spark.sql(statement).collect())
+
+    @staticmethod
+    def _call(action: str, function: Any, *args: Any) -> Any:
+        """Run a catalog request; anything it raises but a missing table means the catalog failed."""
+        try:
+            return function(*args)
+        except CatalogError:
+            raise
+        except Exception as error:
+            if type(error).__name__ in ("AnalysisException", "NoSuchTableException") and (
+                "TABLE_OR_VIEW_NOT_FOUND" in str(error) or "not found" in str(error).lower()
+            ):
+                raise TableNotFoundError(f"cannot {action}: {str(error).splitlines()[0]}") from error
+            raise CatalogUnreachableError(
+                f"cannot {action}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            ) from error
+
+
+def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str | None], ...]:
+    """``col=v/col2=w`` (Spark-escaped directory names) as (column, value) pairs, checked against
+    the table's partition columns; Hive's default partition name is None."""
+    values = []
+    for part, column in zip(path.split("/"), columns, strict=True):
+        name, sep, value = part.partition("=")
+        if not sep or unescape_path_name(name).lower() != column.lower():
+            raise ValueError(
+                f"partition directory {path!r} does not match the partition columns {list(columns)}"
+            )
+        values.append((column, None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)))
+    return tuple(values)
+
+
+def partition_spec(partition: Partition) -> str:
+    """``\\`dt\\` = '2024-01-01', ...`` for a PARTITION clause."""
+    return ", ".join(
+        f"{quote_identifier(column)} = {'NULL' if value is None else sql_string(value)}"
+        for column, value in partition.values
+    )
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal (backslash escapes, as the default parser reads them)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def location_path(location: str) -> StorePath:
+    """A catalog location (Hadoop's ``file:/x`` form included) as a StorePath."""
+    if location.startswith("file:") and not location.startswith("file://"):
+        location = "file://" + location[len("file:") :]
+    return StorePath.parse(location)
+
+
+def location_text(path: StorePath) -> str:
+    """What the catalog is given: the location taken literally, as Hadoop's ``Path(String)`` takes it."""
+    return str(path)
+
+
+def _table_format(name: str, details: dict[str, str]) -> str:
+    provider = (details.get("Provider") or "").lower()
+    if provider and provider != "hive":
+        return provider
+    serde = (details.get("Serde Library") or "").lower()
+    for marker, fmt in _SERDE_FORMATS.items():
+        if marker in serde:
+            return fmt
+    raise ValueError(f"table {name}: cannot tell its file format (provider {provider!r}, serde {serde!r})")

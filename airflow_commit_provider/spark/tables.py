@@ -1,0 +1,186 @@
+"""Writing to a catalog table by name: its location, format and partition columns from the
+catalog, the DataFrame checked against it before any work, and the table created on request.
+
+``create_table=True`` creates a missing table as ``saveAsTable`` would (``CREATE TABLE .. USING
+<format> PARTITIONED BY ..``): under the warehouse, or at ``path`` when one is given with the table
+(an external table). Given with an existing table, ``path`` must be the table's location.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_commit_provider.core import job_control
+from airflow_commit_provider.core.catalog import Catalog, TableInfo, TableNotFoundError, register_committed
+from airflow_commit_provider.core.committers.registry import default_committer
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.store import open_store
+from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.catalog import (
+    SparkCatalog,
+    location_text,
+    partition_values,
+    quote_identifier,
+    sql_string,
+)
+from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def plan_committed_write(
+    df: DataFrame,
+    path: str | os.PathLike[str] | StorePath | None = None,
+    *,
+    table: str | None = None,
+    create_table: bool = False,
+    format: str | None = None,
+    partition_by: str | Sequence[str] = (),
+    committer: str | None = None,
+    conflict_mode: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> SparkWritePlan:
+    """``write_committed``'s plan: to `path`, or to `table` (or the conf's table when neither is given)."""
+    conf = cfg.SparkConf(df.sparkSession)
+    expected_location: str | os.PathLike[str] | StorePath | None = path
+    if table is None and path is None:
+        # The operator sets both: the destination is where its store checks look for the table.
+        table, expected_location = conf.get(cfg.CONF_TABLE), conf.get(cfg.CONF_DESTINATION)
+    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    if table is not None:
+        if path is not None and not create_table:
+            raise ValueError(
+                f"pass path or table={table!r}, not both (a path names where create_table=True creates it)"
+            )
+        info = table_for_write(
+            df,
+            SparkCatalog(df.sparkSession),
+            table,
+            format=format,
+            partition_by=columns,
+            create_table=create_table,
+            path=expected_location,
+        )
+        path, format, columns = info.location, info.format, info.partition_columns
+    elif create_table:
+        raise ValueError("create_table=True needs table=")
+    return plan_write(
+        path,
+        conf=conf,
+        format=format or "parquet",
+        partition_by=columns,
+        committer=committer,
+        conflict_mode=conflict_mode,
+        options=options,
+        table=table,
+    )
+
+
+def register_table_partitions(
+    catalog: Catalog, store: Store, destination: StorePath, record: SuccessData
+) -> SuccessData:
+    """After the commit: register what a table write wrote (nothing for a path write)."""
+    if not record.registration_pending or record.table is None:
+        return record
+    columns = catalog.table_info(record.table).partition_columns
+    return register_committed(
+        catalog, store, destination, record, functools.partial(partition_values, columns)
+    )
+
+
+def finish_table_write(
+    spark: Any, table: str, job_id: str, *, catalog: Catalog | None = None, **s3: Any
+) -> SuccessData | None:
+    """Bring a table write that stopped after its commit point to its end: roll the commit
+    forward if its record is missing, then register its partitions; a job that never reached its
+    commit point is fenced (None). What a resumed driver or a retry that adopts the job calls.
+
+    `s3`: the store's S3 settings (``endpoint_url``, ``aws_access_key_id``...) for an S3 table.
+    """
+    catalog = catalog or SparkCatalog(spark)
+    location = catalog.table_info(table).location
+    store = open_store(location, **s3)
+    try:
+        # The outcome names the committer of a job past its commit point; any other is only fenced.
+        fallback = default_committer(location, False, "append")
+        status = job_control.finish_or_fence(store, location, job_id, fallback, reason="resumed")
+        if status.record is None:
+            return None
+        return register_table_partitions(catalog, store, location, status.record)
+    finally:
+        store.close()
+
+
+def table_for_write(
+    df: DataFrame,
+    catalog: Catalog,
+    name: str,
+    *,
+    format: str | None,
+    partition_by: Sequence[str],
+    create_table: bool,
+    path: str | os.PathLike[str] | StorePath | None,
+) -> TableInfo:
+    """The table `df` is written to, after checking that `df` fits it; ValueError names the table
+    and the argument or column that does not."""
+    try:
+        table = catalog.table_info(name)
+    except TableNotFoundError:
+        if not create_table:
+            raise TableNotFoundError(
+                f"table {name} does not exist (pass create_table=True to create it)"
+            ) from None
+        _create_table(df, name, format or "parquet", partition_by, path)
+        table = catalog.table_info(name)
+    if path is not None and not same_location(StorePath.parse(path), table.location):
+        raise ValueError(f"table {name} is at {table.location}, not at path={os.fspath(str(path))!r}")
+    if format is not None and format.lower() != table.format:
+        raise ValueError(f"table {name} is stored as {table.format}, not format={format!r}")
+    if partition_by and [c.lower() for c in partition_by] != [c.lower() for c in table.partition_columns]:
+        raise ValueError(
+            f"table {name} is partitioned by {list(table.partition_columns)}, not partition_by={list(partition_by)}"
+        )
+    check_columns(df, table)
+    return table
+
+
+def check_columns(df: DataFrame, table: TableInfo) -> None:
+    """Every column of the table in `df` with the same type, and no other column."""
+    frame = {field.name.lower(): field for field in df.schema.fields}
+    expected = {column.lower(): (column, type_name) for column, type_name in table.columns}
+    for key, field in frame.items():
+        if key not in expected:
+            raise ValueError(f"column {field.name!r} is not a column of table {table.name}")
+        column, type_name = expected[key]
+        if field.dataType.simpleString() != type_name:
+            raise ValueError(
+                f"column {field.name!r} is {field.dataType.simpleString()} in the DataFrame but "
+                f"{type_name} in table {table.name}"
+            )
+    for key, (column, _) in expected.items():
+        if key not in frame:
+            raise ValueError(f"column {column!r} of table {table.name} is missing from the DataFrame")
+
+
+def _create_table(
+    df: DataFrame,
+    name: str,
+    format: str,
+    partition_by: Sequence[str],
+    path: str | os.PathLike[str] | StorePath | None,
+) -> None:
+    columns = ", ".join(
+        f"{quote_identifier(field.name)} {field.dataType.simpleString()}" for field in df.schema.fields
+    )
+    statement = f"CREATE TABLE {name} ({columns}) USING {format}"
+    if partition_by:
+        statement += f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partition_by)})"
+    if path is not None:
+        statement += f" LOCATION {sql_string(location_text(StorePath.parse(path)))}"
+    df.sparkSession.sql(statement)

@@ -1,0 +1,259 @@
+"""Committed writes into catalog tables (issue 22), on the suite's session with Hive support and its
+embedded Derby metastore: location, format and partition columns from the catalog, mismatches
+refused before any work, and the partitions written registered after the commit point, also when
+registration failed or was cut short and a later driver finishes it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from spark_support import store_for, visible_files
+
+from airflow_commit_provider.core.catalog import (
+    Catalog,
+    CatalogUnreachableError,
+    Partition,
+    TableInfo,
+    TableNotFoundError,
+)
+from airflow_commit_provider.core.job_records import load_job_record
+from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.spark import write_committed
+from airflow_commit_provider.spark.catalog import SparkCatalog, location_path
+from airflow_commit_provider.spark.tables import finish_table_write, plan_committed_write
+from airflow_commit_provider.spark.writer import run_write
+
+pytestmark = pytest.mark.spark
+
+#: Quotes, spaces, `=`, `/`, `%` and unicode (Hive's metastore cannot filter on a value holding
+#: both kinds of quote, so each value holds one kind).
+ODD_VALUE = "it's a day = 1/2 ü %"
+QUOTED_VALUE = 'say "hi"'
+
+
+def _days(spark: Any, days: list[str], rows_per_day: int = 3) -> Any:
+    rows = [
+        (index * 100 + row, f"{day}-{row}", day)
+        for index, day in enumerate(days)
+        for row in range(rows_per_day)
+    ]
+    return spark.createDataFrame(rows, "id bigint, name string, day string").repartition(2)
+
+
+def _table_name() -> str:
+    return f"default.events_{uuid.uuid4().hex[:10]}"
+
+
+def _partitions(spark: Any, table: str) -> list[str]:
+    return sorted(row[0] for row in spark.sql(f"SHOW PARTITIONS {table}").collect())
+
+
+def _partition_location(spark: Any, table: str, day: str) -> str:
+    literal = day.replace("\\", "\\\\").replace("'", "\\'")
+    rows = spark.sql(f"DESCRIBE FORMATTED {table} PARTITION (day = '{literal}')").collect()
+    return next(row["data_type"] for row in rows if row["col_name"] == "Location")
+
+
+def _ids(spark: Any, query: str) -> list[int]:
+    return sorted(row["id"] for row in spark.sql(query).collect())
+
+
+class FailingCatalog:
+    """The session's catalog, with registration failing as `error` says (a fault injected at the
+    commit point: an unreachable metastore, or the driver killed there)."""
+
+    def __init__(self, spark: Any, error: BaseException):
+        self._catalog: Catalog = SparkCatalog(spark)
+        self._error = error
+        self.attempts = 0
+
+    def table_info(self, name: str) -> TableInfo:
+        return self._catalog.table_info(name)
+
+    def register_partitions(self, name: str, partitions: Any) -> None:
+        self.attempts += 1
+        raise self._error
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def table_place(request: Any, tmp_path: Any) -> tuple[Any, str, dict[str, Any], Any]:
+    """(session, an external table location, write options, the store there) on file:// or S3."""
+    if request.param == "local":
+        return request.getfixturevalue("spark"), f"file://{tmp_path}/events", {}, None
+    spark = request.getfixturevalue("s3a_spark")
+    location = request.getfixturevalue("s3_prefix").replace("s3://", "s3a://", 1)
+    return (
+        spark,
+        location,
+        dict(request.getfixturevalue("s3_options")),
+        request.getfixturevalue("spark_s3_store"),
+    )
+
+
+def test_write_by_table_registers_partitions_and_replace_keeps_other_days(table_place: Any) -> None:
+    spark, location, options, s3_store = table_place
+    table = _table_name()
+    store = store_for(StorePath.parse(location), s3_store)
+
+    first = write_committed(
+        _days(spark, ["1", "2"]),
+        location,
+        table=table,
+        create_table=True,
+        partition_by="day",
+        options=options,
+    )
+    assert _partitions(spark, table) == ["day=1", "day=2"], "two days committed at once are both registered"
+    assert _ids(spark, f"SELECT id FROM {table}") == [0, 1, 2, 100, 101, 102]
+    pruned = spark.sql(f"SELECT id FROM {table} WHERE day = '2'")
+    assert "PartitionFilters: [isnotnull(day" in pruned._jdf.queryExecution().executedPlan().toString()
+    assert sorted(row["id"] for row in pruned.collect()) == [100, 101, 102]
+    for day in ("1", "2"):
+        registered = location_path(_partition_location(spark, table, day))
+        assert same_location(registered, StorePath.parse(location).join(f"day={day}"))
+    record = load_job_record(store, StorePath.parse(location), first.job_id)
+    assert (record.table, record.registered_partitions) == (table, ["day=1", "day=2"])
+
+    before_day1 = {
+        name: size
+        for name, size in visible_files(store, StorePath.parse(location)).items()
+        if name.startswith("day=1/")
+    }
+    replaced = write_committed(
+        _days(spark, ["2", "3"]), table=table, conflict_mode="replace", options=options
+    )
+    assert _partitions(spark, table) == ["day=1", "day=2", "day=3"]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day = '1'") == [0, 1, 2]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day IN ('2', '3')") == [0, 1, 2, 100, 101, 102]
+    after_day1 = {
+        name: size
+        for name, size in visible_files(store, StorePath.parse(location)).items()
+        if name.startswith("day=1/")
+    }
+    assert after_day1 == before_day1, "replace of days 2 and 3 left day 1 untouched"
+    assert load_job_record(store, StorePath.parse(location), replaced.job_id).registered_partitions == [
+        "day=2",
+        "day=3",
+    ]
+
+
+def test_mismatches_are_refused_before_any_work(spark: Any, tmp_path: Any) -> None:
+    table = _table_name()
+    location = f"file://{tmp_path}/events"
+    spark.sql(
+        f"CREATE TABLE {table} (id bigint, name string, day string) USING parquet PARTITIONED BY (day) LOCATION '{location}'"
+    )
+    frame = _days(spark, ["1"])
+    cases = [
+        (frame.withColumnRenamed("name", "label"), {}, f"column 'label' is not a column of table {table}"),
+        (
+            frame.selectExpr("CAST(id AS int) AS id", "name", "day"),
+            {},
+            f"column 'id' is int in the DataFrame but bigint in table {table}",
+        ),
+        (frame.drop("name"), {}, f"column 'name' of table {table} is missing from the DataFrame"),
+        (frame, {"format": "orc"}, f"table {table} is stored as parquet, not format='orc'"),
+        (
+            frame,
+            {"partition_by": "name"},
+            rf"table {table} is partitioned by \['day'\], not partition_by=\['name'\]",
+        ),
+        (frame, {"path": str(tmp_path / "elsewhere")}, "pass path or table"),
+    ]
+    for df, arguments, message in cases:
+        with pytest.raises(ValueError, match=message):
+            write_committed(df, table=table, **arguments)
+    missing = _table_name()
+    with pytest.raises(TableNotFoundError, match=f"table {missing} does not exist"):
+        write_committed(frame, table=missing)
+    assert not (tmp_path / "events").exists() or not any((tmp_path / "events").iterdir()), "nothing written"
+    assert _partitions(spark, table) == []
+
+
+def test_catalog_unreachable_at_commit_then_finish_registers(spark: Any, tmp_path: Any) -> None:
+    table, location = _table_name(), f"file://{tmp_path}/events"
+    frame = _days(spark, ["1", ODD_VALUE, QUOTED_VALUE])
+    plan = plan_committed_write(frame, location, table=table, create_table=True, partition_by="day")
+    catalog = FailingCatalog(spark, CatalogUnreachableError("metastore down"))
+    with pytest.raises(CatalogUnreachableError, match=f"committed to .*{table} failed.*pending"):
+        run_write(frame, plan, catalog=catalog)
+    assert catalog.attempts == 1
+    assert _partitions(spark, table) == [], "nothing reached the catalog"
+    record = load_job_record(store_for(plan.destination, None), plan.destination, plan.job_id)
+    assert record.registration_pending and len(record.partitions) == 3
+
+    finished = finish_table_write(spark, table, plan.job_id)
+    assert finished is not None and finished.registered_partitions == sorted(record.partitions)
+    assert _partitions(spark, table) == ["day=1", "day=it%27s a day %3D 1%2F2 ü %25", "day=say %22hi%22"]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day = 'it\\'s a day = 1/2 ü %'") == [100, 101, 102]
+    assert _ids(spark, f"SELECT id FROM {table} WHERE day = 'say \"hi\"'") == [200, 201, 202]
+    escaped = "/events/day=it%27s a day %3D 1%2F2 ü %25"
+    assert _partition_location(spark, table, ODD_VALUE).endswith(escaped)
+    again = finish_table_write(spark, table, plan.job_id)
+    assert again is not None and again.registered_partitions == finished.registered_partitions
+
+
+class DriverKilled(BaseException):
+    """What a killed driver looks like to the code it was running."""
+
+
+def test_killed_between_commit_and_registration_then_retry_finishes(spark: Any, tmp_path: Any) -> None:
+    table, location = _table_name(), f"file://{tmp_path}/events"
+    frame = _days(spark, ["1", "2"])
+    plan = plan_committed_write(frame, location, table=table, create_table=True, partition_by="day")
+    with pytest.raises(DriverKilled):
+        run_write(frame, plan, catalog=FailingCatalog(spark, DriverKilled()))
+    assert _partitions(spark, table) == []
+
+    finished = finish_table_write(spark, table, plan.job_id)
+    assert finished is not None and finished.registered_partitions == ["day=1", "day=2"]
+    assert _partitions(spark, table) == ["day=1", "day=2"]
+    assert _ids(spark, f"SELECT id FROM {table}") == [0, 1, 2, 100, 101, 102]
+
+
+def test_table_dropped_between_planning_and_commit(spark: Any, tmp_path: Any) -> None:
+    table, location = _table_name(), f"file://{tmp_path}/events"
+    frame = _days(spark, ["1"])
+    plan = plan_committed_write(frame, location, table=table, create_table=True, partition_by="day")
+    spark.sql(f"DROP TABLE {table}")
+    with pytest.raises(TableNotFoundError, match=f"{table} does not exist"):
+        run_write(frame, plan)
+    record = load_job_record(store_for(plan.destination, None), plan.destination, plan.job_id)
+    assert record.registration_pending, "the data is committed, its registration is pending"
+
+    spark.sql(
+        f"CREATE TABLE {table} (id bigint, name string, day string) USING parquet PARTITIONED BY (day) LOCATION '{location}'"
+    )
+    finish_table_write(spark, table, plan.job_id)
+    assert _partitions(spark, table) == ["day=1"]
+    assert _ids(spark, f"SELECT id FROM {table}") == [0, 1, 2]
+
+
+def test_registration_is_idempotent_and_fixes_a_moved_location(spark: Any, tmp_path: Any) -> None:
+    table, location = _table_name(), f"file://{tmp_path}/events"
+    spark.sql(
+        f"CREATE TABLE {table} (id bigint, day string) USING parquet PARTITIONED BY (day) LOCATION '{location}'"
+    )
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION (day = 'x') LOCATION 'file://{tmp_path}/old'")
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION (day = 'y') LOCATION 'file://{tmp_path}/other'")
+    catalog = SparkCatalog(spark)
+    wanted = [Partition((("day", "x"),), StorePath.parse(f"{location}/day=x"))]
+    for _ in range(2):
+        catalog.register_partitions(table, wanted)
+    assert _partition_location(spark, table, "x").endswith("/events/day=x")
+    assert _partition_location(spark, table, "y").endswith("/other"), "other partitions untouched"
+
+
+def test_the_data_source_refuses_a_table_in_one_line(spark: Any) -> None:
+    """Its driver side runs in a Python worker without a session: it could neither read the table
+    nor register partitions, so it says where tables are written instead of writing a bare path."""
+    from airflow_commit_provider.spark.datasource import plan_source_write
+
+    schema = _days(spark, ["1"]).schema
+    with pytest.raises(
+        ValueError, match=r"^data source 'committed' cannot write tables: use write_committed"
+    ) as refused:
+        plan_source_write({"table": "default.events", "path": "/tmp/x"}, schema, False)
+    assert "\n" not in str(refused.value)
