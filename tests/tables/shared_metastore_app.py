@@ -10,9 +10,10 @@ alike), ``rows`` (of each day) and ``cases``: each a ``name``, a ``table``, its 
 or ``s3a://``), the ``days`` written (the first in full, the second through the gate) and its
 ``gate`` (the SQL expression of a ``support.task_gate.TaskGate`` that the test holds, over ``id``).
 
-- **writer**: per case, creates the partitioned table, writes the first day, then the second with
-  the rows of its last task waiting on the gate: once the first task has committed and the last
-  waits, it writes ``held-<case>`` and, when the write has ended, ``written-<case>``.
+- **writer**: per case, creates the partitioned table and replaces a first day in it with
+  ``write_committed(table=...)``, then a second with the rows of its last task waiting on the gate:
+  once the first task has committed and the last waits, it writes ``held-<case>`` and, when the
+  write has committed and registered its partition, ``written-<case>``.
 - **reader**: per case and per phase (``held``, ``written``), waits for ``look-<case>-<phase>``,
   reads the table as any reader would (after ``REFRESH TABLE``) and the metastore's partitions with
   their locations, and writes them to ``seen-<case>-<phase>.json``.
@@ -88,11 +89,13 @@ def create_table(spark: Any, case: dict[str, Any]) -> None:
     )
 
 
-def write_day(spark: Any, case: dict[str, Any], frame: Any, day: str) -> None:
-    """Write one day's files, then register its partition."""
-    location = f"{case['location']}/dt={day}"
-    frame.drop("dt").write.mode("overwrite").parquet(location)
-    spark.sql(f"ALTER TABLE {case['table']} ADD PARTITION (dt = '{day}') LOCATION '{location}'")
+def write_day(spark: Any, spec: dict[str, Any], case: dict[str, Any], frame: Any) -> None:
+    """Replace the frame's day in the table: committed, then its partition registered."""
+    from airflow_commit_provider.spark import write_committed
+
+    s3 = {"s3.endpoint_url": spec["s3"]["endpoint"], "s3.region": spec["s3"]["region"]}
+    options = s3 if case["location"].startswith("s3a://") else {}
+    write_committed(frame, table=case["table"], conflict_mode="replace", options=options)
 
 
 def in_job_group(spark: Any, group: str, write: Any) -> tuple[threading.Thread, list[BaseException]]:
@@ -116,12 +119,10 @@ def writer(spark: Any, spec: dict[str, Any]) -> None:
     for case in spec["cases"]:
         first, second = case["days"]
         create_table(spark, case)
-        write_day(spark, case, day_rows(spark, first, spec["rows"]), first)
+        write_day(spark, spec, case, day_rows(spark, first, spec["rows"]))
         group = f"held-{case['name']}"
         held = day_rows(spark, second, spec["rows"], case["gate"])
-        thread, errors = in_job_group(
-            spark, group, lambda c=case, h=held, d=second: write_day(spark, c, h, d)
-        )
+        thread, errors = in_job_group(spark, group, lambda c=case, h=held: write_day(spark, spec, c, h))
         wait_until(
             lambda g=group, t=thread: stage_progress(spark, g) == (1, 1) or not t.is_alive(),
             f"case {case['name']}: the first task committed and the last one waiting",

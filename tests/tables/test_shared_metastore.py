@@ -4,9 +4,9 @@ writer has not committed yet it never sees.
 
 ``shared_metastore_app.py`` runs as two processes (the suite's own session is on embedded Derby,
 which admits one application): the writer A and the reader B. For each table, on ``file://`` and
-on the embedded S3 (``s3a://``), A writes a first day in full, then a second one whose last task
-waits on a ``TaskGate``; once A's first task has committed and the last one waits, B looks, then
-the gate opens, A's write ends, and B looks again. Markers order the steps; nothing sleeps.
+on the embedded S3 (``s3a://``), A replaces a first day with ``write_committed(table=...)``, then a
+second one whose last task waits on a ``TaskGate``; once A's first task has committed and the last
+one waits, B looks, then the gate opens, A's write commits and registers the day, and B looks again. Markers order the steps; nothing sleeps.
 """
 
 from __future__ import annotations
