@@ -480,8 +480,9 @@ class BenchEnv:
 
 
 def start_spark(work_dir: Path) -> SparkSession:
-    """A local[2] session for the write scenarios; an already active session is reused. Hadoop's
-    committers keep their local files under `work_dir`, which the run removes."""
+    """A local[2] session for the write scenarios, with Hive support; an already active session is
+    reused. Hadoop's committers and the metastore keep their local files under `work_dir`, which
+    the run removes."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark import cloudpickle
@@ -498,8 +499,17 @@ def start_spark(work_dir: Path) -> SparkSession:
         log("reusing the active Spark session")
         return active
     log("starting a local Spark session")
+    # Hive support on an embedded Derby metastore of this run's own (bench.table_registration).
+    metastore = work_dir / "hive"
     session = (
         SparkSession.builder.master("local[2]")
+        .enableHiveSupport()
+        .config("spark.sql.warehouse.dir", str(metastore / "warehouse"))
+        .config(
+            "spark.hadoop.javax.jdo.option.ConnectionURL",
+            f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true",
+        )
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={metastore}")
         # Hadoop's S3A committers and spark-hadoop-cloud, for the scenarios that race them.
         # pyspark's stub wants its own invariant dict[str, OptionalPrimitiveType], not a Mapping.
         .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))  # type: ignore[arg-type]

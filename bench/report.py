@@ -14,7 +14,16 @@ from typing import Any
 
 from bench.common import DEFAULT_OUT
 
-ORDER = ("job_commit", "committers_s3", "local", "cleanup", "datasource", "s3a_writes", "s3a_job_commit")
+ORDER = (
+    "job_commit",
+    "committers_s3",
+    "local",
+    "cleanup",
+    "datasource",
+    "s3a_writes",
+    "s3a_job_commit",
+    "table_registration",
+)
 
 
 def load_results(out: Path) -> list[dict[str, Any]]:

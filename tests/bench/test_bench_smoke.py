@@ -22,7 +22,16 @@ if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SCENARIOS = ("job_commit", "committers_s3", "local", "cleanup", "datasource", "s3a_writes", "s3a_job_commit")
+SCENARIOS = (
+    "job_commit",
+    "committers_s3",
+    "local",
+    "cleanup",
+    "datasource",
+    "s3a_writes",
+    "s3a_job_commit",
+    "table_registration",
+)
 TOP_LEVEL_KEYS = {
     "schema_version",
     "scenario",
