@@ -489,6 +489,7 @@ def start_spark(work_dir: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
     from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
+    from airflow_commit_provider.devtools.hive_metastore import embedded_metastore_conf
     from bench import spark_tasks
 
     # Executors import the package `airflow_commit_provider` (installed) but not `bench` (a folder
@@ -500,16 +501,9 @@ def start_spark(work_dir: Path) -> SparkSession:
         return active
     log("starting a local Spark session")
     # Hive support on an embedded Derby metastore of this run's own (bench.table_registration).
-    metastore = work_dir / "hive"
     session = (
         SparkSession.builder.master("local[2]")
-        .enableHiveSupport()
-        .config("spark.sql.warehouse.dir", str(metastore / "warehouse"))
-        .config(
-            "spark.hadoop.javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true",
-        )
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={metastore}")
+        .config(map=embedded_metastore_conf(work_dir / "hive"))  # type: ignore[arg-type]
         # Hadoop's S3A committers and spark-hadoop-cloud, for the scenarios that race them.
         # pyspark's stub wants its own invariant dict[str, OptionalPrimitiveType], not a Mapping.
         .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))  # type: ignore[arg-type]

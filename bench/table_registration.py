@@ -61,32 +61,25 @@ def run(env: BenchEnv) -> ScenarioResult:
 
 
 def _record(result: ScenarioResult, count: int, measured: dict[str, tuple[float, int, int]]) -> None:
-    ours_seconds, ours_calls, ours_statements = measured["ours"]
+    ours = measured["ours"]
     for method in METHODS[1:]:
-        seconds, calls, statements = measured[method]
-        result.comparison(
-            f"seconds per partition, {count} partitions, against {method}",
-            ours_label="ours",
-            baseline_label=method,
-            unit="s",
-            group="time",
-        ).add(ours_seconds / count, seconds / count)
-        result.comparison(
-            f"metastore calls per partition, {count} partitions, against {method}",
-            ours_label="ours",
-            baseline_label=method,
-            unit="calls",
-            group="requests",
-        ).add(ours_calls / count, calls / count)
+        for index, (what, unit, group) in enumerate(
+            (("seconds", "s", "time"), ("metastore calls", "calls", "requests"))
+        ):
+            result.comparison(
+                f"{what} per partition, {count} partitions, against {method}",
+                ours_label="ours",
+                baseline_label=method,
+                unit=unit,
+                group=group,
+            ).add(ours[index] / count, measured[method][index] / count)
     for method, (seconds, calls, statements) in measured.items():
         result.measure(f"{method}: seconds per partition, {count} partitions", seconds / count)
         result.measure(f"{method}: metastore calls per partition, {count} partitions", calls / count, "calls")
         result.measure(f"{method}: SQL statements, {count} partitions", statements, "statements")
     log(
-        f"{count} partitions: ours {ours_seconds:.3f} s, {ours_calls} calls, {ours_statements} statements; "
-        + "; ".join(
-            f"{m} {s:.3f} s, {c} calls, {n} statements" for m, (s, c, n) in measured.items() if m != "ours"
-        )
+        f"{count} partitions: "
+        + "; ".join(f"{m} {s:.3f} s, {c} calls, {n} statements" for m, (s, c, n) in measured.items())
     )
 
 

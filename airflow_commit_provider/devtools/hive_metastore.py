@@ -55,6 +55,20 @@ def metastore_classpath(password_conf_dir: Path) -> list[Path]:
     return [password_conf_dir, postgres_jdbc_jar()]
 
 
+def embedded_metastore_conf(directory: Path) -> dict[str, str]:
+    """Spark conf of a Hive catalog on an embedded Derby metastore kept in `directory` (its
+    database, Derby's log and the warehouse): one application's own, as the suite's session and
+    the benchmarks' have it."""
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(directory / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={directory / 'metastore_db'};create=true"
+        ),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={directory}",
+    }
+
+
 def shared_metastore_conf(jdbc_url: str, user: str, warehouse: str) -> dict[str, str]:
     """Spark conf of a Hive catalog in the PostgreSQL database at `jdbc_url`, tables without a
     location going under `warehouse`; the password and the classpath come apart (module docstring)."""
