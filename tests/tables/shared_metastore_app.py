@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from side_by_side_support import stage_progress
 from support.markers import wait_for, write_marker
+from support.spark_apps import LOCAL_APP_CONF
 from support.waiting import wait_until
 
 #: Upper bound of every wait here (the test releases the gate or kills this process long before).
@@ -61,12 +62,9 @@ def session(spec: dict[str, Any], role: str) -> Any:
                 S3Settings(endpoint_url=spec["s3"]["endpoint"], region_name=spec["s3"]["region"])
             )
         )
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
+        .config(map=LOCAL_APP_CONF)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
