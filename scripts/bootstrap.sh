@@ -171,10 +171,10 @@ fi
 "$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
     die "Hadoop's JVM committers or PostgreSQL's JDBC driver could not be fetched (see the line above)"
 
-# --- 6. PostgreSQL for the deployment test (tests/deployment: Airflow's metadata DB) ----------------
+# --- 6. PostgreSQL: Airflow's metadata DB (tests/deployment), the shared Hive metastore (tests/tables)
 
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
     say "postgresql missing: apt-get install postgresql"
-    apt_install postgresql || die "tests/deployment needs PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
+    apt_install postgresql || die "tests/deployment and tests/tables need PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
 fi
 say "postgresql server present (tests/deployment, tests/tables)"
