@@ -75,8 +75,9 @@ def register_committed(
     """Register the partitions a committed table write wrote, then say so in its record.
 
     `partition_values` turns a partition path (``dt=2024-01-01``) into its column values (the
-    engine's path escaping). A record with nothing pending is returned as it is, so a resume, an
-    abort after the commit point and a retry that adopts the job may all call this.
+    engine's path escaping). A record with nothing pending is returned as it is, so whoever
+    finishes the job (the writing driver after its commit or its abort past the commit point, a
+    resumed driver) may call this again.
     """
     if not record.registration_pending or record.table is None:
         return record

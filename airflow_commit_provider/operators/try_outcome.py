@@ -92,6 +92,12 @@ def verify_success(
             f"spark-submit succeeded but {destination} has no _SUCCESS proving job {job_id}: it did "
             f"not commit ({found.describe()}; does the application write through the committer?)"
         )
+    if found.state == "rejected" and data.job_id == job_id and data.registration_pending:
+        raise AirflowException(
+            f"job {job_id} committed to {destination}, but its partitions are not yet registered in "
+            f"table {data.table}: a Spark driver's finish_table_write(spark, {data.table!r}, {job_id!r}) "
+            "registers them"
+        )
     if found.state == "rejected":
         raise AirflowException(
             f"the _SUCCESS in {destination} is not this try's: it names job {data.job_id!r} "

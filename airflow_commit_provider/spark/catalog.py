@@ -20,7 +20,7 @@ from airflow_commit_provider.core.catalog import (
     TableNotFoundError,
 )
 from airflow_commit_provider.core.paths import StorePath, same_location
-from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, unescape_path_name
+from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, partition_path, unescape_path_name
 
 #: A Hive-format table's serde names its file format (``STORED AS PARQUET``).
 _SERDE_FORMATS = {"parquet": "parquet", "orc": "orc", "json": "json", "lazysimpleserde": "csv"}
@@ -47,10 +47,15 @@ class SparkCatalog:
         )
 
     def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+        """One ``SHOW PARTITIONS``, one batched ``ADD IF NOT EXISTS``, then, for each partition
+        that existed before, a ``DESCRIBE`` of its location and ``SET LOCATION`` if it differs
+        (a partition just added has the location given)."""
         if not partitions:
             return
         if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
             raise TableNotFoundError(f"table {name} does not exist: its partitions cannot be registered")
+        shown = self._call(f"list the partitions of {name}", lambda: self._sql(f"SHOW PARTITIONS {name}"))
+        existing = {row[0] for row in shown}
         specs = " ".join(
             f"PARTITION ({partition_spec(p)}) LOCATION {sql_string(location_text(p.location))}"
             for p in partitions
@@ -59,20 +64,19 @@ class SparkCatalog:
             f"add partitions to {name}", lambda: self._sql(f"ALTER TABLE {name} ADD IF NOT EXISTS {specs}")
         )
         for partition in partitions:
-            spec = partition_spec(partition)
-            current = self._call(
-                f"describe a partition of {name}",
-                lambda spec=spec: self._sql(f"DESCRIBE FORMATTED {name} PARTITION ({spec})"),
-            )
-            found = next((row["data_type"] for row in current if row["col_name"] == "Location"), "")
-            if not found or not same_location(location_path(found), partition.location):
-                self._call(
-                    f"set a partition location of {name}",
-                    lambda spec=spec, p=partition: self._sql(
-                        f"ALTER TABLE {name} PARTITION ({spec}) SET LOCATION "
-                        f"{sql_string(location_text(p.location))}"
-                    ),
-                )
+            if partition_name(partition) in existing:
+                self._set_location_if_differs(name, partition)
+
+    def _set_location_if_differs(self, name: str, partition: Partition) -> None:
+        spec = partition_spec(partition)
+        current = self._call(
+            f"describe a partition of {name}",
+            lambda: self._sql(f"DESCRIBE FORMATTED {name} PARTITION ({spec})"),
+        )
+        found = next((row["data_type"] for row in current if row["col_name"] == "Location"), "")
+        if not found or not same_location(location_path(found), partition.location):
+            statement = f"ALTER TABLE {name} PARTITION ({spec}) SET LOCATION {sql_string(location_text(partition.location))}"
+            self._call(f"set a partition location of {name}", lambda: self._sql(statement))
 
     def _sql(self, statement: str) -> list[Any]:
         return list(self._spark.sql(statement).collect())
@@ -106,6 +110,13 @@ def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str 
             )
         values.append((column, None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)))
     return tuple(values)
+
+
+def partition_name(partition: Partition) -> str:
+    """The partition as ``SHOW PARTITIONS`` lists it: its Spark-escaped directory path."""
+    return partition_path(
+        [column for column, _ in partition.values], [value for _, value in partition.values]
+    )
 
 
 def partition_spec(partition: Partition) -> str:

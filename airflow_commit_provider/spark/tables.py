@@ -99,7 +99,8 @@ def finish_table_write(
 ) -> SuccessData | None:
     """Bring a table write that stopped after its commit point to its end: roll the commit
     forward if its record is missing, then register its partitions; a job that never reached its
-    commit point is fenced (None). What a resumed driver or a retry that adopts the job calls.
+    commit point is fenced (None). What a resumed driver calls; an Airflow retry that adopts the
+    job runs no Spark, so its success check fails naming this instead.
 
     `s3`: the store's S3 settings (``endpoint_url``, ``aws_access_key_id``...) for an S3 table.
     """

@@ -7,19 +7,24 @@ table's `_SUCCESS` names job-b and job-a is proven by `_airflow_commit/job-a.suc
 from __future__ import annotations
 
 import asyncio
+import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk import PokeReturnValue
-from support.committed_jobs import commit, set_up
+from support.committed_jobs import COMMITTER, commit, set_up
 
-from airflow_commit_provider.compat import AirflowFailException, AirflowSensorTimeout
+from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow_commit_provider.core.committers import resolve
+from airflow_commit_provider.core.job_records import load_job_record, save_job_record
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.operators.try_outcome import verify_success
 from airflow_commit_provider.sensors import SuccessManifestSensor
 from airflow_commit_provider.triggers import SuccessManifestTrigger
 
@@ -92,6 +97,28 @@ def test_a_job_with_neither_keeps_the_sensor_waiting_and_says_why(table: StorePa
     message = str(raised.value)
     assert "job ID is 'job-b', expected 'job-zzz'" in message
     assert f"no record of job 'job-zzz' at {JobLayout(table, 'job-zzz').job_record}" in message
+
+
+def test_a_table_write_waits_until_its_partitions_are_registered(table: StorePath) -> None:
+    """A table write's record says whether its partitions reached the catalog (core.catalog); the
+    sensor passes only once they have, and says why it waits."""
+    store = LocalStore()
+    record = load_job_record(store, table, "job-a")
+    save_job_record(store, table, replace(record, table="db.events"))
+    op = sensor(table, job_id="job-a")
+    assert op.poke({}) is False
+    with pytest.raises(AirflowSensorTimeout, match=r"not yet registered in table db.events"):
+        op.execute({})
+    plan = resolve(COMMITTER, str(table), partition_columns=("dt",))
+    with pytest.raises(
+        AirflowException, match=r"^job job-a committed to .*not yet registered in table db\.events: "
+    ):
+        verify_success(
+            store, plan, str(table), "job-a", 0, logging.getLogger(__name__)
+        )  # the operator's check
+    save_job_record(store, table, replace(record, table="db.events", registered_partitions=["dt=1"]))
+    assert sensor(table, job_id="job-a").execute({})["source"] == "job record"
+    assert verify_success(store, plan, str(table), "job-a", 0, logging.getLogger(__name__)).job_id == "job-a"
 
 
 BAD_RECORDS = [

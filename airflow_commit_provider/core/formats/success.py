@@ -64,7 +64,8 @@ class SuccessData:
 
     @property
     def registration_pending(self) -> bool:
-        """A table write whose partitions are not yet registered (the next driver finishes it)."""
+        """A table write whose partitions are not yet registered (a driver's `finish_table_write`
+        finishes it)."""
         return self.table is not None and self.registered_partitions is None
 
     @property
