@@ -6,8 +6,8 @@ external table ``PARTITIONED BY (dt STRING) STORED AS PARQUET`` per method over 
 holds that many ``dt=...`` directories (one small file each), then registers them all with:
 
 - ours: ``SparkCatalog.register_partitions``, what ``write_committed(table=...)`` calls after the
-  commit point (one ``ALTER TABLE .. ADD IF NOT EXISTS`` of every partition, then one ``DESCRIBE
-  FORMATTED .. PARTITION`` each, to set the location of one that exists elsewhere);
+  commit point (``SHOW PARTITIONS``, one ``ALTER TABLE .. ADD IF NOT EXISTS`` of every partition,
+  and a ``DESCRIBE`` of each partition that existed before, none here: every partition is new);
 - ``MSCK REPAIR TABLE``: Spark lists the table's folder and adds what it finds, in batches;
 - a loop of ``ALTER TABLE .. ADD PARTITION .. LOCATION``, one statement per partition.
 
