@@ -1,7 +1,8 @@
 """Benchmarks: `python -m bench` (or `make bench`) runs every scenario and writes the report.
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
-                                 s3a_job_commit,report_page,all}] [--size {tiny,small,full}]
+                                 s3a_job_commit,report_page,
+                                 table_registration,all}] [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -45,6 +46,7 @@ SCENARIOS = {
     "s3a_writes": "bench.s3a_writes",
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
+    "table_registration": "bench.table_registration",
 }
 SCHEMA_VERSION = 1
 

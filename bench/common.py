@@ -480,14 +480,16 @@ class BenchEnv:
 
 
 def start_spark(work_dir: Path) -> SparkSession:
-    """A local[2] session for the write scenarios; an already active session is reused. Hadoop's
-    committers keep their local files under `work_dir`, which the run removes."""
+    """A local[2] session for the write scenarios, with Hive support; an already active session is
+    reused. Hadoop's committers and the metastore keep their local files under `work_dir`, which
+    the run removes."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
     from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
+    from airflow_commit_provider.devtools.hive_metastore import embedded_metastore_conf
     from bench import spark_tasks
 
     # Executors import the package `airflow_commit_provider` (installed) but not `bench` (a folder
@@ -498,8 +500,10 @@ def start_spark(work_dir: Path) -> SparkSession:
         log("reusing the active Spark session")
         return active
     log("starting a local Spark session")
+    # Hive support on an embedded Derby metastore of this run's own (bench.table_registration).
     session = (
         SparkSession.builder.master("local[2]")
+        .config(map=embedded_metastore_conf(work_dir / "hive"))  # type: ignore[arg-type]
         # Hadoop's S3A committers and spark-hadoop-cloud, for the scenarios that race them.
         # pyspark's stub wants its own invariant dict[str, OptionalPrimitiveType], not a Mapping.
         .config(map=peer_spark_conf(peer_jars(), work_dir / "hadoop-local"))  # type: ignore[arg-type]

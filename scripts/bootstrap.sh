@@ -6,10 +6,11 @@
 #      .venv/.bootstrap-stamp matches pyproject.toml and the constraints file)
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
-#   5. Hadoop's S3A committers and spark-hadoop-cloud (pinned jars, SHA-256 checked) fetched with Maven
+#   5. Hadoop's S3A committers, spark-hadoop-cloud and PostgreSQL's JDBC driver (for the shared Hive
+#      metastore of tests/tables) (pinned jars, SHA-256 checked) fetched with Maven
 #      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
 #      via apt-get when root and it is missing. Fails naming any jar it could not fetch.
-#   6. PostgreSQL's server for tests/deployment (installs postgresql via apt-get when root and it is missing)
+#   6. PostgreSQL's server for tests/deployment and tests/tables (installs postgresql via apt-get when root and it is missing)
 #   7. Chromium for the commit report's browser test (installs chromium via apt-get when root and it is
 #      missing; Playwright drives it, and never downloads a browser of its own)
 #
@@ -181,15 +182,15 @@ if ! command -v mvn >/dev/null 2>&1; then
     apt_install maven || die "Maven is needed to fetch Hadoop's jars: install it (Debian/Ubuntu: apt-get install maven)"
 fi
 "$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
-    die "Hadoop's JVM committers could not be fetched (see the line above)"
+    die "Hadoop's JVM committers or PostgreSQL's JDBC driver could not be fetched (see the line above)"
 
-# --- 6. PostgreSQL for the deployment test (tests/deployment: Airflow's metadata DB) ----------------
+# --- 6. PostgreSQL: Airflow's metadata DB (tests/deployment), the shared Hive metastore (tests/tables)
 
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && ! command -v initdb >/dev/null 2>&1; then
     say "postgresql missing: apt-get install postgresql"
-    apt_install postgresql || die "tests/deployment needs PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
+    apt_install postgresql || die "tests/deployment and tests/tables need PostgreSQL's server: install it (Debian/Ubuntu: apt-get install postgresql)"
 fi
-say "postgresql server present (tests/deployment)"
+say "postgresql server present (tests/deployment, tests/tables)"
 
 # --- 7. Chromium for the browser test of the commit report pages (tests/deployment) -----------------
 

@@ -67,20 +67,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from pyspark.sql import SparkSession
 
     from airflow_commit_provider.devtools.hadoop_jars import peer_jars, peer_spark_conf
+    from airflow_commit_provider.devtools.hive_metastore import embedded_metastore_conf
 
     with_peers = hadoop_peers_runnable()
     # Hive support with an embedded Derby metastore of this test session's own (tests/spark/test_tables.py).
     catalog_dir = tmp_path_factory.mktemp("hive")
-    builder = (
-        SparkSession.builder.master("local[2,4]")
-        .enableHiveSupport()
-        .config("spark.sql.warehouse.dir", str(catalog_dir / "warehouse"))
-        .config(
-            "spark.hadoop.javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={catalog_dir / 'metastore_db'};create=true",
-        )
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={catalog_dir}")
-    )
+    builder = SparkSession.builder.master("local[2,4]").config(map=embedded_metastore_conf(catalog_dir))
     if with_peers:
         builder = builder.config(map=peer_spark_conf(peer_jars(), tmp_path_factory.mktemp("hadoop-local")))
     session = (

@@ -1,4 +1,4 @@
-"""Hadoop's S3A committers and Spark's cloud commit protocol, fetched once for the PySpark we ship.
+"""Hadoop's S3A committers, Spark's cloud commit protocol and PostgreSQL's JDBC driver, fetched once.
 
 PyPI's PySpark bundles Hadoop's client (with the manifest committer) but neither ``hadoop-aws`` (the
 S3A filesystem and its magic, directory and partitioned committers) nor ``spark-hadoop-cloud``
@@ -7,6 +7,11 @@ S3A or manifest committer no task output). The tests and benchmarks run those pe
 committers, so the jars must match the Hadoop inside PySpark and be the same bytes on every machine:
 each is pinned here by coordinate and SHA-256, fetched with Maven into Maven's local repository
 (outside any checkout, so a fresh clone reuses it) and checked again before it is used.
+
+A Hive metastore that several Spark applications share keeps its tables in a real database; the
+tests and the benchmark keep it in PostgreSQL, whose JDBC driver (not in PySpark) is pinned and
+fetched the same way (`METASTORE_ARTIFACTS`) and goes on the driver's classpath only where a
+metastore is used (`postgres_jdbc_jar`).
 
 ``python -m airflow_commit_provider.devtools.hadoop_jars fetch`` fetches what is missing and
 verifies every jar (``scripts/bootstrap.sh`` runs it); ``classpath`` prints the verified jars.
@@ -91,6 +96,19 @@ PEER_ARTIFACTS: tuple[JvmArtifact, ...] = (
 )
 
 
+#: PostgreSQL's JDBC driver (pgjdbc; its one declared dependency, checker-qual, holds annotations
+#: only, so the jar runs alone): what Hive's metastore client (DataNucleus) connects with.
+METASTORE_ARTIFACTS: tuple[JvmArtifact, ...] = (
+    JvmArtifact(
+        "org.postgresql",
+        "postgresql",
+        "42.7.14",
+        "73914527305a40cce504b0d3d90b23caf565136912d607ae8ae7c5895512332c",
+        "the JDBC driver of a Hive metastore kept in PostgreSQL",
+    ),
+)
+
+
 class HadoopJarsError(RuntimeError):
     """A pinned jar is missing, could not be fetched, or is not the pinned bytes."""
 
@@ -141,8 +159,9 @@ def fetch(repo: Path | None = None) -> list[Path]:
             f"PySpark bundles Hadoop {bundled} but the pinned hadoop-aws is {HADOOP_VERSION}: "
             "update PEER_ARTIFACTS in airflow_commit_provider/devtools/hadoop_jars.py"
         )
+    pinned = PEER_ARTIFACTS + METASTORE_ARTIFACTS
     failures = []
-    for artifact in PEER_ARTIFACTS:
+    for artifact in pinned:
         if _problem(artifact, repo) is None:
             continue
         artifact.path(repo).unlink(missing_ok=True)
@@ -152,7 +171,7 @@ def fetch(repo: Path | None = None) -> list[Path]:
             failures.append(f"{artifact.coordinate} ({artifact.why}): {problem}")
     if failures:
         raise HadoopJarsError("could not fetch from Maven Central: " + "; ".join(failures))
-    return [artifact.path(repo) for artifact in PEER_ARTIFACTS]
+    return [artifact.path(repo) for artifact in pinned]
 
 
 def _maven_get(artifact: JvmArtifact, repo: Path) -> str | None:
@@ -179,15 +198,26 @@ def _maven_get(artifact: JvmArtifact, repo: Path) -> str | None:
     return first.split("Couldn't download artifact: ")[-1]
 
 
-def peer_jars(repo: Path | None = None) -> list[Path]:
-    """The pinned jars, verified; HadoopJarsError says what is missing and how to fetch it."""
+def _verified(artifacts: tuple[JvmArtifact, ...], repo: Path | None) -> list[Path]:
+    """The jars of `artifacts`, verified; HadoopJarsError says what is missing and how to fetch it."""
     repo = repo or repository()
-    problems = [problem for artifact in PEER_ARTIFACTS if (problem := _problem(artifact, repo))]
+    problems = [problem for artifact in artifacts if (problem := _problem(artifact, repo))]
     if problems:
         raise HadoopJarsError(
             "; ".join(problems) + f" (run: python -m {__spec__.name if __spec__ else __name__} fetch)"
         )
-    return [artifact.path(repo) for artifact in PEER_ARTIFACTS]
+    return [artifact.path(repo) for artifact in artifacts]
+
+
+def peer_jars(repo: Path | None = None) -> list[Path]:
+    """Hadoop's peers (`PEER_ARTIFACTS`), verified."""
+    return _verified(PEER_ARTIFACTS, repo)
+
+
+def postgres_jdbc_jar(repo: Path | None = None) -> Path:
+    """PostgreSQL's JDBC driver (`METASTORE_ARTIFACTS`), verified."""
+    [jar] = _verified(METASTORE_ARTIFACTS, repo)
+    return jar
 
 
 def peer_spark_conf(jars: list[Path], local_dir: Path) -> dict[str, str]:

@@ -21,13 +21,13 @@ import pytest
 from deployment_services import (
     AirflowServices,
     Deployment,
-    Postgres,
     RestClient,
     clean_environment,
-    free_port,
     kill_processes_of,
 )
 from deployment_venv import REPO, deployment_venv
+from support.postgres import Postgres
+from support.standalone import free_port
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
@@ -75,6 +75,7 @@ def deployment(embedded_s3: EmbeddedS3) -> Iterator[Deployment]:
         jwt_secret, api_secret = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         postgres = Postgres()
         postgres.start()
+        metadata_db = postgres.create_database("airflow")
         api_port = free_port()
         env = {
             **clean_environment(),
@@ -89,7 +90,7 @@ def deployment(embedded_s3: EmbeddedS3) -> Iterator[Deployment]:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.url,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db.sqlalchemy_url,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(api_port),
             "AIRFLOW__API__WORKERS": "1",
@@ -123,7 +124,7 @@ def deployment(embedded_s3: EmbeddedS3) -> Iterator[Deployment]:
                 "the embedded S3's secret key": embedded_s3.secret_key,
                 "the JWT secret": jwt_secret,
                 "the API secret key": api_secret,
-                "the database password": postgres.password,
+                "the database password": metadata_db.password,
                 "the API user's password": admin_password,
             },
         )

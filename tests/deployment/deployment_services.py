@@ -1,7 +1,6 @@
-"""A real Airflow deployment on this machine: Debian's PostgreSQL, the four Airflow services, the REST API.
+"""A real Airflow deployment on this machine: the four Airflow services and the REST API (its
+PostgreSQL is ``support.postgres``, shared with the tests of catalog tables).
 
-- `Postgres`: a private cluster (``initdb`` on a temporary directory, ``pg_ctl`` on a free loopback
-  port and a socket in that directory), a database and a user with a random password;
 - `AirflowServices`: ``airflow db migrate``, then ``scheduler``, ``dag-processor``, ``triggerer`` and
   ``api-server`` on LocalExecutor, 127.0.0.1 only (``--skip-serve-logs``: the log servers bind every
   interface), each in a process group of its own with its output in ``$AIRFLOW_HOME/services/``;
@@ -13,13 +12,9 @@ Every wait polls something observable with a bound; every process is stopped, it
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -52,12 +47,6 @@ class DeploymentError(RuntimeError):
     """A component of the deployment could not be started."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def kill_group(pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -82,126 +71,6 @@ def stop_process(process: subprocess.Popen[Any]) -> None:
     kill_group(process.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(STOP_BOUND_SECONDS)
-
-
-# PostgreSQL ---------------------------------------------------------------------------------------
-def postgres_bindir() -> Path:
-    """Debian's newest ``/usr/lib/postgresql/<version>/bin``, else the directory of ``initdb`` on PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
-    if found:
-        return Path(found[-1]).parent
-    on_path = shutil.which("initdb")
-    if on_path:
-        return Path(on_path).resolve().parent
-    raise DeploymentError(
-        "PostgreSQL's initdb was not found: install Debian's postgresql (scripts/bootstrap.sh does, as root)"
-    )
-
-
-class Postgres:
-    """A private PostgreSQL cluster; `url` is SQLAlchemy's URL of its `airflow` database."""
-
-    def __init__(self) -> None:
-        self.bindir = postgres_bindir()
-        # Its own directory outside pytest's (0700) tree: the server may run as the postgres user.
-        self.root = Path(os.environ.get("TMPDIR", "/tmp")) / f"airflow-deploy-pg-{secrets.token_hex(6)}"
-        self.data = self.root / "data"
-        self.log = self.root / "postgres.log"
-        self.port = free_port()
-        self.password = secrets.token_urlsafe(18)
-        self._started = False
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg2://airflow:{self.password}@127.0.0.1:{self.port}/airflow"
-
-    def _as_owner(self, command: list[str]) -> list[str]:
-        """PostgreSQL refuses to run as root: as root, run it as the `postgres` user."""
-        return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-    def _run(self, command: list[str], what: str, stdin: str | None = None) -> None:
-        done = subprocess.run(
-            self._as_owner(command), input=stdin, capture_output=True, text=True, timeout=120, check=False
-        )
-        if done.returncode:
-            raise DeploymentError(
-                f"{what} failed ({done.returncode}): {done.stdout[-2000:]} {done.stderr[-2000:]}"
-            )
-
-    def start(self) -> Postgres:
-        self.root.mkdir(mode=0o700)
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run(
-            [
-                str(self.bindir / "initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                "postgres",
-                "--auth-local=trust",
-                "--auth-host=scram-sha-256",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-            "initdb",
-        )
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c full_page_writes=off"
-        self._started = True
-        self._run(
-            [
-                str(self.bindir / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-l",
-                str(self.log),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            "pg_ctl start",
-        )
-        # The password travels on stdin, never on a command line.
-        sql = (
-            f"CREATE USER airflow PASSWORD '{self.password}';\n"
-            "CREATE DATABASE airflow OWNER airflow ENCODING 'UTF8';\n"
-        )
-        self._run(
-            [
-                str(self.bindir / "psql") if (self.bindir / "psql").exists() else "psql",
-                "-h",
-                str(self.root),
-                "-p",
-                str(self.port),
-                "-U",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-q",
-                "-f",
-                "-",
-            ],
-            "creating the airflow database",
-            stdin=sql,
-        )
-        return self
-
-    def stop(self) -> None:
-        if self._started:
-            with contextlib.suppress(Exception):
-                self._run(
-                    [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"],
-                    "pg_ctl stop",
-                )
-            pid_file = self.data / "postmaster.pid"
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-            self._started = False
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 # Airflow ------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The pinned Hadoop peers: the jars the JVM-committer tests run are the pinned bytes, for the Hadoop
-inside the installed PySpark, and a cached jar that is not those bytes is refused and fetched again."""
+"""The pinned jars: the Hadoop peers the JVM-committer tests run and the metastore's JDBC driver are
+the pinned bytes (the peers for the Hadoop inside the installed PySpark), and a cached jar that is
+not those bytes is refused and fetched again."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 from airflow_commit_provider.devtools import hadoop_jars
 from airflow_commit_provider.devtools.hadoop_jars import (
     HADOOP_VERSION,
+    METASTORE_ARTIFACTS,
     PEER_ARTIFACTS,
     HadoopJarsError,
     bundled_hadoop_version,
     fetch,
     peer_jars,
+    postgres_jdbc_jar,
 )
 
 
@@ -31,11 +34,14 @@ def test_cached_jars_are_the_pinned_ones() -> None:
     jars = peer_jars()
     assert [jar.name for jar in jars] == [f"{a.artifact}-{a.version}.jar" for a in PEER_ARTIFACTS]
     assert all(jar.is_file() for jar in jars)
+    [driver] = METASTORE_ARTIFACTS
+    assert postgres_jdbc_jar() == driver.path(hadoop_jars.repository())
 
 
 def test_altered_jar_is_refused_then_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = next(a for a in PEER_ARTIFACTS if a.artifact == "hadoop-aws")
     monkeypatch.setattr(hadoop_jars, "PEER_ARTIFACTS", (small,))
+    monkeypatch.setattr(hadoop_jars, "METASTORE_ARTIFACTS", ())
     cached = small.path(tmp_path)
     cached.parent.mkdir(parents=True)
     shutil.copyfile(small.path(hadoop_jars.repository()), cached)
@@ -51,6 +57,7 @@ def test_altered_jar_is_refused_then_fetched_again(tmp_path: Path, monkeypatch: 
 def test_unfetchable_artifact_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = dataclasses.replace(PEER_ARTIFACTS[0], artifact="hadoop-aws-does-not-exist")
     monkeypatch.setattr(hadoop_jars, "PEER_ARTIFACTS", (missing,))
+    monkeypatch.setattr(hadoop_jars, "METASTORE_ARTIFACTS", ())
     with pytest.raises(
         HadoopJarsError, match=r"org\.apache\.hadoop:hadoop-aws-does-not-exist:3\.5\.0 .*Could not"
     ):

@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.markers import wait_for, write_marker
+from support.spark_apps import LOCAL_APP_CONF
 
 #: Upper bound of every wait here (the test releases or kills this process long before).
 WAIT_BOUND_SECONDS = 300.0
@@ -60,10 +61,7 @@ def session(spec: dict[str, Any]) -> Any:
         .appName("side-by-side-killed")
         .config(map=peer_spark_conf(peer_jars(), Path(spec["markers"])))
         .config(map=committer)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .config(map=LOCAL_APP_CONF)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("OFF")
