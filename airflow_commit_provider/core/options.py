@@ -84,6 +84,9 @@ class TaskCommitResult:
     rows: int | None = None
     adopted_from: str | None = None
     """Set when this attempt found another attempt of its task already committed and adopted it."""
+    digest: str | None = None
+    """SHA-256 of the manifest bytes this attempt's commit made (or adopted): the driver holds it in
+    memory, so job commit can tell the manifest it reads is the one committed, unchanged since."""
     started_at: int | None = None
     committed_at: int | None = None
     """When the attempt began and committed, in epoch milliseconds (for the commit report only;

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -23,6 +24,7 @@ from airflow_commit_provider.core.formats.pending import PendingSet
 from airflow_commit_provider.core.formats.success import SUCCESS_NAME, LegacySuccessMarkerError, SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import CommitError
+from airflow_commit_provider.core.stages.task_commit import manifest_digest
 from airflow_commit_provider.core.store.base import UnsupportedStoreError
 
 ODD_NAMES = [
@@ -258,8 +260,10 @@ def test_job_commit_ignores_unknown_fields_in_manifests(commit_env: CommitEnv, n
     obj["fromTheFuture"] = {"a": [1, 2, 3]}
     for entry in obj.get("files", obj.get("commits")):
         entry["unknownEntryField"] = "ignored"
-    env.store.write_bytes(path, json.dumps(obj).encode())
-    job.committer.commit_job([attempt.result])
+    written = json.dumps(obj).encode()
+    env.store.write_bytes(path, written)
+    # As a newer writer's task would report it: its result names the bytes it wrote.
+    job.committer.commit_job([dataclasses.replace(attempt.result, digest=manifest_digest(written))])
     assert_committed(env.store, env.dest, attempt.files, job_id=job.job_id)
 
 

@@ -1,7 +1,8 @@
 """Loading the manifests of exactly the task attempts the driver reports as committed.
 
 Success is never inferred from a listing: each reported task's manifest is read by name and
-cross-checked (job ID, attempt ID, destinations) before anything becomes visible.
+cross-checked (its bytes against the digest its task commit reported, job ID, attempt ID,
+destinations) before anything becomes visible.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
 from airflow_commit_provider.core.stages.manifests import ManifestDecoder
+from airflow_commit_provider.core.stages.task_commit import manifest_digest
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
@@ -56,6 +58,7 @@ def load_committed_manifests(
             raise MissingManifestError(
                 f"job {ctx.job_id}: task {result.task_id} was reported committed but its manifest {path} does not exist"
             ) from None
+        trusted = exclusive and ctx.store.capabilities.atomic_create_if_absent
         manifest = decoder(data, str(path))
         if manifest.job_id != ctx.job_id:
             raise InvalidCommitDataError(
@@ -64,7 +67,7 @@ def load_committed_manifests(
         if manifest.task_id != result.task_id:
             raise InvalidCommitDataError(f"{path}: task ID {manifest.task_id!r} is not {result.task_id!r}")
         if manifest.task_attempt_id != result.task_attempt_id:
-            if exclusive and ctx.store.capabilities.atomic_create_if_absent:
+            if trusted:
                 raise InvalidCommitDataError(
                     f"{path}: committed by attempt {manifest.task_attempt_id!r}, "
                     f"but the driver reported {result.task_attempt_id!r}"
@@ -87,6 +90,12 @@ def load_committed_manifests(
             ctx.statistics.merge(manifest.statistics)
             rows.append(manifest.rows)
             partition_rows.append(manifest.partition_rows)
+        # Last, so that damage the checks above name is reported as such; this catches the rest.
+        if trusted and result.digest is not None and manifest_digest(data) != result.digest:
+            raise InvalidCommitDataError(
+                f"{path}: not the manifest task attempt {result.task_attempt_id} committed: "
+                "it was changed after its task commit"
+            )
 
     try:
         run_parallel(committed, load, ctx.options.threads)

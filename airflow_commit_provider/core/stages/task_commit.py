@@ -7,6 +7,8 @@ the last attempt wins, as in Hadoop, and the driver's list decides.
 
 from __future__ import annotations
 
+import hashlib
+
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -36,7 +38,8 @@ def save_task_manifest(
         try:
             ctx.store.write_bytes(path, data, if_absent=True)
         except FileAlreadyExistsError:
-            winner = decoder(read_json_bytes(ctx.store, path), str(path))
+            committed = read_json_bytes(ctx.store, path)
+            winner = decoder(committed, str(path))
             if winner.job_id != ctx.job_id:
                 raise InvalidCommitDataError(
                     f"{path}: job ID {winner.job_id!r} is not {ctx.job_id!r}"
@@ -48,7 +51,8 @@ def save_task_manifest(
                     winner.task_attempt_id,
                     manifest.task_attempt_id,
                 )
-                return _result(path, winner, adopted_from=manifest.task_attempt_id)
+                return _result(path, winner, committed, adopted_from=manifest.task_attempt_id)
+            data = committed  # this attempt's own commit, whose reply was lost: as it is stored
     else:
         ctx.store.write_bytes(path, data)
     if not job_is_active(ctx):
@@ -56,10 +60,17 @@ def save_task_manifest(
         raise JobNotActiveError(
             f"job {ctx.job_id} ended while task attempt {manifest.task_attempt_id} was committing; its output is discarded"
         )
-    return _result(path, manifest)
+    return _result(path, manifest, data)
 
 
-def _result(path: StorePath, manifest: LoadedManifest, adopted_from: str | None = None) -> TaskCommitResult:
+def manifest_digest(data: bytes) -> str:
+    """What a task commit result holds of its manifest's bytes (`TaskCommitResult.digest`)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _result(
+    path: StorePath, manifest: LoadedManifest, data: bytes, adopted_from: str | None = None
+) -> TaskCommitResult:
     return TaskCommitResult(
         task_id=manifest.task_id,
         task_attempt_id=manifest.task_attempt_id,
@@ -68,6 +79,7 @@ def _result(path: StorePath, manifest: LoadedManifest, adopted_from: str | None 
         bytes=manifest.total_bytes,
         rows=manifest.rows,
         adopted_from=adopted_from,
+        digest=manifest_digest(data),
     )
 
 
