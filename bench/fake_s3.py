@@ -33,9 +33,15 @@ def _error(code: str, status: int, operation: str) -> ClientError:
 
 
 class FakeS3Client:
-    def __init__(self, objects: dict[tuple[str, str], bytes | int] | None = None):
+    def __init__(
+        self,
+        objects: dict[tuple[str, str], bytes | int] | None = None,
+        uploads: dict[str, tuple[str, str]] | None = None,
+    ):
         # (bucket, key) -> body (small objects) or size (large ones); keys sorted per bucket
         self.objects: dict[tuple[str, str], bytes | int] = objects or {}
+        #: Pending multipart uploads: upload ID -> (bucket, key), as job commit lists them.
+        self.uploads: dict[str, tuple[str, str]] = uploads or {}
         self._keys: dict[str, list[str]] = {}
         for bucket, key in sorted(self.objects):
             self._keys.setdefault(bucket, []).append(key)
@@ -44,12 +50,12 @@ class FakeS3Client:
     # Persistence ------------------------------------------------------------------------------
     def save(self, path: str) -> None:
         with open(path, "wb") as handle:
-            pickle.dump(self.objects, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((self.objects, self.uploads), handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def load(cls, path: str) -> FakeS3Client:
         with open(path, "rb") as handle:
-            return cls(pickle.load(handle))
+            return cls(*pickle.load(handle))
 
     # Objects ----------------------------------------------------------------------------------
     def _store(self, bucket: str, key: str, value: bytes | int) -> None:
@@ -74,11 +80,15 @@ class FakeS3Client:
         self._store(Bucket, Key, value)
         return {"ETag": '"fake"'}
 
-    def get_object(self, Bucket: str, Key: str) -> dict:
+    def get_object(self, Bucket: str, Key: str, Range: str | None = None) -> dict:
         value = self.objects.get((Bucket, Key))
         if value is None:
             raise _error("NoSuchKey", 404, "GetObject")
-        return {"Body": io.BytesIO(value if isinstance(value, bytes) else b"\0" * value)}
+        body = value if isinstance(value, bytes) else b"\0" * value
+        if Range is not None:  # "bytes=first-last", as a size-bounded read asks
+            first, last = (int(bound) for bound in Range.removeprefix("bytes=").split("-"))
+            body = body[first : last + 1]
+        return {"Body": io.BytesIO(body)}
 
     def head_object(self, Bucket: str, Key: str) -> dict:
         value = self.objects.get((Bucket, Key))
@@ -126,22 +136,39 @@ class FakeS3Client:
 
     # Multipart uploads ----------------------------------------------------------------------
     def create_multipart_upload(self, Bucket: str, Key: str) -> dict:
-        return {"UploadId": uuid.uuid4().hex}
+        upload_id = uuid.uuid4().hex
+        with self._lock:
+            self.uploads[upload_id] = (Bucket, Key)
+        return {"UploadId": upload_id}
 
     def upload_part(self, Bucket: str, Key: str, UploadId: str, PartNumber: int, Body: Any) -> dict:
         return {"ETag": f'"{uuid.uuid4().hex}"'}
 
     def complete_multipart_upload(self, Bucket: str, Key: str, UploadId: str, MultipartUpload: dict) -> dict:
+        with self._lock:
+            self.uploads.pop(UploadId, None)
         return {"ETag": '"fake-mpu"'}
 
     def abort_multipart_upload(self, Bucket: str, Key: str, UploadId: str) -> dict:
+        with self._lock:
+            self.uploads.pop(UploadId, None)
         return {}
 
     def list_parts(self, Bucket: str, Key: str, UploadId: str, **_: Any) -> dict:
         return {"Parts": [], "IsTruncated": False}
 
     def list_multipart_uploads(self, Bucket: str, Prefix: str = "", **_: Any) -> dict:
-        return {"Uploads": [], "IsTruncated": False}
+        """Every pending upload under `Prefix` in one page."""
+        with self._lock:
+            pending = sorted(
+                (key, upload) for upload, (bucket, key) in self.uploads.items() if bucket == Bucket
+            )
+        uploads = [
+            {"Key": key, "UploadId": upload, "Initiated": _MTIME}
+            for key, upload in pending
+            if key.startswith(Prefix)
+        ]
+        return {"Uploads": uploads, "IsTruncated": False}
 
     def close(self) -> None:
         return None

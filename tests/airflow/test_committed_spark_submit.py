@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from fake_spark import FAKE, FakeSpark, install_fake_spark
 from support.invariants import assert_committed
 from support.success_files import success
+from support.task_instances import task_instance
 from support.waiting import wait_until
 
 from airflow_commit_provider.core.job_control import JobState, inspect_job
@@ -64,7 +64,7 @@ RUN_ID = "manual__2024-01-01T00:00:00+00:00"
 
 def context(try_number: int = 1, run_id: str = RUN_ID) -> dict[str, Any]:
     """What the operator reads of Airflow's context: the task instance's key and try number."""
-    ti = SimpleNamespace(dag_id="ingest", task_id="write", run_id=run_id, map_index=-1, try_number=try_number)
+    ti = task_instance(dag_id="ingest", task_id="write", run_id=run_id, map_index=-1, try_number=try_number)
     return {"ti": ti}
 
 
@@ -114,6 +114,9 @@ def test_commit_on_s3(
         "spark.airflow_commit.engine": "python",
         "spark.airflow_commit.conflict_mode": "append",
         "spark.airflow_commit.try_number": "3",
+        "spark.airflow_commit.origin": json.dumps(
+            {"dagId": "ingest", "taskId": "write", "runId": RUN_ID, "mapIndex": -1, "tryNumber": 3}
+        ),
     }
     assert record["options"]["master"] == "local[2]"
     assert record["application"] == "/jobs/app.py" and record["args"] == ["--day", "2024-01-01"]
@@ -674,7 +677,7 @@ def test_adoption_off_runs_again(
 
 def test_a_try_needs_its_task_instance_key(fake_spark: FakeSpark, tmp_path: Path) -> None:
     with pytest.raises(AirflowException, match="names each try's job after the task instance"):
-        operator(str(tmp_path / "out"), committer="manifest").execute({"ti": SimpleNamespace(try_number=1)})
+        operator(str(tmp_path / "out"), committer="manifest").execute({"ti": task_instance(try_number=1)})
 
 
 def test_in_airflow_a_retry_adopts_and_a_clear_runs_again(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from support.task_instances import task_instance
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
@@ -44,7 +44,7 @@ def test_classic_committer_through_spark(tmp_path: Path, spark_default: None) ->
             "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         },
     )
-    summary: dict[str, Any] = op.execute({"ti": SimpleNamespace(try_number=1)})
+    summary: dict[str, Any] = op.execute({"ti": task_instance(try_number=1)})
 
     assert (tmp_path / "table" / "_SUCCESS").read_bytes() == b""
     assert summary["engine"] == "hadoop" and summary["job_id"] == summary["try_job_id"]

@@ -18,10 +18,10 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from support.task_instances import task_instance
 
 from airflow_commit_provider.hooks.spark_launcher import (
     MIN_JAVA,
@@ -117,7 +117,7 @@ def write_locally(tmp_path: Path, **kwargs: Any) -> CommittedSparkSubmitOperator
 
 
 def one_try() -> dict[str, Any]:
-    ti = SimpleNamespace(dag_id="ingest", task_id="write", run_id="manual__1", map_index=-1, try_number=1)
+    ti = task_instance(dag_id="ingest", task_id="write", run_id="manual__1", map_index=-1, try_number=1)
     return {"ti": ti}
 
 

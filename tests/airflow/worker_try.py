@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
-from types import SimpleNamespace
+from pathlib import Path
 
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support`
+from support.task_instances import task_instance
 
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     operator = CommittedSparkSubmitOperator(task_id=spec["ti"]["task_id"], **spec["operator"])
-    print(json.dumps(operator.execute({"ti": SimpleNamespace(**spec["ti"])})), flush=True)
+    print(json.dumps(operator.execute({"ti": task_instance(**spec["ti"])})), flush=True)
     return 0
 
 

@@ -16,8 +16,10 @@ import json
 import logging
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support`
+from support.task_instances import task_instance
 
 
 def main(spec_path: str) -> int:
@@ -32,7 +34,7 @@ def main(spec_path: str) -> int:
 
     with DAG(dag_id=ti_fields["dag_id"], schedule=None):
         operator = CommittedSparkSubmitOperator(task_id=ti_fields["task_id"], **spec["operator"])
-    ti = SimpleNamespace(**ti_fields)
+    ti = task_instance(**ti_fields)
     context = {"ti": ti, "task_instance": ti, "run_id": ti_fields["run_id"], "dag_run": None}
     try:
         summary = operator.execute(context)  # type: ignore[arg-type]

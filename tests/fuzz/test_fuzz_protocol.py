@@ -77,10 +77,6 @@ def test_job_commit_with_a_hostile_manifest(commit_env: CommitEnv, name: str, da
         data.draw(hostile_manifests(env.store.read_bytes(manifest), job.dest.uri()), label="manifest"),
     )
     results = [attempt.result for attempt in attempts]
-    if data.draw(st.booleans(), label="results without digests"):
-        # As an older writer's results (or an outcome's, rolled forward): the checks behind the
-        # digest (sources, uploads, destinations) must hold on their own.
-        results = [dataclasses.replace(result, digest=None) for result in results]
     committed = accepted_or_refused(
         lambda: job.committer.commit_job(results),
         (InvalidCommitDataError, CommitError),

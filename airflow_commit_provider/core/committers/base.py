@@ -229,8 +229,12 @@ class Committer(abc.ABC):
             if not self.options.skip_cleanup:
                 cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=True)
             return record
+        # The digests were checked by the driver that decided, against its tasks' own reports; an
+        # outcome's copies are no better than the manifests they would check, so a changed byte there
+        # must not leave a decided job unable to finish.
+        undigested = [dataclasses.replace(result, digest=None) for result in outcome.committed]
         with self.context.statistics.timed("committer_commit_job"):
-            return self._finish(outcome, self._load(outcome.committed))
+            return self._finish(outcome, self._load(undigested))
 
     def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
         ctx = self.context
