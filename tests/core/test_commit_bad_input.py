@@ -8,6 +8,7 @@ outside the destination.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_u
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
+from airflow_commit_provider.core.stages.task_commit import manifest_digest
 
 Json = dict[str, Any]
 
@@ -232,9 +234,14 @@ def test_duplicate_destination_across_tasks_is_refused(commit_env: CommitEnv, na
     manifest = job.committer.layout.manifest_path(attempts[1].handle.task_id)
     obj = json.loads(env.store.read_bytes(manifest))
     entries(obj).append(entries(donor)[0])
-    env.store.write_bytes(manifest, json.dumps(obj).encode())
+    written = json.dumps(obj).encode()
+    env.store.write_bytes(manifest, written)
+    # As a faulty writer's task would report it (its result names the bytes it wrote): not a
+    # manifest changed afterwards, which its digest would give away first.
+    results = [a.result for a in attempts]
+    results[1] = dataclasses.replace(results[1], digest=manifest_digest(written))
     with pytest.raises(InvalidCommitDataError, match="duplicate destination") as caught:
-        job.committer.commit_job([a.result for a in attempts])
+        job.committer.commit_job(results)
     assert manifest.name in str(caught.value) or attempts[0].handle.task_id in str(caught.value)
 
 
