@@ -221,7 +221,7 @@ def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[C
 def _count(value: object) -> int:
     """A count from an outcome's task entry; the outcome's own check covers only task and attempt
     IDs, so a foreign value shows as 0 rather than breaking the report."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return _optional_count(value) or 0
 
 
 def _optional_count(value: object) -> int | None:
