@@ -12,7 +12,7 @@
 #   main lane: pytest on every test but SIDE_LANE's, its output live;
 #   side lane: pytest on SIDE_LANE - tests that spend their time in processes of their own (the
 #              deployment's Airflow services, the standalone cluster's applications, the benchmarks'
-#              Spark runs) - then scripts/compat.sh (its own venv, PySpark and embedded S3). Its output
+#              Spark runs, the shared metastore's applications, the dev tools' servers) - then scripts/compat.sh (its own venv, PySpark and embedded S3). Its output
 #              goes to a log, printed when the main lane has ended.
 #
 # The lanes share nothing they could collide on: every server (SeaweedFS, Spark Connect, the
@@ -27,7 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 VENV_PYTHON=${VENV_PYTHON:-.venv/bin/python}
-SIDE_LANE=(tests/deployment tests/cluster tests/bench)
+SIDE_LANE=(tests/deployment tests/cluster tests/bench tests/tables tests/devtools)
 
 run_pytest() {
     local rc=0
