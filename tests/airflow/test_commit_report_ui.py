@@ -40,6 +40,9 @@ def api_client(airflow_db: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", USERS)
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "commit-report-test-" + "s" * 48)
+    # Airflow 3.1 signs `"iss": []` when no issuer is set, which the PyJWT of constraints/oldest.txt
+    # refuses to encode (a deployment on 3.1 needs `[api_auth] jwt_issuer` for its logins too).
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_ISSUER", "airflow-commit-tests")
     purge_cached_app()
     try:
         with TestClient(create_app(apps="core")) as client:
