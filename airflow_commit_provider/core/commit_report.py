@@ -42,6 +42,9 @@ __all__ = [
 
 #: Files per page of a report's file list.
 PAGE_SIZE = 100
+#: How much of the table's `_SUCCESS` the list of commits reads: Hadoop's, which name 100 files at
+#: most, take a few KiB; ours list every file, and their jobs are listed from their records.
+LISTED_SUCCESS_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -140,14 +143,14 @@ def list_commits(
     """The `limit` most recent jobs with records under `destination`, newest first.
 
     One listing of the records directory, then the records of those jobs (a few reads each).
-    The table's `_SUCCESS` is read too: when it names a job without records (Hadoop's committers
-    keep none), that job made the table's latest commit and is listed first.
+    The table's `_SUCCESS` is read too, up to `LISTED_SUCCESS_BYTES`: when it names a job without
+    records (Hadoop's committers keep none), that job made the table's latest commit and is listed first.
     """
     root = StorePath.parse(destination)
     grouped, _ = group_job_records(store, root.join(RECORDS_DIR))
     newest = sorted(grouped, key=lambda job: max(status.modified for _, status in grouped[job]), reverse=True)
     statuses = parallel_map(newest[:limit], lambda job_id: inspect_job(store, root, job_id), threads)
-    success, _ = _table_success(store, root)
+    success, _ = _table_success(store, root, LISTED_SUCCESS_BYTES)
     unrecorded = success is not None and success.job_id and success.job_id not in grouped
     latest = [_summary_of_success(success)] if success is not None and unrecorded else []
     return (latest + [_summary(status) for status in statuses])[:limit]
@@ -295,11 +298,16 @@ def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[C
     return success.files or [], None
 
 
-def _table_success(store: Store, root: StorePath) -> tuple[SuccessData | None, str | None]:
-    """The table's `_SUCCESS`, else None and why there is none to read."""
+def _table_success(
+    store: Store, root: StorePath, limit: int | None = None
+) -> tuple[SuccessData | None, str | None]:
+    """The table's `_SUCCESS` (when no larger than `limit` bytes), else None and why there is none."""
     marker = root.join(SUCCESS_FILENAME)
     try:
-        return SuccessData.from_bytes(store.read_bytes(marker), str(marker)), None
+        data = store.read_bytes(marker) if limit is None else store.read_bytes_within(marker, limit)
+        if data is None:
+            return None, f"{marker} is larger than {limit:,} bytes"
+        return SuccessData.from_bytes(data, str(marker)), None
     except FileNotFoundInStoreError:
         return None, f"there is no {marker}"
     except InvalidCommitDataError as error:
