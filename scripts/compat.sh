@@ -32,7 +32,8 @@ VENV="$CACHE/venvs/oldest-$({ cat "$CONSTRAINTS"; echo "$dependencies"; } | sha2
 
 # What the old set must keep working (427 s of test time measured on 2 cores; the main suite runs all):
 # the core protocol on both stores, the Spark writer and data source (formats, fidelity, partitions,
-# options, the drift guard), and the Airflow pieces run by dag.test.
+# options, the drift guard), the Airflow pieces run by dag.test, and the commit report plugin inside
+# Airflow's own API app (no api-server here: test_commit_report_ui builds it in-process).
 COMPAT_TESTS=(
     tests/core/test_commit_faults.py
     tests/core/test_commit_bad_input.py
@@ -56,6 +57,7 @@ COMPAT_TESTS=(
     tests/airflow/test_success_records.py
     tests/airflow/test_success_manifest_trigger.py
     tests/airflow/test_success_manifest_sensor.py
+    tests/airflow/test_commit_report_ui.py
 )
 
 say() { echo "compat: $*"; }

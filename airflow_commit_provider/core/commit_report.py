@@ -4,12 +4,19 @@ Built from the job's records under `_airflow_commit/` (its decision, its record,
 marker) and the table's `_SUCCESS`, never from a listing of the table: a report costs a few reads
 whether the job wrote ten files or 100,000. The record keeps totals per task, phase and partition;
 the file list is paged out of `_SUCCESS` while that is still the job's.
+
+A job with no records of ours - one of Hadoop's own committers (engine="hadoop"), or ours once its
+records were pruned - is reported from the `_SUCCESS` that names it, while that is the table's:
+its committer, host, time, files and bytes, the files it lists (Hadoop's, the first 100, without
+sizes), and what its committer counted and timed (`iostatistics`) and noted (`diagnostics`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
@@ -20,11 +27,13 @@ from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
+from airflow_commit_provider.core.success_check import hadoop_listed_path
 from airflow_commit_provider.core.task_key import TryOrigin
 
 __all__ = [
     "CommitReport",
     "CommitSummary",
+    "ListedFile",
     "PartitionReport",
     "TaskReport",
     "list_commits",
@@ -33,6 +42,9 @@ __all__ = [
 
 #: Files per page of a report's file list.
 PAGE_SIZE = 100
+#: How much of the table's `_SUCCESS` the list of commits reads: Hadoop's, which name 100 files at
+#: most, take a few KiB; ours list every file, and their jobs are listed from their records.
+LISTED_SUCCESS_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,14 @@ class CommitSummary:
 
 
 @dataclass(frozen=True)
+class ListedFile:
+    """One file of a report's file list; Hadoop's `_SUCCESS` names its files without sizes."""
+
+    uri: str
+    size: int | None
+
+
+@dataclass(frozen=True)
 class CommitReport:
     """One job's commit in full: its tasks, the phases of its job commit, its partitions, a page
     of its files, and the summary its `_SUCCESS` gives."""
@@ -104,7 +124,7 @@ class CommitReport:
     phases: tuple[CommitPhase, ...]
     partitions: tuple[PartitionReport, ...]
     success: dict[str, object] | None
-    files_page: tuple[CommittedFile, ...] = ()
+    files_page: tuple[ListedFile, ...] = ()
     page: int = 0
     page_size: int = PAGE_SIZE
     pages: int = 1
@@ -112,6 +132,9 @@ class CommitReport:
     """How many files the list pages through."""
     files_missing: str | None = None
     """Why the file list cannot be shown (the table's `_SUCCESS` belongs to a later job)."""
+    statistics: CommitStatistics | None = None
+    from_success: bool = False
+    """Built from the table's `_SUCCESS` alone: the job left no records of ours."""
 
 
 def list_commits(
@@ -120,12 +143,17 @@ def list_commits(
     """The `limit` most recent jobs with records under `destination`, newest first.
 
     One listing of the records directory, then the records of those jobs (a few reads each).
+    The table's `_SUCCESS` is read too, up to `LISTED_SUCCESS_BYTES`: when it names a job without
+    records (Hadoop's committers keep none), that job made the table's latest commit and is listed first.
     """
     root = StorePath.parse(destination)
     grouped, _ = group_job_records(store, root.join(RECORDS_DIR))
     newest = sorted(grouped, key=lambda job: max(status.modified for _, status in grouped[job]), reverse=True)
     statuses = parallel_map(newest[:limit], lambda job_id: inspect_job(store, root, job_id), threads)
-    return [_summary(status) for status in statuses]
+    success, _ = _table_success(store, root, LISTED_SUCCESS_BYTES)
+    unrecorded = success is not None and success.job_id and success.job_id not in grouped
+    latest = [_summary_of_success(success)] if success is not None and unrecorded else []
+    return (latest + [_summary(status) for status in statuses])[:limit]
 
 
 def load_commit(
@@ -133,17 +161,16 @@ def load_commit(
 ) -> CommitReport:
     """The report of job `job_id` under `destination`, with page `page` of its files.
 
-    Raises ValueError naming the job if `destination` holds no record of it.
+    A job without records is reported from the table's `_SUCCESS` when that names it. Raises
+    ValueError naming the job when neither the records nor the `_SUCCESS` know it.
     """
     root = StorePath.parse(destination)
     status = inspect_job(store, root, job_id)
     if status.state is JobState.UNKNOWN:
-        raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}")
+        return _report_of_success(store, root, job_id, page, page_size)
     record, outcome = status.record, status.outcome
     files, files_missing = _committed_files(store, root, job_id) if record is not None else ([], None)
-    pages = max(1, -(-len(files) // page_size))
-    if not 0 <= page < pages:
-        raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
+    first, pages = _page(files, job_id, page, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary(status),
@@ -152,13 +179,48 @@ def load_commit(
         phases=tuple(record.phases or ()) if record is not None else (),
         partitions=_partitions(record),
         success=record.summary() if record is not None else None,
-        files_page=tuple(files[page * page_size : (page + 1) * page_size]),
+        files_page=tuple(ListedFile(f.uri, f.size) for f in files[first : first + page_size]),
         page=page,
         page_size=page_size,
         pages=pages,
         listed_files=len(files),
         files_missing=files_missing,
+        statistics=commit_statistics(record) if record is not None else None,
     )
+
+
+def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, page_size: int) -> CommitReport:
+    """The report of a job without records, from the table's `_SUCCESS` if that names it."""
+    success, problem = _table_success(store, root)
+    if success is None or success.job_id != job_id:
+        found = problem or f"{root.join(SUCCESS_FILENAME)} names job {success.job_id if success else ''!r}"
+        raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}, and {found}")
+    files = _listed_files(success, root)
+    first, pages = _page(files, job_id, page, page_size)
+    return CommitReport(
+        destination=root.uri(),
+        summary=_summary_of_success(success),
+        conflict_mode=None,
+        tasks=(),
+        phases=tuple(success.phases or ()),
+        partitions=_partitions(success),
+        success=success.summary(),
+        files_page=tuple(files[first : first + page_size]),
+        page=page,
+        page_size=page_size,
+        pages=pages,
+        listed_files=len(files),
+        statistics=commit_statistics(success),
+        from_success=True,
+    )
+
+
+def _page(files: Sequence[object], job_id: str, page: int, page_size: int) -> tuple[int, int]:
+    """(index of the page's first file, number of pages), or a ValueError for a page out of range."""
+    pages = max(1, -(-len(files) // page_size))
+    if not 0 <= page < pages:
+        raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
+    return page * page_size, pages
 
 
 def _summary(status: JobStatus) -> CommitSummary:
@@ -177,6 +239,25 @@ def _summary(status: JobStatus) -> CommitSummary:
         bytes=record.total_bytes if record is not None else None,
         rows=record.rows if record is not None else None,
         delivered=status.delivered,
+    )
+
+
+def _summary_of_success(success: SuccessData) -> CommitSummary:
+    """A job known only from its `_SUCCESS`: no decision, no Airflow try, no delivery marker."""
+    failed = "" if success.success else success.diagnostics.get("exception") or "the _SUCCESS says it failed"
+    return CommitSummary(
+        job_id=success.job_id,
+        state=(JobState.COMMITTED if success.success else JobState.ABORTED).value,
+        committer=success.committer or None,
+        decided_at=None,
+        finished_at=success.timestamp or None,
+        started_at=None,
+        origin=None,
+        reason=str(failed),
+        files=success.committed_file_count()[0],
+        bytes=success.committed_bytes(),
+        rows=success.rows,
+        delivered=False,
     )
 
 
@@ -206,16 +287,38 @@ def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
 def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[CommittedFile], str | None]:
     """The job's files, from the table's `_SUCCESS` while it is still this job's (the record keeps
     totals only, to stay small); else none, and why."""
+    success, problem = _table_success(store, root)
+    if success is None:
+        return [], f"no list of files: {problem}"
+    if success.job_id != job_id:
+        return (
+            [],
+            f"{root.join(SUCCESS_FILENAME)} now lists the files of job {success.job_id}, a later commit",
+        )
+    return success.files or [], None
+
+
+def _table_success(
+    store: Store, root: StorePath, limit: int | None = None
+) -> tuple[SuccessData | None, str | None]:
+    """The table's `_SUCCESS` (when no larger than `limit` bytes), else None and why there is none."""
     marker = root.join(SUCCESS_FILENAME)
     try:
-        success = SuccessData.from_bytes(store.read_bytes(marker), str(marker))
+        data = store.read_bytes(marker) if limit is None else store.read_bytes_within(marker, limit)
+        if data is None:
+            return None, f"{marker} is larger than {limit:,} bytes"
+        return SuccessData.from_bytes(data, str(marker)), None
     except FileNotFoundInStoreError:
-        return [], f"{marker} is gone, and with it the list of files"
+        return None, f"there is no {marker}"
     except InvalidCommitDataError as error:
-        return [], f"the list of files is unreadable: {error}"
-    if success.job_id != job_id:
-        return [], f"{marker} now lists the files of job {success.job_id}, a later commit"
-    return success.files or [], None
+        return None, str(error)
+
+
+def _listed_files(success: SuccessData, root: StorePath) -> list[ListedFile]:
+    """Ours list every file with its size; Hadoop's name the first 100, as keys or URIs."""
+    if success.files is not None:
+        return [ListedFile(f.uri, f.size) for f in success.files]
+    return [ListedFile(hadoop_listed_path(name, root).uri(), None) for name in success.filenames]
 
 
 def _count(value: object) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "CheckState",
     "SuccessCheck",
     "SuccessExpectations",
+    "hadoop_listed_path",
     "is_legacy",
     "load_success",
     "parse_newer_than",
@@ -119,7 +120,7 @@ def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessDa
     partitions: dict[str, None] = {}
     for name in data.filenames:
         try:
-            relative = _listed_path(name, directory).relative_to(directory)
+            relative = hadoop_listed_path(name, directory).relative_to(directory)
         except ValueError:
             continue  # a file outside the directory names no partition of it
         partition = relative.rpartition("/")[0]
@@ -128,7 +129,7 @@ def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessDa
     return replace(data, partitions=list(partitions))
 
 
-def _listed_path(name: str, directory: StorePath) -> StorePath:
+def hadoop_listed_path(name: str, directory: StorePath) -> StorePath:
     """A Hadoop `filenames` entry as a path: the manifest committer lists percent-encoded URIs
     (``file:/...`` included), S3A lists ``/<key>``, the raw key in the directory's bucket."""
     if name.startswith("file:/") and not name.startswith("file://"):

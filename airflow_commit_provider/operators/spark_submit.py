@@ -195,6 +195,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             job_id = tries.job_id
         else:
             job_id = str(uuid.uuid4())
+            push_report_target(context, self.destination, self.aws_conn_id, job_id)
         self._job_id = job_id
         self.log.info(
             "Try %s: job %s writes %s with the %s committer (engine %s, conflict mode %s)",
@@ -222,6 +223,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 raise AirflowException(f"the task was killed while job {job_id} ran")
             with self._destination_store() as store:
                 data = verify_success(store, plan, self.destination, job_id, submitted_ms, self.log)
+            if data.job_id and data.job_id != job_id:  # Hadoop's manifest committer: Spark's own job ID
+                push_report_target(context, self.destination, self.aws_conn_id, data.job_id)
             if plan.engine == "python":
                 self._mark_delivered(job_id)
         except BaseException as error:  # failures, AirflowTaskTimeout, AirflowTaskTerminated

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from airflow_commit_provider.core.cleanup import format_size
 from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.core.commit_statistics import CommitStatistics
 from airflow_commit_provider.core.task_key import TryOrigin
 
 #: The columns of a destination's list of recent commits.
@@ -45,7 +46,8 @@ class CommitView:
     title: str
     facts: list[tuple[str, str]]
     sections: list[Section]
-    """Tasks, job-commit phases, partitions and the page of files, in that order."""
+    """Tasks, job-commit phases, partitions, what the committer timed, counted and noted, and the
+    page of files, in that order."""
     timeline: list[Bar]
     page_note: str
 
@@ -54,6 +56,7 @@ TASK_COLUMNS = ("task", "attempt", "outcome", "files", "size", "rows", "began", 
 PHASE_COLUMNS = ("phase", "began", "took", "requests")
 PARTITION_COLUMNS = ("partition", "files", "size", "rows")
 FILE_COLUMNS = ("file", "size")
+TIMED_COLUMNS = ("operation", "count", "failures", "min", "mean", "max")
 
 
 def summary_row(summary: CommitSummary) -> list[str]:
@@ -93,6 +96,13 @@ def commit_view(report: CommitReport) -> CommitView:
     ]
     if summary.reason:
         facts.append(("abort reason", summary.reason))
+    hostname = (report.success or {}).get("hostname")
+    if hostname:
+        facts.append(("committed on", str(hostname)))
+    if report.from_success:
+        facts.append(
+            ("reported from", "its _SUCCESS alone: the job left no records (Hadoop's committers keep none)")
+        )
     first = min((t.started_at for t in report.tasks if t.started_at is not None), default=None)
     tasks = [
         [
@@ -114,22 +124,59 @@ def commit_view(report: CommitReport) -> CommitView:
     partitions = [
         [p.partition, str(p.files), format_size(p.bytes), _number(p.rows)] for p in report.partitions
     ]
-    files = [[committed.uri, format_size(committed.size)] for committed in report.files_page]
-    start_of_page = report.page * report.page_size
-    page_note = report.files_missing or (
-        f"files {start_of_page + 1}-{start_of_page + len(files)} of {report.listed_files:,}, "
-        f"page {report.page + 1} of {report.pages}"
-        if files
-        else "no files"
-    )
+    files = [[listed.uri, format_size(listed.size)] for listed in report.files_page]
     title = f"Commit {summary.job_id} ({summary.state})"
     sections = [
         Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, tasks),
         Section("phases", "Job commit phases", PHASE_COLUMNS, phases),
         Section("partitions", "Partitions", PARTITION_COLUMNS, partitions),
+        *_statistics_sections(report.statistics),
         Section("files", "Files", FILE_COLUMNS, files),
     ]
-    return CommitView(title, facts, sections, _timeline(report), page_note)
+    return CommitView(title, facts, sections, _timeline(report), _page_note(report))
+
+
+def _page_note(report: CommitReport) -> str:
+    if report.files_missing:
+        return report.files_missing
+    if not report.files_page:
+        return "no files"
+    first = report.page * report.page_size + 1
+    note = (
+        f"files {first}-{first + len(report.files_page) - 1} of {report.listed_files:,}, "
+        f"page {report.page + 1} of {report.pages}"
+    )
+    committed = report.summary.files
+    if committed is not None and committed > report.listed_files:
+        note += f" (the job committed {committed:,}; its _SUCCESS names only these)"
+    return note
+
+
+def _statistics_sections(statistics: CommitStatistics | None) -> list[Section]:
+    """What the committer timed, counted and noted (Hadoop's `iostatistics` and `diagnostics`)."""
+    if statistics is None:
+        return []
+    timed = [
+        [
+            op.name,
+            f"{op.count:,}",
+            f"{op.failures:,}",
+            _millis(op.min_ms),
+            "-" if op.mean_ms is None else f"{op.mean_ms:.1f} ms",
+            _millis(op.max_ms),
+        ]
+        for op in statistics.timed
+    ]
+    return [
+        Section("timed", "Timed by the committer (durations of stages and requests)", TIMED_COLUMNS, timed),
+        Section("counters", "Counted by the committer", ("counter", "value"), _pairs(statistics.counters)),
+        Section("gauges", "Gauges", ("gauge", "value"), _pairs(statistics.gauges)),
+        Section("diagnostics", "Diagnostics", ("name", "value"), [list(d) for d in statistics.diagnostics]),
+    ]
+
+
+def _pairs(values: tuple[tuple[str, int], ...]) -> list[list[str]]:
+    return [[name, f"{value:,}"] for name, value in values]
 
 
 def _timeline(report: CommitReport) -> list[Bar]:

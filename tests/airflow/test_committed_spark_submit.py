@@ -371,9 +371,17 @@ def test_hadoop_engine_adds_the_jvm_committer_conf() -> None:
 def test_hadoop_manifest_success_is_accepted_when_fresh(fake_spark: FakeSpark, tmp_path: Path) -> None:
     destination = tmp_path / "out"
     op = operator(str(destination), committer="manifest", engine="hadoop")
-    summary = op.execute(context())
+    try_context = context()
+    summary = op.execute(try_context)
     assert summary["engine"] == "hadoop" and summary["files"] == 2
     assert summary["try_job_id"] == fake_spark.record()["confs"]["spark.airflow_commit.job_id"]
+    # The try tells the report page (and so the task's "Commit report" link) which commit it made.
+    target = try_context["ti"].xcom["commit_report_target"]
+    assert target == {
+        "destination": str(destination),
+        "aws_conn_id": "aws_default",
+        "job_id": summary["job_id"],
+    }
 
 
 def test_hadoop_stale_success_fails(fake_spark: FakeSpark, tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 A real ``dag.test()`` run, a real spark-submit (local Spark with hadoop-aws and spark-hadoop-cloud
 on its classpath) writing ``s3a://`` on the embedded S3, credentials from the Airflow connection
 reaching the job through its environment only. The operator verifies S3A's JSON `_SUCCESS`, the
-sensor the day's partition; the table then holds exactly the landed rows and nothing else.
+sensor the day's partition; the table then holds exactly the landed rows and nothing else. The
+task's "Commit report" link and report target lead to that commit's report, read from S3A's
+`_SUCCESS` (Hadoop's committers keep no records of ours).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
 
+from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import MAGIC_PREFIX
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, task_page
+from airflow_commit_provider.ui.link import CommitReportLink
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.hadoop_peers]
 
@@ -67,6 +72,14 @@ def test_s3a_magic_committer_in_a_dag(
     assert {path.parent.name for path in data} == {"dt=2024-01-01"}
     rows = sum(pq.read_table(io.BytesIO(store.read_bytes(path))).num_rows for path in data)
     assert rows == 100
+    target = xcom(dagrun, "write", REPORT_TARGET_XCOM)
+    assert target == {"destination": str(table), "aws_conn_id": "aws_default", "job_id": written["job_id"]}
+    link = xcom(dagrun, "write", CommitReportLink().xcom_key)
+    assert link == task_page("test_hadoop_engine_s3a", dagrun.run_id, "write"), link
+    report = load_commit(store, target["destination"], target["job_id"])
+    assert (report.summary.committer, report.summary.files, report.from_success) == ("magic", 2, True)
+    assert sorted(f.uri for f in report.files_page) == sorted(path.uri() for path in data)
+
     leftovers = [s.path.relative_to(table) for s in store.list_files(table) if MAGIC_PREFIX in s.path.key]
     assert leftovers == [] and list(store.list_multipart_uploads(table)) == []
     store.close()

@@ -130,6 +130,37 @@ def test_pages_of_a_large_file_list_come_from_success(commit_env: CommitEnv) -> 
     assert [(p.partition, p.files) for p in earlier.partitions] == [("dt=1", 1)]
 
 
+def test_a_job_without_records_is_reported_from_its_success(commit_env: CommitEnv) -> None:
+    """Once a job's records are gone (pruned; Hadoop's committers never write any), the table's
+    `_SUCCESS` still names it: it is listed first and reported from there, sizes included; a job
+    neither knows is refused naming both."""
+    env = commit_env
+    earlier = JobRun.create("partitioned", env.store, env.dest, env.options())
+    earlier.committer.setup_job()
+    earlier.committer.commit_job([earlier.run_task(0, 0, ["dt=1/a.csv"]).result])
+    later = JobRun.create("partitioned", env.store, env.dest, env.options())
+    later.committer.setup_job()
+    task = later.run_task(0, 0, ["dt=2/b.csv", "dt=3/c.csv"])
+    later.committer.commit_job([task.result])
+    layout = JobLayout(env.dest, later.job_id)
+    env.store.delete_files([layout.outcome, layout.job_record])
+
+    listed = list_commits(env.store, env.dest)
+    assert [(c.job_id, c.state) for c in listed] == [
+        (later.job_id, "committed"),
+        (earlier.job_id, "committed"),
+    ]
+    report = load_commit(env.store, env.dest, later.job_id)
+    assert report.from_success and report.summary == listed[0] and report.tasks == ()
+    assert sorted((f.uri, f.size) for f in report.files_page) == sorted(
+        (env.dest.join(name).uri(), len(data)) for name, data in task.files.items()
+    )
+    assert (report.summary.files, report.summary.bytes) == (2, sum(len(data) for data in task.files.values()))
+    assert not load_commit(env.store, env.dest, earlier.job_id).from_success
+    with pytest.raises(ValueError, match=f"no records of job 'gone', and .* names job '{later.job_id}'"):
+        load_commit(env.store, env.dest, "gone")
+
+
 def cli_store_arguments(
     env: CommitEnv, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> list[str]:

@@ -17,6 +17,20 @@ from typing import Any
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 
 
+@dataclass(frozen=True)
+class TimedOperation:
+    """One operation's durations, read back from the names `IOStatistics.record_duration` (and
+    Hadoop's DurationTracker) give them: the count in `op`, failures in `op.failures`, and
+    milliseconds in `op.min`, `op.max` and `op.mean`."""
+
+    name: str
+    count: int
+    failures: int
+    min_ms: int | None
+    mean_ms: float | None
+    max_ms: int | None
+
+
 @dataclass
 class IOStatistics:
     counters: dict[str, int] = field(default_factory=dict)
@@ -96,6 +110,27 @@ class IOStatistics:
                 mine["samples"] += mean["samples"]
                 mine["sum"] += mean["sum"]
 
+    def timed_operations(self) -> list[TimedOperation]:
+        """The operations that were timed at least once, by name: Hadoop writes every duration
+        it knows, with -1 and 0 samples for those that never ran, and these are left out."""
+        with self._lock:
+            timed = []
+            for key, mean in sorted(self.meanstatistics.items()):
+                name = key.removesuffix(".mean")
+                if key == name or name.endswith(".failures") or mean.get("samples", 0) <= 0:
+                    continue
+                timed.append(
+                    TimedOperation(
+                        name,
+                        self.counters.get(name, mean["samples"]),
+                        self.counters.get(f"{name}.failures", 0),
+                        _measured(self.minimums.get(f"{name}.min")),
+                        mean["sum"] / mean["samples"],
+                        _measured(self.maximums.get(f"{name}.max")),
+                    )
+                )
+            return timed
+
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             return {
@@ -136,6 +171,11 @@ class IOStatistics:
             maximums=longs(data.get("maximums") or {}, "maximums"),
             meanstatistics={str(name): mean(str(name), value) for name, value in means.items()},
         )
+
+
+def _measured(millis: int | None) -> int | None:
+    """A minimum or maximum as Hadoop writes it: -1 for one never measured."""
+    return millis if millis is not None and millis >= 0 else None
 
 
 def _is_long(value: object) -> bool:

@@ -35,6 +35,8 @@ FILENAMES_LIMIT = 100
 #: CommitterStatisticNames.COMMITTER_COMMITS_COMPLETED and the manifest committer's
 #: COMMITTER_FILES_COMMITTED_COUNT.
 HADOOP_FILE_COUNTERS = ("committer_commits_completed", "committer_files_committed")
+#: Where they count the bytes (S3A's and the manifest committer's COMMITTER_BYTES_COMMITTED).
+HADOOP_BYTE_COUNTERS = ("committer_bytes_committed",)
 
 
 @dataclass(frozen=True)
@@ -153,13 +155,24 @@ class SuccessData:
             return max(counted), True
         return len(self.filenames), len(self.filenames) < FILENAMES_LIMIT
 
+    def committed_bytes(self) -> int | None:
+        """The bytes the job committed: our total, else what Hadoop's committer counted, if it did."""
+        if self.total_bytes is not None:
+            return self.total_bytes
+        counted = [
+            self.iostatistics.counters[name]
+            for name in HADOOP_BYTE_COUNTERS
+            if name in self.iostatistics.counters
+        ]
+        return max(counted) if counted else None
+
     def summary(self) -> dict[str, Any]:
         """A small dict for logs and XCom (never the full file list)."""
         return {
             "job_id": self.job_id,
             "committer": self.committer,
             "files": self.committed_file_count()[0],
-            "bytes": self.total_bytes,
+            "bytes": self.committed_bytes(),
             "rows": self.rows,
             "partitions": self.partitions,
             "timestamp": self.timestamp,
