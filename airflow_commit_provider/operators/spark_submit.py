@@ -244,7 +244,7 @@ class CommittedSparkSubmitOperator(
         return tries
 
     def _adopt(self, plan: WritePlan, job: TriedJob, context: Context) -> SuccessData:
-        """Verify and deliver a committed job of an earlier try as this try's result, without running Spark."""
+        """Verify and deliver an earlier try's committed job as this try's result, running no application."""
         if self._killed:
             raise AirflowException(f"the task was killed before it could adopt job {job.job_id}")
         log_adoption(job, self.log)
@@ -276,7 +276,7 @@ class CommittedSparkSubmitOperator(
                 raise AirflowException(f"the task was killed before registering job {pending.job_id}")
             try:
                 hook.submit(registration_application(workdir.path), pass_fds=(workdir.lock_fd,))
-            except AirflowException as error:  # verify_registered fails the try, naming table and job
+            except AirflowException as error:  # verified_or_registered then fails the try in one line
                 self.log.warning("The registration-only Spark application failed: %s", error)
             finally:
                 self._hook = None

@@ -74,12 +74,18 @@ def read_table(conf: dict[str, str], out: Path) -> dict[str, Any]:
     return dict(json.loads(out.read_text()))
 
 
+def operator_log(capsys: pytest.CaptureFixture[str]) -> str:
+    """What the operator logged so far (Airflow's task logger writes to stdout outside a task runner)."""
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
 def data_files(root: Path) -> list[str]:
     return sorted(str(path.relative_to(root)) for path in root.glob("dt=*/part-*"))
 
 
 def test_a_retry_registers_the_partitions_of_a_driver_killed_after_its_commit(
-    tmp_path: Path, spark_default: None, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, spark_default: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "events"
     destination = root.as_uri()
@@ -109,11 +115,13 @@ def test_a_retry_registers_the_partitions_of_a_driver_killed_after_its_commit(
     assert load_job_record(store, location, job).registration_pending
 
     # Try 3 adopts the job again and registers its day; the task succeeds with that job's result.
-    caplog.set_level(logging.INFO)
+    capsys.readouterr()
     summary = operator(destination, conf).execute(context(3))
     assert summary["job_id"] == job and summary["adopted_from_try"] == 1 and summary["try_number"] == 3
     assert summary["rows"] == 6 and summary["partitions"] == [f"dt={DAY}"]
-    assert f"Registered partitions dt={DAY} of job {job} in table {TABLE}" in caplog.text
+    log = operator_log(capsys)
+    assert "the operator submits a registration-only Spark application" in log
+    assert f"Registered partitions dt={DAY} of job {job} in table {TABLE}" in log
     assert load_job_record(store, location, job).registered_partitions == [f"dt={DAY}"]
     assert inspect_job(store, location, job).delivered
     assert data_files(root) == written
