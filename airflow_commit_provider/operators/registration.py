@@ -26,9 +26,11 @@ from airflow_commit_provider.operators.try_outcome import RegistrationPendingErr
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
+    from airflow_commit_provider.core.try_workdirs import TryWorkdir
+    from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
     from airflow_commit_provider.operators.try_outcome import TaskLog
 
-__all__ = ["registration_application", "registration_arguments", "verified_or_registered"]
+__all__ = ["registration_arguments", "submit_registration", "verified_or_registered"]
 
 #: A catalog table name as the writer records it: ``table``, ``db.table`` or ``catalog.db.table``.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+){0,2}")
@@ -50,12 +52,21 @@ def registration_arguments(pending: RegistrationPendingError) -> list[str]:
     return [pending.destination, pending.table, pending.job_id]
 
 
-def registration_application(directory: str | Path) -> str:
-    """A copy of the application in the try's `directory`: run from the package's own folder,
-    ``spark/``'s modules (``config``, ``catalog``...) would be top-level modules of the driver."""
+def submit_registration(hook: CommittedSparkSubmitHook, workdir: TryWorkdir, log: TaskLog) -> int | None:
+    """Run the registration-only application with `hook` (holding its arguments); its exit code.
+
+    It runs from a copy in the try's directory: run from the package's own folder, ``spark/``'s
+    modules (``config``, ``catalog``...) would be top-level modules of the driver. A failure is
+    logged here; :func:`verified_or_registered` then fails the try in one line.
+    """
     from airflow_commit_provider.spark import finish_registration
 
-    return str(shutil.copy(finish_registration.__file__, Path(directory, "finish_registration.py")))
+    application = shutil.copy(finish_registration.__file__, Path(workdir.path, "finish_registration.py"))
+    try:
+        hook.submit(str(application), pass_fds=(workdir.lock_fd,))
+    except AirflowException as error:
+        log.warning("The registration-only Spark application failed: %s", error)
+    return hook.exit_code
 
 
 def verified_or_registered(

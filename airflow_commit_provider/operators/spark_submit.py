@@ -45,7 +45,7 @@ from airflow_commit_provider.core.try_workdirs import TryWorkdir, default_root, 
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.operators.committed_outputs import CommittedOutputs
-from airflow_commit_provider.operators.registration import registration_application, verified_or_registered
+from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
 from airflow_commit_provider.operators.submission import (
     build_py_files_zip,
     check_submission,
@@ -81,7 +81,9 @@ class CommittedSparkSubmitOperator(
     """Submit a PySpark application whose output is committed by ``committer`` under ``destination``.
 
     :param destination: the output directory (``s3://``, ``s3a://`` or ``file://``). Templated.
-    :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes. Templated.
+    :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes; partitions
+        committed but not registered (a driver killed in between) are registered by a registration-only
+        application (:mod:`~.registration`). Templated.
     :param committer: ``magic``, ``directory``, ``partitioned``, ``manifest``, ``file-v1``, ``file-v2``
         (case and surrounding spaces do not count). Templated.
     :param conflict_mode: ``fail``, ``append`` or ``replace``; ``None``: the writer's default. Templated.
@@ -275,14 +277,12 @@ class CommittedSparkSubmitOperator(
             if self._killed:
                 raise AirflowException(f"the task was killed before registering job {pending.job_id}")
             try:
-                hook.submit(registration_application(workdir.path), pass_fds=(workdir.lock_fd,))
-            except AirflowException as error:  # verified_or_registered then fails the try in one line
-                self.log.warning("The registration-only Spark application failed: %s", error)
+                exit_code = submit_registration(hook, workdir, self.log)
             finally:
                 self._hook = None
         if self._killed:
             raise AirflowException(f"the task was killed while registering job {pending.job_id}")
-        return hook.exit_code
+        return exit_code
 
     def _mark_delivered(self, job_id: str) -> None:
         """Record that this try succeeded with `job_id`, so a later try (a clear) writes again; if

@@ -52,17 +52,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = parser.parse_args(argv)
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.enableHiveSupport().getOrCreate()  # named by spark-submit --name
     try:
-        record = finish_registration(spark, arguments.destination, arguments.table, arguments.job_id)
+        spark = SparkSession.builder.enableHiveSupport().getOrCreate()  # named by spark-submit --name
+        try:
+            record = finish_registration(spark, arguments.destination, arguments.table, arguments.job_id)
+        finally:
+            spark.stop()
     except Exception as error:  # Py4J's errors hold the JVM stack trace: one line is enough here
         first_line = next(iter(str(error).strip().splitlines()), type(error).__name__)
         raise SystemExit(
             f"registering the partitions of job {arguments.job_id} in table {arguments.table} failed: "
             f"{type(error).__name__}: {first_line}"
         ) from error
-    finally:
-        spark.stop()
     print(
         f"job {record.job_id}: partitions {', '.join(record.registered_partitions or []) or '(none)'} "
         f"registered in table {arguments.table}"
