@@ -94,6 +94,11 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         """The process group of the running spark-submit (its PID: it leads a session of its own)."""
         return self._submit_sp.pid if self._submit_sp is not None else None
 
+    @property
+    def exit_code(self) -> int | None:
+        """spark-submit's exit code once it has ended (None before it started or while it runs)."""
+        return self._submit_sp.returncode if self._submit_sp is not None else None
+
     def submit_command(self, application: str) -> list[str]:
         """The spark-submit command line for `application`: what any ``ps`` on the worker shows."""
         return self._build_spark_submit_command(application)

@@ -9,18 +9,21 @@ writes with :func:`~airflow_commit_provider.spark.write_committed`, this package
 (:func:`~airflow_commit_provider.spark.jvm_committer_conf`) is added.
 
 **Exactly once across tries** (``engine="python"``): a try first settles the jobs of the tries
-before it (:mod:`airflow_commit_provider.core.tries`): it adopts one that committed while its try
-failed (running no Spark job), and fences any other, so it can never commit. After spark-submit, a
+before it (:mod:`~.try_settlement`): it adopts one that committed while its try failed (without
+running the application), and fences any other, so it can never commit. After spark-submit, a
 ``_SUCCESS`` naming this try's job is required, and the job is marked delivered. On failure,
-timeout or kill, spark-submit's process group is stopped and the job aborted; a job past its commit
-point is finished instead, and the next try adopts it. ``engine="hadoop"`` runs a new job per try,
-aborted on a best-effort basis. S3 credentials reach spark-submit as ``AWS_*`` environment variables
-only (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`).
+timeout or kill, spark-submit's process group is stopped and the job aborted (:mod:`~.try_abort`);
+a job past its commit point is finished instead, and the next try adopts it. A table write found
+committed with its partitions not yet registered, by its try or by a retry adopting it, is
+registered by a registration-only application (:mod:`~.registration`). ``engine="hadoop"`` runs a
+new job per try, aborted on a best-effort basis. S3 credentials reach spark-submit as ``AWS_*``
+environment variables only (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -33,26 +36,33 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.assets import destination_asset
 from airflow_commit_provider.compat import conf as airflow_conf
-from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan, resolve
+from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan
 from airflow_commit_provider.core.job_control import mark_delivered
-from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
-from airflow_commit_provider.core.try_workdirs import default_root, open_try_workdir
+from airflow_commit_provider.core.tries import TriedJob, TryPlan
+from airflow_commit_provider.core.try_workdirs import TryWorkdir, default_root, open_try_workdir
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.operators.committed_outputs import CommittedOutputs
-from airflow_commit_provider.operators.submission import build_py_files_zip, hook_arguments, try_confs
-from airflow_commit_provider.operators.try_abort import abort_try_job
+from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
+from airflow_commit_provider.operators.submission import (
+    build_py_files_zip,
+    check_submission,
+    hook_arguments,
+    shipped_py_files,
+    try_confs,
+    write_plan,
+)
+from airflow_commit_provider.operators.try_abort import AbortingTry
 from airflow_commit_provider.operators.try_outcome import (
-    log_settled_tries,
+    RegistrationPendingError,
     task_key,
     try_number,
     try_summary,
     verify_success,
 )
-from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.operators.try_settlement import log_adoption, settle_earlier_tries
 from airflow_commit_provider.templating import is_template
 from airflow_commit_provider.ui.link import CommitReportLink, push_report_target
 
@@ -64,15 +74,16 @@ if TYPE_CHECKING:
 
 __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 
-#: How long to wait for the processes of a stopped job to exit before aborting anyway.
-STOP_WAIT_SECONDS = 30.0
 
-
-class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStoreHook], SparkSubmitOperator):
+class CommittedSparkSubmitOperator(
+    AbortingTry, CommittedOutputs, AwsBaseHookMixin[CommitStoreHook], SparkSubmitOperator
+):
     """Submit a PySpark application whose output is committed by ``committer`` under ``destination``.
 
     :param destination: the output directory (``s3://``, ``s3a://`` or ``file://``). Templated.
-    :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes. Templated.
+    :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes; partitions
+        committed but not registered (a driver killed in between) are registered by a registration-only
+        application (:mod:`~.registration`). Templated.
     :param committer: ``magic``, ``directory``, ``partitioned``, ``manifest``, ``file-v1``, ``file-v2``
         (case and surrounding spaces do not count). Templated.
     :param conflict_mode: ``fail``, ``append`` or ``replace``; ``None``: the writer's default. Templated.
@@ -186,9 +197,9 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         self._abort_lock, self._job_id, self._written = threading.RLock(), None, None
         number, where = try_number(context), (self.engine, self.destination)
         if plan.engine == "python":
-            tries = self._settle_earlier_tries(plan, context, number)
+            tries = self._settle_earlier_tries(plan, context)
             if tries.adopted is not None:
-                data = self._adopt(plan, tries.adopted)
+                data = self._adopt(plan, tries.adopted, context)
                 took, adopted = time.monotonic() - started, tries.adopted
                 result = try_summary(data, adopted.job_id, where, number, took, self.log, adopted.try_number)
                 return self._publish_commit(context, data, result)
@@ -204,16 +215,8 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         try:
             key = task_key(context) or TaskKey(self.dag_id, self.task_id, f"job-{job_id}", -1)
             with open_try_workdir(self.local_work_root, key, number or 1) as workdir:
-                py_files = [p for p in (self.py_files or "").split(",") if p.strip()]
-                if self.ship_package:
-                    py_files.append(build_py_files_zip(workdir.path))
                 conf = {**(self.conf or {}), **self.job_conf(job_id, number, plan, key)}
-                self._hook = hook = self._get_hook(
-                    conf=self._lineage_conf(conf, context),
-                    py_files=",".join(py_files) or None,
-                    s3_environment=self.hook.spark_environment(self.destination),
-                    private_conf_dir=workdir.path,
-                )
+                self._hook = hook = self._submission_hook(workdir, conf, context)
                 submitted_ms = int(time.time() * 1000)
                 if self._killed:  # killed before the job started: do not start it
                     raise AirflowException(f"the task was killed before job {job_id} started")
@@ -221,8 +224,7 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
                 hook.submit(self.application, pass_fds=(workdir.lock_fd,))
             if self._killed:
                 raise AirflowException(f"the task was killed while job {job_id} ran")
-            with self._destination_store() as store:
-                data = verify_success(store, plan, self.destination, job_id, submitted_ms, self.log)
+            data = self._verified(plan, job_id, submitted_ms, context)
             if data.job_id and data.job_id != job_id:  # Hadoop's manifest committer: Spark's own job ID
                 push_report_target(context, self.destination, self.aws_conn_id, data.job_id)
             if plan.engine == "python":
@@ -236,54 +238,54 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
         result = try_summary(data, job_id, where, number, time.monotonic() - started, self.log)
         return self._publish_commit(context, data, result)
 
-    def on_kill(self) -> None:
-        """Stop spark-submit and its children, abort this try's job; ``execute`` then fails.
-
-        Airflow 3's SIGTERM handler returns after calling this, so the flag makes ``execute`` raise
-        even if spark-submit happened to exit cleanly at that moment.
-        """
-        self._killed = True
-        if self._aborted:  # e.g. after execution_timeout: execute has stopped and aborted already
-            self.log.info("Killed: job %s was already stopped and aborted", self._job_id)
-            return
-        self.log.warning("Killed: stopping spark-submit and aborting job %s", self._job_id)
-        self._stop_spark()
-        if self._job_id:
-            self._abort_job("the task was killed")
-
     # Earlier tries -------------------------------------------------------------------------------
-    def _settle_earlier_tries(self, plan: WritePlan, context: Context, number: int | None) -> TryPlan:
-        """Adopt, leave or fence the jobs of earlier tries (core.tries); log what each one became."""
-        key = task_key(context)
-        if key is None or number is None:
-            raise AirflowException(
-                "engine='python' names each try's job after the task instance (dag_id, task_id, run_id, "
-                "map_index, try_number), and the context has none"
-            )
-        options = CommitOptions(conflict_mode=plan.conflict_mode) if self.conflict_mode else None
+    def _settle_earlier_tries(self, plan: WritePlan, context: Context) -> TryPlan:
+        """Adopt, leave or fence the jobs of earlier tries (:mod:`~.try_settlement`)."""
         adopt = self.adopt_committed_tries
-        with self._destination_store() as store:
-            tries = plan_try(
-                store, plan.location, key, number, plan.committer, adopt_committed=adopt, options=options
-            )
-        log_settled_tries(tries, adopt, self.log)
+        tries = settle_earlier_tries(
+            self._destination_store, plan, context, self.conflict_mode, adopt, self.log
+        )
         push_report_target(context, self.destination, self.aws_conn_id, (tries.adopted or tries).job_id)
         return tries
 
-    def _adopt(self, plan: WritePlan, job: TriedJob) -> SuccessData:
-        """Verify and deliver a committed job of an earlier try as this try's result, without running Spark."""
+    def _adopt(self, plan: WritePlan, job: TriedJob, context: Context) -> SuccessData:
+        """Verify and deliver an earlier try's committed job as this try's result, running no application."""
         if self._killed:
             raise AirflowException(f"the task was killed before it could adopt job {job.job_id}")
-        self.log.info(
-            "Adopting job %s committed by try %d (its try did not succeed): running no Spark job, "
-            "returning that job's result",
-            job.job_id,
-            job.try_number,
-        )
-        with self._destination_store() as store:
-            data = verify_success(store, plan, self.destination, job.job_id, 0, self.log)
+        log_adoption(job, self.log)
+        data = self._verified(plan, job.job_id, 0, context)
         self._mark_delivered(job.job_id)
         return data
+
+    def _verified(self, plan: WritePlan, job_id: str, submitted_ms: int, context: Context) -> SuccessData:
+        """The job's ``_SUCCESS`` (:func:`verify_success`); a table write committed with its
+        registration pending is registered first (:mod:`~airflow_commit_provider.operators.registration`)."""
+
+        def verify() -> SuccessData:
+            with self._destination_store() as store:
+                return verify_success(store, plan, self.destination, job_id, submitted_ms, self.log)
+
+        return verified_or_registered(verify, functools.partial(self._register, context=context), self.log)
+
+    def _register(
+        self, pending: RegistrationPendingError, arguments: list[str], context: Context
+    ) -> int | None:
+        """Run the registration-only application with the write's conf; its exit code."""
+        key = task_key(context) or TaskKey(self.dag_id, self.task_id, f"job-{pending.job_id}", -1)
+        with open_try_workdir(self.local_work_root, key, try_number(context) or 1) as workdir:
+            name = f"{hook_arguments(self).get('name') or self.task_id}-registration"
+            self._hook = hook = self._submission_hook(
+                workdir, dict(self.conf or {}), context, application_args=arguments, name=name
+            )
+            if self._killed:
+                raise AirflowException(f"the task was killed before registering job {pending.job_id}")
+            try:
+                exit_code = submit_registration(hook, workdir, self.log)
+            finally:
+                self._hook = None
+        if self._killed:
+            raise AirflowException(f"the task was killed while registering job {pending.job_id}")
+        return exit_code
 
     def _mark_delivered(self, job_id: str) -> None:
         """Record that this try succeeded with `job_id`, so a later try (a clear) writes again; if
@@ -294,26 +296,27 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
     # Building the submission ---------------------------------------------------------------------
     def write_plan(self) -> WritePlan:
         """How this task's writes are committed; a ValueError for a choice that cannot be honoured."""
-        if not self.committer:
-            raise ValueError("committer is required (magic, directory, partitioned, manifest, file-v1, ...)")
-        return resolve(
-            self.committer,
-            self.destination,
-            conflict_mode=self.conflict_mode,
-            allow_unsafe_v2=self.allow_unsafe_v2,
-            engine=self.engine,
-        )
+        given = (self.committer, self.destination, self.conflict_mode, self.engine)
+        return write_plan(given, allow_unsafe_v2=self.allow_unsafe_v2)
 
     def _validate(self) -> WritePlan:
         """The try's one `WritePlan`, once its arguments are checked."""
         plan = self.write_plan()
-        StorePath.parse(self.destination)
-        if not self.application:
-            raise ValueError("application is required: the PySpark application to submit")
-        reserved = sorted(k for k in (self.conf or {}) if k in cfg.OPERATOR_CONFS)
-        if reserved:
-            raise ValueError(f"conf must not set {', '.join(reserved)}: the operator sets them for each try")
+        check_submission(self.destination, self.application, self.conf)
         return plan
+
+    def _submission_hook(
+        self, workdir: TryWorkdir, conf: dict[str, Any], context: Context, **arguments: Any
+    ) -> CommittedSparkSubmitHook:
+        """The hook of one spark-submit of this try: the package shipped from the try's directory,
+        S3 settings in its environment only, private confs in a file there."""
+        return self._get_hook(
+            conf=self._lineage_conf(conf, context),
+            py_files=shipped_py_files(self.py_files, self.ship_package, workdir.path),
+            s3_environment=self.hook.spark_environment(self.destination),
+            private_conf_dir=workdir.path,
+            **arguments,
+        )
 
     def _get_hook(self, **for_this_try: Any) -> CommittedSparkSubmitHook:
         """The provider's hook arguments (:func:`hook_arguments`), with what this try adds."""
@@ -332,24 +335,3 @@ class CommittedSparkSubmitOperator(CommittedOutputs, AwsBaseHookMixin[CommitStor
             jvm_options.setdefault("store", self.hook.s3_settings)
         given = (self.destination, self.conflict_mode, self.table)
         return try_confs(plan, given, job_id, (key, try_number), jvm_options)
-
-    # Failure -------------------------------------------------------------------------------------
-    def _stop_spark(self) -> None:
-        """Kill spark-submit and everything it started (its process group); wait until they are gone."""
-        if self._hook is not None and not self._hook.kill_process_group(STOP_WAIT_SECONDS):
-            self.log.warning("processes of job %s are still alive after SIGKILL", self._job_id)
-
-    def _abort_job(self, reason: str) -> None:
-        """Abort this try's job once: pending uploads aborted, temporary directory deleted."""
-        job_id, plan = self._job_id, self._plan
-        if self._abort_lock is None:
-            self._abort_lock = threading.RLock()
-        with self._abort_lock:
-            if self._aborted or not job_id or plan is None:
-                return
-            self._aborted = True
-            committed = abort_try_job(
-                self._destination_store, plan, job_id, reason, self.adopt_committed_tries, self.log
-            )
-            if committed is not None:  # for OpenLineage: the try fails, but its output is committed
-                self._written = {**committed.summary(), "partitions": committed.partitions or []}

@@ -15,16 +15,26 @@ import inspect
 import json
 import os
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from airflow_commit_provider.core.committers.registry import WritePlan
+from airflow_commit_provider.core.committers.registry import WritePlan, resolve
+from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.spark import config as cfg
 
-__all__ = ["SHIPPED_SUBPACKAGES", "build_py_files_zip", "hook_arguments", "try_confs"]
+__all__ = [
+    "SHIPPED_SUBPACKAGES",
+    "build_py_files_zip",
+    "check_submission",
+    "hook_arguments",
+    "shipped_py_files",
+    "try_confs",
+    "write_plan",
+]
 
 #: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
 SHIPPED_SUBPACKAGES = ("core", "spark")
@@ -42,6 +52,37 @@ def hook_arguments(operator: object) -> dict[str, Any]:
         if attribute is not None:
             arguments[name] = held[attribute]
     return arguments
+
+
+def write_plan(given: tuple[str, str, str | None, str], *, allow_unsafe_v2: bool) -> WritePlan:
+    """How a task's writes are committed, from its (committer, destination, conflict mode, engine);
+    a ValueError for a choice that cannot be honoured."""
+    committer, destination, conflict_mode, engine = given
+    if not committer:
+        raise ValueError("committer is required (magic, directory, partitioned, manifest, file-v1, ...)")
+    return resolve(
+        committer, destination, conflict_mode=conflict_mode, allow_unsafe_v2=allow_unsafe_v2, engine=engine
+    )
+
+
+def check_submission(destination: str, application: str, conf: Mapping[str, Any] | None) -> None:
+    """A ValueError naming the argument unless the destination, application and conf can be submitted."""
+    StorePath.parse(destination)
+    if not application:
+        raise ValueError("application is required: the PySpark application to submit")
+    reserved = sorted(k for k in (conf or {}) if k in cfg.OPERATOR_CONFS)
+    if reserved:
+        raise ValueError(f"conf must not set {', '.join(reserved)}: the operator sets them for each try")
+
+
+def shipped_py_files(
+    py_files: str | None, ship_package: bool, directory: str | os.PathLike[str]
+) -> str | None:
+    """``--py-files``: the user's, then this package's executor modules zipped into `directory`."""
+    files = [path for path in (py_files or "").split(",") if path.strip()]
+    if ship_package:
+        files.append(build_py_files_zip(directory))
+    return ",".join(files) or None
 
 
 def try_confs(

@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.job_control import JobState
 from airflow_commit_provider.core.success_check import SuccessExpectations, partitions_summary
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import TryPlan
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan
@@ -22,14 +20,27 @@ if TYPE_CHECKING:
     from airflow_commit_provider.core.store import Store
 
 __all__ = [
+    "RegistrationPendingError",
     "TaskLog",
-    "log_settled_tries",
     "task_key",
     "try_expectations",
     "try_number",
     "try_summary",
     "verify_success",
 ]
+
+
+class RegistrationPendingError(AirflowException):
+    """The job committed, and its partitions are not yet registered in its table: the operator
+    finishes that with a registration-only Spark application (operators.registration)."""
+
+    def __init__(self, destination: str, table: str, job_id: str) -> None:
+        super().__init__(
+            f"job {job_id} committed to {destination}, but its partitions are not yet registered in "
+            f"table {table}: the operator submits a registration-only Spark application for them (a "
+            f"driver's finish_table_write(spark, {table!r}, {job_id!r}) does the same)"
+        )
+        self.destination, self.table, self.job_id = destination, table, job_id
 
 
 class TaskLog(Protocol):
@@ -94,11 +105,7 @@ def verify_success(
             f"not commit ({found.describe()}; does the application write through the committer?)"
         )
     if found.state == "rejected" and data.job_id == job_id and data.registration_pending:
-        raise AirflowException(
-            f"job {job_id} committed to {destination}, but its partitions are not yet registered in "
-            f"table {data.table}: a Spark driver's finish_table_write(spark, {data.table!r}, {job_id!r}) "
-            "registers them"
-        )
+        raise RegistrationPendingError(destination, str(data.table), job_id)
     if found.state == "rejected":
         raise AirflowException(
             f"the _SUCCESS in {destination} is not this try's: it names job {data.job_id!r} "
@@ -122,40 +129,6 @@ def verify_success(
             job_id,
         )
     return data
-
-
-def log_settled_tries(plan: TryPlan, adopt_committed_tries: bool, log: TaskLog) -> None:
-    """Say what each job of an earlier try became: left (delivered), fenced, or not adopted."""
-    for job in plan.delivered:
-        log.info(
-            "Job %s of try %d was delivered (that try succeeded): this try is a re-run and writes again",
-            job.job_id,
-            job.try_number,
-        )
-    for job in plan.fenced:
-        if job.found is JobState.ACTIVE:
-            log.warning(
-                "Fenced job %s of try %d, which was still active (its driver may be alive): it can never "
-                "commit now, and its pending uploads and temporary files are gone",
-                job.job_id,
-                job.try_number,
-            )
-        elif job.found is JobState.UNKNOWN:
-            log.info(
-                "Fenced job ID %s of try %d: it never started, and now never can", job.job_id, job.try_number
-            )
-        else:
-            log.info(
-                "Job %s of try %d was aborted already; its leftovers are gone", job.job_id, job.try_number
-            )
-    for job in plan.not_adopted:
-        log.warning(
-            "Job %s of try %d committed but its try did not succeed; not adopting it (%s): its output "
-            "stays, and this try writes again",
-            job.job_id,
-            job.try_number,
-            "adopt_committed_tries=False" if not adopt_committed_tries else "a later job is adopted",
-        )
 
 
 def try_summary(

@@ -99,8 +99,9 @@ def finish_table_write(
 ) -> SuccessData | None:
     """Bring a table write that stopped after its commit point to its end: roll the commit
     forward if its record is missing, then register its partitions; a job that never reached its
-    commit point is fenced (None). What a resumed driver calls; an Airflow retry that adopts the
-    job runs no Spark, so its success check fails naming this instead.
+    commit point is fenced (None). What a resumed driver calls, and the registration-only
+    application (``spark.finish_registration``) that the operator submits for a try or an adopting
+    retry that finds the registration pending.
 
     `s3`: the store's S3 settings (``endpoint_url``, ``aws_access_key_id``...) for an S3 table.
     """

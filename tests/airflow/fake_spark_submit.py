@@ -19,6 +19,11 @@ application using the core committers, as FAKE_SPARK_MODE says:
   FIFO FAKE_SPARK_GO until the test releases it (or kills it), then carries on.
 
 FAKE_SPARK_PARTITION (``dt=2024-01-01``) puts the task outputs in that partition directory.
+With ``spark.airflow_commit.table`` set, the job records the table and, having no catalog, leaves
+its registration pending. Given the operator's registration-only application
+(``finish_registration.py``), the fake registers the job's partitions with the core's
+``register_committed`` in a catalog that writes what it is asked to FAKE_SPARK_CATALOG (JSON), or,
+with FAKE_SPARK_REGISTRATION=fail, exits 1 as if the metastore were down.
 
 FAKE_SPARK_MODE_BY_TRY (``"1=commit-then-fail,2=commit"``) picks the mode by the try number the
 operator passed, for DAG runs where every try shares one environment. When job commit is refused
@@ -93,6 +98,8 @@ def main(argv: list[str]) -> int:
     with open(os.environ["FAKE_SPARK_RECORD"], "w") as stream:
         json.dump(record, stream)
 
+    if Path(application).name == "finish_registration.py":
+        return register(args)
     mode = mode_for_try(confs.get(cfg.CONF_TRY_NUMBER))
     say(f"mode {mode}, job {confs.get(cfg.CONF_JOB_ID)}")
     if mode == "stale":
@@ -112,7 +119,11 @@ def main(argv: list[str]) -> int:
     job_id = confs[cfg.CONF_JOB_ID]
     if mode == "foreign":
         job_id = f"foreign-{job_id}"
-    options_ = CommitOptions(threads=2, conflict_mode=confs.get(cfg.CONF_CONFLICT_MODE, "append"))
+    options_ = CommitOptions(
+        threads=2,
+        conflict_mode=confs.get(cfg.CONF_CONFLICT_MODE, "append"),
+        table=confs.get(cfg.CONF_TABLE),
+    )
     store = open_store(destination)
     if mode == "pause-at-commit-point":
         store = pause_after_the_outcome(store)
@@ -150,6 +161,42 @@ def main(argv: list[str]) -> int:
     if mode == "commit-then-fail":
         say("the application fails after its write")
         return 4
+    return 0
+
+
+class RecordingCatalog:
+    """A catalog that writes the partitions it is asked to register to FAKE_SPARK_CATALOG."""
+
+    def register_partitions(self, name: str, partitions: Any) -> None:
+        asked = {name: [[list(values) for values in p.values] + [str(p.location)] for p in partitions]}
+        Path(os.environ["FAKE_SPARK_CATALOG"]).write_text(json.dumps(asked))
+
+
+def register(args: list[str]) -> int:
+    """The registration-only application: DESTINATION TABLE JOB_ID."""
+    from airflow_commit_provider.core.catalog import register_committed
+    from airflow_commit_provider.core.job_records import load_job_record
+    from airflow_commit_provider.core.paths import StorePath
+    from airflow_commit_provider.core.store import open_store
+
+    destination, table, job_id = args
+    if os.environ.get("FAKE_SPARK_REGISTRATION") == "fail":
+        say(f"registering job {job_id} in {table} failed: the metastore is down")
+        return 1
+    location = StorePath.parse(destination)
+    store = open_store(location)
+    try:
+        record = load_job_record(store, location, job_id)
+
+        def values(path: str) -> tuple[tuple[str, str | None], ...]:
+            return tuple(
+                (column, value) for column, _, value in (part.partition("=") for part in path.split("/"))
+            )
+
+        register_committed(RecordingCatalog(), store, location, record, values)
+    finally:
+        store.close()
+    say(f"registered job {job_id} in {table}")
     return 0
 
 

@@ -12,14 +12,18 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 import textwrap
 from typing import Any
 
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
 
+from airflow_commit_provider.operators.registration import registration_arguments
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 from airflow_commit_provider.operators.submission import hook_arguments, try_confs
+from airflow_commit_provider.operators.try_outcome import RegistrationPendingError
 from airflow_commit_provider.spark import config as cfg
 
 #: Arguments whose value must name a real thing: the connection the fixture defines, a known binary.
@@ -183,3 +187,23 @@ def test_the_amazon_providers_aws_arguments_reach_the_store_and_the_spark_job(
     environment = op.hook.spark_environment(destination)
     assert (environment["AWS_DEFAULT_REGION"], environment["AWS_CA_BUNDLE"]) == (REGION, CA_BUNDLE)
     assert json.loads(environment[ENV_S3_BOTOCORE_CONFIG]) == {"read_timeout": 9}
+
+
+def test_the_registration_application_gets_only_checked_arguments() -> None:
+    """Its table and job ID come from the job record in the store, so each is checked before they
+    reach a command line: a table that is no table name or a job ID that is no UUID is refused in
+    one line naming the job, before anything is submitted."""
+    job = "7f1c2a52-9a55-5bb1-8d8a-2d6c9f0e4b11"
+    pending = RegistrationPendingError("s3://lake/events", "db.events", job)
+    assert registration_arguments(pending) == ["s3://lake/events", "db.events", job]
+    assert "registration-only Spark application" in str(pending)
+    refused_cases = [
+        ("db.events --conf x=y", job, f"job {job}'s record names table 'db.events --conf x=y', which is not"),
+        ("--verbose", job, f"job {job}'s record names table '--verbose'"),
+        ("db.events", "--verbose", "job ID '--verbose' is not a UUID"),
+        ("db.events", job.upper(), "is not a UUID"),
+    ]
+    for table, job_id, message in refused_cases:
+        with pytest.raises(AirflowException, match=re.escape(message)) as refused:
+            registration_arguments(RegistrationPendingError("s3://lake/events", table, job_id))
+        assert "\n" not in str(refused.value)

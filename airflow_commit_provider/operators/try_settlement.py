@@ -1,0 +1,103 @@
+"""How a try settles the jobs of the tries before it (engine="python"), and says what each became.
+
+The decisions are the core's (:func:`~airflow_commit_provider.core.tries.plan_try`): a job that
+committed while its try failed is adopted (this try runs no Spark job), a delivered one is left (a
+re-run writes again), any other is fenced so it can never commit. This module feeds it what the
+operator knows and turns its answer into the task's errors and log lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_commit_provider.core.job_control import JobState
+from airflow_commit_provider.core.options import CommitOptions
+from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
+from airflow_commit_provider.operators.try_outcome import task_key, try_number
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.core.committers.registry import WritePlan
+    from airflow_commit_provider.core.store import Store
+    from airflow_commit_provider.operators.try_outcome import TaskLog
+
+__all__ = ["log_adoption", "log_settled_tries", "settle_earlier_tries"]
+
+
+def settle_earlier_tries(
+    open_store: Callable[[], AbstractContextManager[Store]],
+    plan: WritePlan,
+    context: Any,
+    conflict_mode: str | None,
+    adopt_committed_tries: bool,
+    log: TaskLog,
+) -> TryPlan:
+    """Adopt, leave or fence the jobs of the running try's predecessors; log what each one became.
+
+    `conflict_mode` is the operator's argument: None leaves the committer's default to the core.
+    """
+    key, number = task_key(context), try_number(context)
+    if key is None or number is None:
+        raise AirflowException(
+            "engine='python' names each try's job after the task instance (dag_id, task_id, run_id, "
+            "map_index, try_number), and the context has none"
+        )
+    options = CommitOptions(conflict_mode=plan.conflict_mode) if conflict_mode else None
+    with open_store() as store:
+        tries = plan_try(
+            store,
+            plan.location,
+            key,
+            number,
+            plan.committer,
+            adopt_committed=adopt_committed_tries,
+            options=options,
+        )
+    log_settled_tries(tries, adopt_committed_tries, log)
+    return tries
+
+
+def log_adoption(job: TriedJob, log: TaskLog) -> None:
+    log.info(
+        "Adopting job %s committed by try %d (its try did not succeed): running no Spark job, "
+        "returning that job's result",
+        job.job_id,
+        job.try_number,
+    )
+
+
+def log_settled_tries(plan: TryPlan, adopt_committed_tries: bool, log: TaskLog) -> None:
+    """Say what each job of an earlier try became: left (delivered), fenced, or not adopted."""
+    for job in plan.delivered:
+        log.info(
+            "Job %s of try %d was delivered (that try succeeded): this try is a re-run and writes again",
+            job.job_id,
+            job.try_number,
+        )
+    for job in plan.fenced:
+        if job.found is JobState.ACTIVE:
+            log.warning(
+                "Fenced job %s of try %d, which was still active (its driver may be alive): it can never "
+                "commit now, and its pending uploads and temporary files are gone",
+                job.job_id,
+                job.try_number,
+            )
+        elif job.found is JobState.UNKNOWN:
+            log.info(
+                "Fenced job ID %s of try %d: it never started, and now never can", job.job_id, job.try_number
+            )
+        else:
+            log.info(
+                "Job %s of try %d was aborted already; its leftovers are gone", job.job_id, job.try_number
+            )
+    for job in plan.not_adopted:
+        log.warning(
+            "Job %s of try %d committed but its try did not succeed; not adopting it (%s): its output "
+            "stays, and this try writes again",
+            job.job_id,
+            job.try_number,
+            "adopt_committed_tries=False" if not adopt_committed_tries else "a later job is adopted",
+        )
