@@ -8,8 +8,9 @@ the file list is paged out of `_SUCCESS` while that is still the job's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
@@ -25,6 +26,7 @@ from airflow_commit_provider.core.task_key import TryOrigin
 __all__ = [
     "CommitReport",
     "CommitSummary",
+    "LostAttempt",
     "PartitionReport",
     "TaskReport",
     "list_commits",
@@ -77,7 +79,7 @@ class CommitSummary:
     finished_at: int | None
     """When the job record was written (the commit finished), epoch milliseconds."""
     started_at: int | None
-    """When the first committed task attempt began, epoch milliseconds, when recorded."""
+    """When the first task attempt began (committed or lost), epoch milliseconds, when recorded."""
     origin: TryOrigin | None
     reason: str
     """Why the job was aborted (empty for a commit)."""
@@ -104,6 +106,10 @@ class CommitReport:
     phases: tuple[CommitPhase, ...]
     partitions: tuple[PartitionReport, ...]
     success: dict[str, object] | None
+    lost_attempts: tuple[LostAttempt, ...] = ()
+    """The attempts that were not their task's commit, as the job record keeps them."""
+    lost_attempts_left_out: dict[str, int] = field(default_factory=dict)
+    """Per task, how many more attempts lost than the record lists."""
     files_page: tuple[CommittedFile, ...] = ()
     page: int = 0
     page_size: int = PAGE_SIZE
@@ -152,6 +158,8 @@ def load_commit(
         phases=tuple(record.phases or ()) if record is not None else (),
         partitions=_partitions(record),
         success=record.summary() if record is not None else None,
+        lost_attempts=tuple(record.lost_attempts or ()) if record is not None else (),
+        lost_attempts_left_out=dict(record.lost_attempts_left_out or {}) if record is not None else {},
         files_page=tuple(files[page * page_size : (page + 1) * page_size]),
         page=page,
         page_size=page_size,
@@ -163,7 +171,9 @@ def load_commit(
 
 def _summary(status: JobStatus) -> CommitSummary:
     outcome, record = status.outcome, status.record
+    lost = (record.lost_attempts or []) if record is not None else []
     starts = [task.started_at for task in _tasks(outcome) if task.started_at is not None]
+    starts += [attempt.started_at for attempt in lost if attempt.started_at is not None]
     return CommitSummary(
         job_id=status.job_id,
         state=status.state.value,
