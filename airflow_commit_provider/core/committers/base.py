@@ -179,10 +179,11 @@ class Committer(abc.ABC):
             self._clean_up_committed(outcome, record)
 
     def _clean_up_committed(self, outcome: JobOutcome, record: SuccessData) -> SuccessData:
-        """Clean up a COMMITTED job, its lost attempts first folded into its record (the attempts'
-        notes and work go with the cleanup); returns the record."""
+        """Clean up a COMMITTED job; returns its record, into which its lost attempts are folded once
+        it has ended (no attempt can note its end any more) and before their notes and work go."""
+        cleanup.end_job(self.context)
         record = lost_attempts.fold_lost_attempts(self.context, outcome, record)
-        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=True)
+        cleanup.remove_job_files(self.context, _attempt_ids(outcome.committed), job_committed=True)
         return record
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:

@@ -1,6 +1,7 @@
 """Folding the attempts that lost into the job record, before cleanup deletes what they left.
 
-Runs once the job is COMMITTED, so the commit itself (up to its record) makes no request more
+Runs once the job is COMMITTED and has ended (`cleanup.end_job`: a note written later is taken
+back by its attempt), so the commit itself (up to its record) makes no request more
 than before: three listings (the notes, the upload records, one level of the attempts' work
 directories: where an attempt that died without a note left its name), a read per note kept, and
 a rewrite of the record only when some attempt lost. At most `KEPT_PER_TASK` attempts per task
