@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
-from airflow_commit_provider.core.formats.attempts import ABORTED, REFUSED, LostAttempt
+from airflow_commit_provider.core.formats.attempts import FAILED, REFUSED, SPECULATIVE_LOST, LostAttempt
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
@@ -39,7 +39,11 @@ from airflow_commit_provider.core.stages.errors import (
 )
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
-from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
+from airflow_commit_provider.core.stages.task_commit import (
+    attempt_holds_task_commit,
+    save_task_manifest,
+    task_commit_holder,
+)
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store, StoreError
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
@@ -335,9 +339,12 @@ class TaskAttempt(abc.ABC):
 
     def abort_task(self) -> None:
         """Discard this attempt's output, as Spark's abortTask; unless the attempt holds its task's
-        commit (which a later attempt adopts), it leaves a note for the job record."""
+        commit (which a later attempt adopts), it leaves a note for the job record: it lost to the
+        attempt that holds the commit (a speculative copy, or the original a copy outran), or, with
+        none yet, it failed and its task is retried."""
         if self.discard_output():
-            self._leave_note(ABORTED)
+            holder = task_commit_holder(self.context, self.task_id, self.committer.decoder)
+            self._leave_note(SPECULATIVE_LOST if holder else FAILED, winner=holder)
 
     @abc.abstractmethod
     def discard_output(self) -> bool:

@@ -24,14 +24,13 @@ from airflow_commit_provider.core.formats.jsonio import (
 
 NOTE_NAME = "airflow_commit.LostAttempt/1"
 
-#: What an attempt that lost notes itself: it was aborted, or its commit was refused because
-#: another attempt of its task had committed first (it adopted that commit instead).
-ABORTED, REFUSED = "aborted", "refused"
-#: What job commit makes of an aborted attempt, from the span of the attempt its task committed:
-#: one that ran alongside it is a speculative copy that lost; one that ended before it began
-#: failed and was retried. An attempt that left files but no note was killed (its process died).
-SPECULATIVE_LOST, FAILED, KILLED = "speculative lost", "failed", "killed"
-OUTCOMES = (REFUSED, SPECULATIVE_LOST, FAILED, ABORTED, KILLED)
+#: How an attempt lost, as it notes itself: its commit was refused because another attempt of its
+#: task had committed first (it adopted that commit instead); it was aborted while another attempt
+#: held its task's commit (a speculative race lost); it was aborted with none committed (it failed,
+#: and its task was retried). One that left work but no note was killed (its process died); job
+#: commit infers that.
+REFUSED, SPECULATIVE_LOST, FAILED, KILLED = "refused", "speculative lost", "failed", "killed"
+OUTCOMES = (REFUSED, SPECULATIVE_LOST, FAILED, KILLED)
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class LostAttempt:
     started_at: int | None = None
     ended_at: int | None = None
     winner: str | None = None
-    """The attempt whose commit a refused attempt found in place."""
+    """The attempt that held the task's commit when this one was refused or aborted."""
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {

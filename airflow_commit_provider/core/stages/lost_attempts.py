@@ -10,21 +10,13 @@ are listed in the record, and how many more there were: a stage retried many tim
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 
-from airflow_commit_provider.core.formats.attempts import (
-    ABORTED,
-    FAILED,
-    KILLED,
-    SPECULATIVE_LOST,
-    LostAttempt,
-)
+from airflow_commit_provider.core.formats.attempts import KILLED, LostAttempt
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_records import save_job_record
-from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
@@ -62,13 +54,12 @@ def fold_lost_attempts(ctx: JobContext, outcome: JobOutcome, record: SuccessData
     if not by_task:
         return record
     kept = [attempt for task in sorted(by_task) for attempt in sorted(by_task[task])[:KEPT_PER_TASK]]
-    winners = {r.task_id: r for r in outcome.committed}
 
     def lost(attempt: str) -> LostAttempt:
         task = layout.task_of_attempt(attempt) or ""
         note = _read_note(ctx, attempt) if attempt in noted else None
         if note is not None:
-            return _classify(note, winners.get(task))
+            return note
         seen = traces.get(attempt)
         return LostAttempt(task, attempt, KILLED, min(seen) if seen else None, max(seen) if seen else None)
 
@@ -94,13 +85,3 @@ def _read_note(ctx: JobContext, attempt: str) -> LostAttempt | None:
         log.warning("job %s: %s is not the note of attempt %s", ctx.job_id, path, attempt)
         return None
     return note
-
-
-def _classify(note: LostAttempt, winner: TaskCommitResult | None) -> LostAttempt:
-    """An aborted attempt, told apart by the span of its task's committed attempt: one that was
-    still running when that one began was a speculative copy; one that ended before was retried."""
-    start = winner.started_at if winner is not None and isinstance(winner.started_at, int) else None
-    if note.outcome != ABORTED or start is None or note.ended_at is None:
-        return note
-    outcome = SPECULATIVE_LOST if note.ended_at > start else FAILED
-    return dataclasses.replace(note, outcome=outcome, winner=winner.task_attempt_id if winner else None)
