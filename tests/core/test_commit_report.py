@@ -14,12 +14,14 @@ from support.workload import JobRun
 
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.report.terminal import print_commit
+from airflow_commit_provider.report.view import commit_view
 
 ORIGIN = TryOrigin(TaskKey("daily_ingest", "write_events", "scheduled__2024-01-02T00:00:00+00:00"), 2)
 
@@ -199,6 +201,26 @@ def test_attempts_that_lost_are_recorded_and_shown(commit_env: CommitEnv) -> Non
     printed = console.export_text()
     assert all(attempt in printed for attempt in lost)
     assert all(outcome in printed for outcome in ("failed", "speculative lost", "refused", "killed"))
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_a_killed_attempt_is_known_by_its_work_directory(commit_env: CommitEnv) -> None:
+    """A committer whose attempts write into a work directory each (manifest, local only): one
+    left by an attempt that neither committed nor aborted names it killed, its times unknown."""
+    env = commit_env
+    job = JobRun.create("manifest", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    killed = job.attempt(0, 0, ["dt=1/a.csv"])
+    job.committer.commit_job([job.run_task(0, 1, ["dt=1/a.csv"]).result])
+    task = job.committer.layout.task_id(0)
+    assert load_job_record(env.store, env.dest, job.job_id).lost_attempts == [
+        LostAttempt(task, killed.attempt_id, "killed")
+    ]
+    report = load_commit(env.store, env.dest, job.job_id)
+    assert [row[1:3] for row in commit_view(report).sections[0].rows] == [
+        [job.committer.layout.task_attempt_id(0, 1), "committed"],
+        [killed.attempt_id, "killed"],
+    ]
 
 
 def cli_store_arguments(

@@ -186,7 +186,9 @@ class Committer(abc.ABC):
         """Clean up a COMMITTED job; returns its record, into which its lost attempts are folded once
         it has ended (no attempt can note its end any more) and before their notes and work go."""
         cleanup.end_job(self.context)
-        record = lost_attempts.fold_lost_attempts(self.context, outcome, record)
+        record = lost_attempts.fold_lost_attempts(
+            self.context, outcome, record, records_uploads=self.traits.family == "upload"
+        )
         cleanup.remove_job_files(self.context, _attempt_ids(outcome.committed), job_committed=True)
         return record
 

@@ -2,8 +2,8 @@
 
 Runs once the job is COMMITTED and has ended (`cleanup.end_job`: a note written later is taken
 back by its attempt), so the commit itself (up to its record) makes no request more
-than before: three listings (the notes, the upload records, one level of the attempts' work
-directories: where an attempt that died without a note left its name), a read per note kept, and
+than before: two listings (the notes, and where an attempt that died without a note left its
+name: the upload records, or one level of the work directories), a read per note kept, and
 a rewrite of the record only when some attempt lost. At most `KEPT_PER_TASK` attempts per task
 are listed in the record, and how many more there were: a stage retried many times stays small.
 """
@@ -27,9 +27,15 @@ KEPT_PER_TASK = 4
 _NOTE_SUFFIX = ".json"
 
 
-def fold_lost_attempts(ctx: JobContext, outcome: JobOutcome, record: SuccessData) -> SuccessData:
+def fold_lost_attempts(
+    ctx: JobContext, outcome: JobOutcome, record: SuccessData, *, records_uploads: bool
+) -> SuccessData:
     """The record with the job's lost attempts, saved if there were any; a record that has them
-    already (a cleanup run again) is returned as it is."""
+    already (a cleanup run again) is returned as it is.
+
+    `records_uploads`: the committer's attempts record their uploads as they write (the upload
+    family), which is where a killed one leaves its name; the others' each have a work directory.
+    """
     if record.lost_attempts is not None:
         return record
     layout = ctx.layout
@@ -43,9 +49,12 @@ def fold_lost_attempts(ctx: JobContext, outcome: JobOutcome, record: SuccessData
     }
     # An attempt's upload records are written as it writes, so their times span its life.
     traces: dict[str, list[int]] = defaultdict(list)
-    for status in ctx.store.list_files(layout.upload_records_dir()):
-        traces[status.path.parent.name].append(int(status.modified * 1000))
-    left_files = set(traces) | set(ctx.store.list_child_dirs(layout.task_attempts_dir))
+    if records_uploads:
+        for status in ctx.store.list_files(layout.upload_records_dir()):
+            traces[status.path.parent.name].append(int(status.modified * 1000))
+        left_files = set(traces)
+    else:
+        left_files = set(ctx.store.list_child_dirs(layout.task_attempts_dir))
     by_task: dict[str, list[str]] = defaultdict(list)
     for attempt in (noted | left_files) - accounted:
         task = layout.task_of_attempt(attempt)
