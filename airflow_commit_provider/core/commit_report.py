@@ -26,7 +26,6 @@ from airflow_commit_provider.core.task_key import TryOrigin
 __all__ = [
     "CommitReport",
     "CommitSummary",
-    "LostAttempt",
     "PartitionReport",
     "TaskReport",
     "list_commits",

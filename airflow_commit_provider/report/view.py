@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from airflow_commit_provider.core.cleanup import format_size
-from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary, LostAttempt
-from airflow_commit_provider.core.formats.attempts import REFUSED
+from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.core.formats.attempts import REFUSED, LostAttempt
 from airflow_commit_provider.core.task_key import TryOrigin
 
 #: The columns of a destination's list of recent commits.

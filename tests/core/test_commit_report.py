@@ -223,6 +223,20 @@ def test_a_killed_attempt_is_known_by_its_work_directory(commit_env: CommitEnv) 
     ]
 
 
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_an_attempt_aborted_after_its_own_commit_failed(commit_env: CommitEnv) -> None:
+    """file-v1 (the last attempt wins): attempt 0 commits, but its reply is lost and Spark aborts it;
+    the retry's commit replaces it. The record calls attempt 0 failed, not a lost race to itself."""
+    env = commit_env
+    job = JobRun.create("file-v1", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    first = job.run_task(0, 0, ["a.csv"])
+    first.handle.abort_task()
+    job.committer.commit_job([job.run_task(0, 1, ["a.csv"]).result])
+    lost = load_job_record(env.store, env.dest, job.job_id).lost_attempts or []
+    assert [(a.task_attempt_id, a.outcome, a.winner) for a in lost] == [(first.attempt_id, "failed", None)]
+
+
 def cli_store_arguments(
     env: CommitEnv, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> list[str]:

@@ -343,10 +343,14 @@ class TaskAttempt(abc.ABC):
         """Discard this attempt's output, as Spark's abortTask; unless the attempt holds its task's
         commit (which a later attempt adopts), it leaves a note for the job record: it lost to the
         attempt that holds the commit (a speculative copy, or the original a copy outran), or, with
-        none yet, it failed and its task is retried."""
+        none but its own (which the last-wins committers let a retry replace), it failed and its
+        task is retried."""
         if self.discard_output():
             holder = task_commit_holder(self.context, self.task_id, self.committer.decoder)
-            self._leave_note(SPECULATIVE_LOST if holder else FAILED, winner=holder)
+            if holder is None or holder == self.task_attempt_id:  # its own commit, which a retry replaces
+                self._leave_note(FAILED)
+            else:
+                self._leave_note(SPECULATIVE_LOST, winner=holder)
 
     @abc.abstractmethod
     def discard_output(self) -> bool:
