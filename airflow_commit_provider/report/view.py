@@ -163,7 +163,8 @@ def _task_rows(report: CommitReport, first: int | None) -> list[list[str]]:
             )
         if task_id in report.lost_attempts_left_out:
             more = report.lost_attempts_left_out[task_id]
-            rows.append([task_id, f"{more:,} more attempts lost", "not kept", "-", "-", "-", "-", "-"])
+            label = f"{more:,} more lost attempt{'s' if more > 1 else ''}"
+            rows.append([task_id, label, "not kept", "-", "-", "-", "-", "-"])
     return rows
 
 

@@ -193,7 +193,7 @@ def test_attempts_that_lost_are_recorded_and_shown(commit_env: CommitEnv) -> Non
     for attempt, (outcome, winner) in lost.items():
         row = next(r for r in tasks_table.split("<tr>") if attempt in r)
         assert f"<td>{outcome}</td>" in row and (winner is None or winner in row), row
-    assert "1 more attempts lost" in tasks_table
+    assert "1 more lost attempt</td><td>not kept</td>" in tasks_table
     assert page.count('class="bar lost"') == len(lost), "a lost attempt is missing from the timeline"
     assert page.count('class="bar task"') == 4
     console = Console(record=True, width=250)
