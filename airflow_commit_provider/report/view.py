@@ -175,29 +175,42 @@ def _winner_note(attempt: LostAttempt) -> str:
     return f" ({attempt.winner} {verb})"
 
 
+_Span = tuple[str, str, int, int, str]
+"""A bar before it is placed: label, detail, start, end, kind."""
+
+
 def _timeline(report: CommitReport) -> list[Bar]:
-    spans = (
-        [
+    """Task lanes, each task's committed attempt followed by those that lost (labelled with how, as
+    the colour alone would not say), then the job-commit phases."""
+    lanes: list[tuple[str, int, int, _Span]] = [
+        (
+            task.task_id,
+            0,
+            0,
             (
                 task.task_id,
                 task.attempt_id,
                 task.started_at,
                 task.committed_at,
                 "adopted" if task.adopted_by else "task",
-            )
-            for task in report.tasks
-            if task.started_at is not None and task.committed_at is not None
-        ]
-        + [
-            (a.task_id, f"{a.task_attempt_id}: {a.outcome}", a.started_at, a.ended_at, "lost")
-            for a in report.lost_attempts
-            if a.started_at is not None and a.ended_at is not None
-        ]
-        + [
-            (phase.name, _requests(phase.requests), phase.start, phase.end, "phase")
-            for phase in report.phases
-        ]
-    )
+            ),
+        )
+        for task in report.tasks
+        if task.started_at is not None and task.committed_at is not None
+    ] + [
+        (
+            a.task_id,
+            1,
+            a.started_at,
+            (f"{a.outcome}: {a.task_id}", a.task_attempt_id, a.started_at, a.ended_at, "lost"),
+        )
+        for a in report.lost_attempts
+        if a.started_at is not None and a.ended_at is not None
+    ]
+    spans = [span for *_, span in sorted(lanes, key=lambda lane: lane[:3])]
+    spans += [
+        (phase.name, _requests(phase.requests), phase.start, phase.end, "phase") for phase in report.phases
+    ]
     if not spans:
         return []
     first = min(start for _, _, start, _, _ in spans)
