@@ -14,9 +14,10 @@ sizes), and what its committer counted and timed (`iostatistics`) and noted (`di
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
+from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
@@ -89,7 +90,7 @@ class CommitSummary:
     finished_at: int | None
     """When the job record was written (the commit finished), epoch milliseconds."""
     started_at: int | None
-    """When the first committed task attempt began, epoch milliseconds, when recorded."""
+    """When the first task attempt began (committed or lost), epoch milliseconds, when recorded."""
     origin: TryOrigin | None
     reason: str
     """Why the job was aborted (empty for a commit)."""
@@ -124,6 +125,10 @@ class CommitReport:
     phases: tuple[CommitPhase, ...]
     partitions: tuple[PartitionReport, ...]
     success: dict[str, object] | None
+    lost_attempts: tuple[LostAttempt, ...] = ()
+    """The attempts that were not their task's commit, as the job record keeps them."""
+    lost_attempts_left_out: dict[str, int] = field(default_factory=dict)
+    """Per task, how many more attempts lost than the record lists."""
     files_page: tuple[ListedFile, ...] = ()
     page: int = 0
     page_size: int = PAGE_SIZE
@@ -179,6 +184,8 @@ def load_commit(
         phases=tuple(record.phases or ()) if record is not None else (),
         partitions=_partitions(record),
         success=record.summary() if record is not None else None,
+        lost_attempts=tuple(record.lost_attempts or ()) if record is not None else (),
+        lost_attempts_left_out=dict(record.lost_attempts_left_out or {}) if record is not None else {},
         files_page=tuple(ListedFile(f.uri, f.size) for f in files[first : first + page_size]),
         page=page,
         page_size=page_size,
@@ -225,7 +232,9 @@ def _page(files: Sequence[object], job_id: str, page: int, page_size: int) -> tu
 
 def _summary(status: JobStatus) -> CommitSummary:
     outcome, record = status.outcome, status.record
+    lost = (record.lost_attempts or []) if record is not None else []
     starts = [task.started_at for task in _tasks(outcome) if task.started_at is not None]
+    starts += [attempt.started_at for attempt in lost if attempt.started_at is not None]
     return CommitSummary(
         job_id=status.job_id,
         state=status.state.value,

@@ -87,18 +87,31 @@ class JobLayout:
         return f"attempt_{self.job_id}_m_{task:06d}_{attempt}"
 
     def task_attempt_dir(self, task_attempt_id: str) -> StorePath:
-        base = self.job_attempt_dir.join("tasks", task_attempt_id)
+        base = self.task_attempts_dir.join(task_attempt_id)
         return base.join("__base") if self.magic else base
+
+    @property
+    def task_attempts_dir(self) -> StorePath:
+        """Where the task attempts that write into the store keep their work, one directory each."""
+        return self.job_attempt_dir.join("tasks")
+
+    def attempt_note(self, task_attempt_id: str) -> StorePath:
+        """The note an attempt leaves when it ends without being its task's commit (`LostAttempt`)."""
+        return self.attempt_notes_dir.join(f"{task_attempt_id}.json")
+
+    @property
+    def attempt_notes_dir(self) -> StorePath:
+        return self.job_attempt_dir.join("attempts")
+
+    def task_of_attempt(self, task_attempt_id: str) -> str | None:
+        """The task an attempt ID of this job belongs to, None for anything else."""
+        attempt = re.fullmatch(rf"attempt_{re.escape(self.job_id)}_m_([0-9]{{6,}})_[0-9]+", task_attempt_id)
+        return None if attempt is None else f"task_{self.job_id}_m_{attempt[1]}"
 
     def is_attempt_of_this_job(self, task_id: str, task_attempt_id: str) -> bool:
         """Whether the IDs are this job's, as `task_id` and `task_attempt_id` write them, and the
         attempt is one of that task's: a record naming any other is not this job's word."""
-        job = re.escape(self.job_id)
-        task = re.fullmatch(rf"task_{job}_m_([0-9]{{6,}})", task_id)
-        return (
-            task is not None
-            and re.fullmatch(rf"attempt_{job}_m_{task[1]}_[0-9]+", task_attempt_id) is not None
-        )
+        return self.task_of_attempt(task_attempt_id) == task_id
 
     @property
     def manifests_dir(self) -> StorePath:

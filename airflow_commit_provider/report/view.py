@@ -6,12 +6,14 @@ rows; they differ only in markup, so the wording, units and timeline are decided
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from airflow_commit_provider.core.cleanup import format_size
 from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
 from airflow_commit_provider.core.commit_statistics import CommitStatistics
+from airflow_commit_provider.core.formats.attempts import REFUSED, LostAttempt
 from airflow_commit_provider.core.task_key import TryOrigin
 
 #: The columns of a destination's list of recent commits.
@@ -28,7 +30,7 @@ class Bar:
     offset: float
     width: float
     kind: str
-    """task, adopted or phase (the renderers colour by it)."""
+    """task, adopted, lost or phase (the renderers colour by it)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class CommitView:
     page_note: str
 
 
-TASK_COLUMNS = ("task", "attempt", "outcome", "files", "size", "rows", "began", "committed")
+TASK_COLUMNS = ("task", "attempt", "outcome", "files", "size", "rows", "began", "ended")
 PHASE_COLUMNS = ("phase", "began", "took", "requests")
 PARTITION_COLUMNS = ("partition", "files", "size", "rows")
 FILE_COLUMNS = ("file", "size")
@@ -103,20 +105,9 @@ def commit_view(report: CommitReport) -> CommitView:
         facts.append(
             ("reported from", "its _SUCCESS alone: the job left no records (Hadoop's committers keep none)")
         )
-    first = min((t.started_at for t in report.tasks if t.started_at is not None), default=None)
-    tasks = [
-        [
-            task.task_id,
-            task.attempt_id + (f" (adopted by {task.adopted_by})" if task.adopted_by else ""),
-            task.outcome,
-            str(task.files),
-            format_size(task.bytes),
-            _number(task.rows),
-            _offset(task.started_at, first),
-            _offset(task.committed_at, first),
-        ]
-        for task in report.tasks
-    ]
+    starts = [t.started_at for t in report.tasks] + [a.started_at for a in report.lost_attempts]
+    first = min((start for start in starts if start is not None), default=None)
+    tasks = _task_rows(report, first)
     phases = [
         [phase.name, _offset(phase.start, first), _millis(phase.end - phase.start), _requests(phase.requests)]
         for phase in report.phases
@@ -127,7 +118,9 @@ def commit_view(report: CommitReport) -> CommitView:
     files = [[listed.uri, format_size(listed.size)] for listed in report.files_page]
     title = f"Commit {summary.job_id} ({summary.state})"
     sections = [
-        Section("tasks", "Tasks (the attempt each task committed)", TASK_COLUMNS, tasks),
+        Section(
+            "tasks", "Tasks (every attempt: the one committed, then those that lost)", TASK_COLUMNS, tasks
+        ),
         Section("phases", "Job commit phases", PHASE_COLUMNS, phases),
         Section("partitions", "Partitions", PARTITION_COLUMNS, partitions),
         *_statistics_sections(report.statistics),
@@ -179,18 +172,92 @@ def _pairs(values: tuple[tuple[str, int], ...]) -> list[list[str]]:
     return [[name, f"{value:,}"] for name, value in values]
 
 
+def _task_rows(report: CommitReport, first: int | None) -> list[list[str]]:
+    """Each task's committed attempt, then the attempts of it that lost (by start), then how many
+    more the record did not keep."""
+    committed = {task.task_id: task for task in report.tasks}
+    lost: dict[str, list[LostAttempt]] = defaultdict(list)
+    for attempt in report.lost_attempts:
+        lost[attempt.task_id].append(attempt)
+    rows = []
+    for task_id in sorted(committed.keys() | lost.keys() | report.lost_attempts_left_out.keys()):
+        task = committed.get(task_id)
+        if task is not None:
+            rows.append(
+                [
+                    task_id,
+                    task.attempt_id + (f" (adopted by {task.adopted_by})" if task.adopted_by else ""),
+                    task.outcome,
+                    str(task.files),
+                    format_size(task.bytes),
+                    _number(task.rows),
+                    _offset(task.started_at, first),
+                    _offset(task.committed_at, first),
+                ]
+            )
+        for attempt in sorted(lost[task_id], key=lambda a: (a.started_at or 0, a.task_attempt_id)):
+            rows.append(
+                [
+                    task_id,
+                    attempt.task_attempt_id + _winner_note(attempt),
+                    attempt.outcome,
+                    "-",
+                    "-",
+                    "-",
+                    _offset(attempt.started_at, first),
+                    _offset(attempt.ended_at, first),
+                ]
+            )
+        if task_id in report.lost_attempts_left_out:
+            more = report.lost_attempts_left_out[task_id]
+            label = f"{more:,} more lost attempt{'s' if more > 1 else ''}"
+            rows.append([task_id, label, "not kept", "-", "-", "-", "-", "-"])
+    return rows
+
+
+def _winner_note(attempt: LostAttempt) -> str:
+    if attempt.winner is None:
+        return ""
+    verb = "had committed" if attempt.outcome == REFUSED else "committed"
+    return f" ({attempt.winner} {verb})"
+
+
+_Span = tuple[str, str, int, int, str]
+"""A bar before it is placed: label, detail, start, end, kind."""
+
+
 def _timeline(report: CommitReport) -> list[Bar]:
-    spans = [
+    """Task lanes, each task's committed attempt followed by those that lost (labelled with how, as
+    the colour alone would not say), then the job-commit phases."""
+    lanes: list[tuple[str, int, int, _Span]] = [
         (
             task.task_id,
-            task.attempt_id,
-            task.started_at,
-            task.committed_at,
-            "adopted" if task.adopted_by else "task",
+            0,
+            0,
+            (
+                task.task_id,
+                task.attempt_id,
+                task.started_at,
+                task.committed_at,
+                "adopted" if task.adopted_by else "task",
+            ),
         )
         for task in report.tasks
         if task.started_at is not None and task.committed_at is not None
-    ] + [(phase.name, _requests(phase.requests), phase.start, phase.end, "phase") for phase in report.phases]
+    ] + [
+        (
+            a.task_id,
+            1,
+            a.started_at,
+            (f"{a.outcome}: {a.task_id}", a.task_attempt_id, a.started_at, a.ended_at, "lost"),
+        )
+        for a in report.lost_attempts
+        if a.started_at is not None and a.ended_at is not None
+    ]
+    spans = [span for *_, span in sorted(lanes, key=lambda lane: lane[:3])]
+    spans += [
+        (phase.name, _requests(phase.requests), phase.start, phase.end, "phase") for phase in report.phases
+    ]
     if not spans:
         return []
     first = min(start for _, _, start, _, _ in spans)

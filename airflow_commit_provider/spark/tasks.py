@@ -139,7 +139,7 @@ def run_task_attempt(
                         result.task_attempt_id,
                     )
             else:
-                attempt.abort_task()
+                attempt.discard_output()  # nothing to commit: not an attempt that lost
             if probes.after_commit:
                 probes.after_commit(info, result)
         except BaseException:

@@ -208,6 +208,23 @@ def test_success_reader_accepts_hadoop_files_and_ignores_unknown_fields() -> Non
             InvalidCommitDataError,
             "files",
         ),
+        (
+            b'{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1", "lostAttempts": '
+            b'[{"taskId": "t", "taskAttemptId": "a", "outcome": "won"}]}',
+            InvalidCommitDataError,
+            "attempt 'a': outcome 'won' is not one of refused, speculative lost, failed, killed",
+        ),
+        (
+            b'{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1", "lostAttempts": '
+            b'[{"taskId": "t", "taskAttemptId": "a", "outcome": "failed", "start": 9, "end": 2}]}',
+            InvalidCommitDataError,
+            r"attempt 'a': ends \(2\) before it starts \(9\)",
+        ),
+        (
+            b'{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1", "lostAttemptsLeftOut": {"t": -1}}',
+            InvalidCommitDataError,
+            "'lostAttemptsLeftOut' is not an object of counts",
+        ),
     ],
 )
 def test_success_reader_rejects_bad_files_naming_them(data: bytes, error: type, words: str) -> None:

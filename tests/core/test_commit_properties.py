@@ -184,14 +184,16 @@ def test_abort_job_before_any_commit(commit_env: CommitEnv, name: str) -> None:
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)
 def test_abort_task_discards_the_attempt(commit_env: CommitEnv, name: str) -> None:
-    """An aborted attempt leaves no upload and no file; the job still commits the other attempts."""
+    """An aborted attempt leaves no upload and no file but its note (for the job record); the job
+    still commits the other attempts."""
     env = commit_env
     job = start_job(env, name)
     machinery_before = set(job_files(env))
     aborted = job.attempt(0, 0, [*task_files(0), "dt=2024-01-09/only-aborted.bin"])
     aborted.handle.abort_task()
     assert pending_uploads(env.store, env.dest) == []
-    assert set(job_files(env)) == machinery_before, "abort_task left files behind"
+    note = job.committer.layout.attempt_note(aborted.attempt_id).relative_to(env.dest)
+    assert set(job_files(env)) == machinery_before | {note}, "abort_task left files behind"
     assert not any(aborted.attempt_id in leftover for leftover in env.staging_leftovers())
     aborted.handle.abort_task()  # aborting twice is harmless
     retry = job.run_task(0, 1)
@@ -457,9 +459,10 @@ def test_retry_of_a_committed_task_adopts_the_winner(commit_env: CommitEnv, name
     assert result.task_attempt_id == first.attempt_id
     assert result.manifest == first.result.manifest
     assert (result.files, result.bytes) == (first.result.files, first.result.bytes)
-    # the retry's own output is discarded at once
+    # the retry's own output is discarded at once; it leaves the note that it was refused
     assert pending_uploads(env.store, env.dest) == uploads_of_first
-    assert not any(retry.attempt_id in relative for relative in job_files(env))
+    note = job.committer.layout.attempt_note(retry.attempt_id).relative_to(env.dest)
+    assert [relative for relative in job_files(env) if retry.attempt_id in relative] == [note]
     again = job.attempt(0, 2)
     assert job.commit(again).task_attempt_id == first.attempt_id  # and so does every later attempt
     job.committer.commit_job([result])

@@ -7,16 +7,21 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from support.committed_jobs import interrupt_after_commit_point
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.workload import JobRun
 
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.report.html import render_commit
+from airflow_commit_provider.report.terminal import print_commit
+from airflow_commit_provider.report.view import commit_view
 
 ORIGIN = TryOrigin(TaskKey("daily_ingest", "write_events", "scheduled__2024-01-02T00:00:00+00:00"), 2)
 
@@ -82,6 +87,11 @@ def test_a_committed_job_reports_tasks_phases_and_partitions(commit_env: CommitE
 
     listed = list_commits(env.store, env.dest)
     assert [c.job_id for c in listed] == [job.job_id] and listed[0] == summary
+
+    # Nothing lost (the copy's adoption is in the driver's list): the record is the one written at
+    # the commit, without lost attempts, as records were before they were kept, and still loads.
+    record = env.store.read_bytes(layout.job_record)
+    assert b"lostAttempts" not in record and report.lost_attempts == ()
 
 
 def test_an_aborted_and_a_committing_job_say_so(commit_env: CommitEnv) -> None:
@@ -159,6 +169,103 @@ def test_a_job_without_records_is_reported_from_its_success(commit_env: CommitEn
     assert not load_commit(env.store, env.dest, earlier.job_id).from_success
     with pytest.raises(ValueError, match=f"no records of job 'gone', and .* names job '{later.job_id}'"):
         load_commit(env.store, env.dest, "gone")
+
+
+def committed_with_lost_attempts(env: CommitEnv) -> tuple[JobRun, dict[str, tuple[str, str | None]]]:
+    """Four tasks driven as Spark drives them, each losing attempts another way; the magic
+    committer's attempts record their uploads as they write, so a killed one leaves those behind.
+    Returns the job and, per lost attempt, its outcome and the attempt it lost to."""
+    job = JobRun.create("magic", env.store, env.dest, env.options(origin=ORIGIN))
+    job.committer.setup_job()
+    ids = job.committer.layout.task_attempt_id
+    # task 0 fails five times (Spark aborts each attempt) before its sixth attempt commits
+    for number in range(5):
+        job.attempt(0, number, ["dt=1/a.csv"]).handle.abort_task()
+    retried = job.run_task(0, 5, ["dt=1/a.csv"])
+    # task 1: a speculative copy commits first; Spark then kills the original, which it aborts
+    original = job.attempt(1, 0, ["dt=1/b.csv"])
+    copy = job.run_task(1, 1, ["dt=1/b.csv"])
+    original.handle.abort_task()
+    # task 2: a duplicate's commit is refused, attempt 0 having committed first (it adopts that
+    # commit); Spark's commit coordinator passes attempt 0's result to the driver
+    first = job.run_task(2, 0, ["dt=2/c.csv"])
+    assert job.commit(job.attempt(2, 1, ["dt=2/c.csv"])).adopted_from == ids(2, 1)
+    # task 3: attempt 0's executor dies after writing (no commit, no abort); the retry commits
+    job.attempt(3, 0, ["dt=2/d.csv"])
+    rerun = job.run_task(3, 1, ["dt=2/d.csv"])
+    job.committer.commit_job([retried.result, copy.result, first.result, rerun.result])
+    lost: dict[str, tuple[str, str | None]] = {ids(0, n): ("failed", None) for n in range(4)}
+    lost[ids(1, 0)] = ("speculative lost", ids(1, 1))
+    lost[ids(2, 1)] = ("refused", ids(2, 0))
+    lost[ids(3, 0)] = ("killed", None)
+    return job, lost
+
+
+def test_attempts_that_lost_are_recorded_and_shown(commit_env: CommitEnv) -> None:
+    """Job commit folds each attempt that lost into the job record (at most four per task, then a
+    count) before its cleanup removes their notes; the page and the terminal name each."""
+    env = commit_env
+    job, lost = committed_with_lost_attempts(env)
+    layout = job.committer.layout
+    record = load_job_record(env.store, env.dest, job.job_id)
+    assert record.lost_attempts is not None
+    assert {a.task_attempt_id: (a.outcome, a.winner) for a in record.lost_attempts} == lost
+    assert record.lost_attempts_left_out == {layout.task_id(0): 1}
+    timed = [a for a in record.lost_attempts if a.outcome != "killed"]
+    assert all(a.started_at is not None and a.started_at <= (a.ended_at or 0) for a in timed)
+    killed = next(a for a in record.lost_attempts if a.outcome == "killed")
+    assert killed.ended_at is not None, "the killed attempt's upload records gave no time"
+    left = [f.path.uri() for f in env.store.list_files(env.dest) if layout.job_dir.uri() in f.path.uri()]
+    assert left == [], "cleanup left the job's directory (the attempts' notes) behind"
+
+    report = load_commit(env.store, env.dest, job.job_id)
+    page = render_commit(report)
+    tasks_table = page[page.index('data-testid="tasks"') : page.index('data-testid="phases"')]
+    for attempt, (outcome, winner) in lost.items():
+        row = next(r for r in tasks_table.split("<tr>") if attempt in r)
+        assert f"<td>{outcome}</td>" in row and (winner is None or winner in row), row
+    assert "1 more lost attempt</td><td>not kept</td>" in tasks_table
+    assert page.count('class="bar lost"') == len(lost), "a lost attempt is missing from the timeline"
+    assert page.count('class="bar task"') == 4
+    console = Console(record=True, width=250)
+    print_commit(console, report)
+    printed = console.export_text()
+    assert all(attempt in printed for attempt in lost)
+    assert all(outcome in printed for outcome in ("failed", "speculative lost", "refused", "killed"))
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_a_killed_attempt_is_known_by_its_work_directory(commit_env: CommitEnv) -> None:
+    """A committer whose attempts write into a work directory each (manifest, local only): one
+    left by an attempt that neither committed nor aborted names it killed, its times unknown."""
+    env = commit_env
+    job = JobRun.create("manifest", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    killed = job.attempt(0, 0, ["dt=1/a.csv"])
+    job.committer.commit_job([job.run_task(0, 1, ["dt=1/a.csv"]).result])
+    task = job.committer.layout.task_id(0)
+    assert load_job_record(env.store, env.dest, job.job_id).lost_attempts == [
+        LostAttempt(task, killed.attempt_id, "killed")
+    ]
+    report = load_commit(env.store, env.dest, job.job_id)
+    assert [row[1:3] for row in commit_view(report).sections[0].rows] == [
+        [job.committer.layout.task_attempt_id(0, 1), "committed"],
+        [killed.attempt_id, "killed"],
+    ]
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_an_attempt_aborted_after_its_own_commit_failed(commit_env: CommitEnv) -> None:
+    """file-v1 (the last attempt wins): attempt 0 commits, but its reply is lost and Spark aborts it;
+    the retry's commit replaces it. The record calls attempt 0 failed, not a lost race to itself."""
+    env = commit_env
+    job = JobRun.create("file-v1", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    first = job.run_task(0, 0, ["a.csv"])
+    first.handle.abort_task()
+    job.committer.commit_job([job.run_task(0, 1, ["a.csv"]).result])
+    lost = load_job_record(env.store, env.dest, job.job_id).lost_attempts or []
+    assert [(a.task_attempt_id, a.outcome, a.winner) for a in lost] == [(first.attempt_id, "failed", None)]
 
 
 def cli_store_arguments(

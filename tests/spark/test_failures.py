@@ -21,6 +21,8 @@ from spark_support import (
 )
 from support.invariants import assert_nothing_left_behind, pending_uploads
 
+from airflow_commit_provider.core.formats.attempts import LostAttempt
+from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.uploads import recorded_uploads
@@ -100,6 +102,16 @@ def test_task_fails_on_first_attempt_then_succeeds(
     assert summary.adopted_tasks == (1 if point == "after_commit" else 0)
     assert summary.rows == 24
     _check(spark, df, kind, dest_text, summary, request)
+    # The job record names the attempt that lost: aborted before any commit (failed), or dead
+    # (killed); one that failed after its task commit is the commit its retry adopted.
+    expected = [] if point == "after_commit" else ["failed" if mode == "raise" else "killed"]
+    assert [a.outcome for a in _lost_attempts(kind, dest_text, summary, request)] == expected
+
+
+def _lost_attempts(kind, dest_text, summary, request) -> list[LostAttempt]:
+    dest = StorePath.parse(dest_text)
+    store = store_for(dest, request.getfixturevalue("spark_s3_store") if kind == "s3" else None)
+    return load_job_record(store, dest, summary.job_id).lost_attempts or []
 
 
 def _uncommitted_leftovers(job, results) -> set[str]:
@@ -155,6 +167,8 @@ def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
     def duplicates_before_job_commit(job, results, config):
         captured["config"] = config
         killed = {job.layout.task_attempt_id(1, attempt) for attempt in coordinator.killed}
+        captured["killed"] = killed
+        captured["early"] = job.layout.task_attempt_id(0, 900_001)
         assert killed and killed <= _uncommitted_leftovers(job, results), "the killed attempt left nothing?"
         early = run_task_attempt(config, TaskInfo(0, 900_001, 7), [_zombie_batch(config, "early zombie")])
         assert early.result is not None and early.result.adopted_from is not None
@@ -185,6 +199,11 @@ def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
     assert summary.retried_tasks == 1
     _check(spark, df, kind, dest_text, summary, request, fmt="json")
     committed_files = visible_files(store, dest)
+    # The record names both losers: the attempt Spark killed (dead before it could note its end, or
+    # aborted once its copy had committed) and the early duplicate whose commit was refused.
+    lost = {a.task_attempt_id: a.outcome for a in _lost_attempts(kind, dest_text, summary, request)}
+    assert lost.pop(captured["early"]) == "refused"
+    assert set(lost) == captured["killed"] and set(lost.values()) <= {"killed", "speculative lost"}, lost
 
     # 3a. Starting after job commit: refused before writing anything.
     config = captured["config"]

@@ -9,6 +9,7 @@ import pytest
 from spark_hooks import ExpectLocalProperty, instrumented_write
 from spark_support import read_local, rows_of, sample_df, visible_files
 
+from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import default_committer, write_committed
@@ -78,6 +79,8 @@ def test_empty_writes(spark, tmp_path):
     filtered = write_committed(sample_df(spark, rows=10).where("id < 0"), str(tmp_path / "filtered"))
     assert filtered.tasks == 2 and filtered.files == 1
     assert sorted(_files(tmp_path / "filtered")) == [f"part-00000-{filtered.job_id}-c000.snappy.parquet"]
+    record = load_job_record(LocalStore(), str(tmp_path / "filtered"), filtered.job_id)
+    assert record.lost_attempts is None, "a task with nothing to commit was recorded as an attempt that lost"
     partitioned = write_committed(df, str(tmp_path / "partitioned"), partition_by="part")
     assert partitioned.files == 0
     assert (tmp_path / "partitioned" / "_SUCCESS").is_file()

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
+from airflow_commit_provider.core.formats.attempts import FAILED, REFUSED, SPECULATIVE_LOST, LostAttempt
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
@@ -25,6 +26,7 @@ from airflow_commit_provider.core.stages import (
     commit_files,
     job_state,
     load_manifests,
+    lost_attempts,
     sources,
     success,
 )
@@ -37,8 +39,12 @@ from airflow_commit_provider.core.stages.errors import (
 )
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
-from airflow_commit_provider.core.stages.task_commit import attempt_holds_task_commit, save_task_manifest
-from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
+from airflow_commit_provider.core.stages.task_commit import (
+    attempt_holds_task_commit,
+    save_task_manifest,
+    task_commit_holder,
+)
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store, StoreError
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
@@ -171,7 +177,20 @@ class Committer(abc.ABC):
             cleanup.cleanup_job(self.context, committed_attempts=set())
             return
         record = success.read_job_record(self.context)
-        cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=record is not None)
+        if record is None:
+            cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed))
+        else:
+            self._clean_up_committed(outcome, record)
+
+    def _clean_up_committed(self, outcome: JobOutcome, record: SuccessData) -> SuccessData:
+        """Clean up a COMMITTED job; returns its record, into which its lost attempts are folded once
+        it has ended (no attempt can note its end any more) and before their notes and work go."""
+        cleanup.end_job(self.context)
+        record = lost_attempts.fold_lost_attempts(
+            self.context, outcome, record, records_uploads=self.traits.family == "upload"
+        )
+        cleanup.remove_job_files(self.context, _attempt_ids(outcome.committed), job_committed=True)
+        return record
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
         cleanup.cleanup_job(self.context, committed_attempts=set())
@@ -227,7 +246,7 @@ class Committer(abc.ABC):
         may be left); every step is idempotent, so repeating is safe."""
         if record is not None:
             if not self.options.skip_cleanup:
-                cleanup.cleanup_job(self.context, _attempt_ids(outcome.committed), job_committed=True)
+                record = self._clean_up_committed(outcome, record)
             return record
         # The digests were checked by the driver that decided, against its tasks' own reports; an
         # outcome's copies are no better than the manifests they would check, so a changed byte there
@@ -256,7 +275,7 @@ class Committer(abc.ABC):
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:
-            cleanup.cleanup_job(ctx, _attempt_ids(outcome.committed), job_committed=True)
+            result = self._clean_up_committed(outcome, result)
         return result
 
     def _load(self, committed: Sequence[TaskCommitResult]) -> LoadedJob:
@@ -320,8 +339,23 @@ class TaskAttempt(abc.ABC):
     ) -> TaskCommitResult:
         """Commit this attempt's files; `rows` it wrote in all, `partition_rows` per partition directory."""
 
+    def abort_task(self) -> None:
+        """Discard this attempt's output, as Spark's abortTask; unless the attempt holds its task's
+        commit (which a later attempt adopts), it leaves a note for the job record: it lost to the
+        attempt that holds the commit (a speculative copy, or the original a copy outran), or, with
+        none but its own (which the last-wins committers let a retry replace), it failed and its
+        task is retried."""
+        if self.discard_output():
+            holder = task_commit_holder(self.context, self.task_id, self.committer.decoder)
+            if holder is None or holder == self.task_attempt_id:  # its own commit, which a retry replaces
+                self._leave_note(FAILED)
+            else:
+                self._leave_note(SPECULATIVE_LOST, winner=holder)
+
     @abc.abstractmethod
-    def abort_task(self) -> None: ...
+    def discard_output(self) -> bool:
+        """Remove what this attempt wrote, leaving no note (an attempt with nothing to commit, or
+        one of a job that is over); False if it was kept, being its task's commit."""
 
     def destination_of(self, relative_path: str) -> StorePath:
         return self.committer.destination.join(relative_path)
@@ -336,9 +370,10 @@ class TaskAttempt(abc.ABC):
                 exclusive=self.committer.traits.exclusive_task_commit,
             )
         except JobNotActiveError:
-            self.abort_task()  # the job is over: a late attempt discards its own output
+            self.discard_output()  # the job is over: a late attempt discards its own output
             raise
         if result.adopted_from is not None:
+            self._leave_note(REFUSED, winner=result.task_attempt_id)
             return result
         return dataclasses.replace(result, started_at=self._started_at, committed_at=now_millis())
 
@@ -347,8 +382,26 @@ class TaskAttempt(abc.ABC):
         try:
             job_state.require_active_job(self.context, f"commit task attempt {self.task_attempt_id}")
         except JobNotActiveError:
-            self.abort_task()
+            self.discard_output()
             raise
+
+    def _leave_note(self, outcome: str, winner: str | None = None) -> None:
+        """Note how this attempt ended for its job's record (`formats.attempts`); one PUT and one
+        HEAD, in the rare attempt that loses. A note written as the job ended is taken back, so that
+        nothing of the attempt outlives the job's cleanup; one that cannot be written is only
+        missed by the report (which then calls the attempt killed)."""
+        note = LostAttempt(
+            self.task_id, self.task_attempt_id, outcome, self._started_at, now_millis(), winner
+        )
+        path = self.context.layout.attempt_note(self.task_attempt_id)
+        try:
+            self.store.write_bytes(path, note.to_note())
+            if not job_state.job_is_active(self.context):
+                self.store.delete(path)
+        except StoreError as error:
+            log.warning(
+                "task attempt %s: could not note its end (%s): %s", self.task_attempt_id, outcome, error
+            )
 
     def _holds_task_commit(self) -> bool:
         """Whether this attempt's commit is its task's commit in the active job (abort must keep it)."""

@@ -292,10 +292,10 @@ class MagicTaskAttempt(TaskAttempt):
             self.abort_task()
             raise
         if result.adopted_from:
-            self.abort_task()
+            self.discard_output()
         return result
 
-    def abort_task(self) -> None:
+    def discard_output(self) -> bool:
         # Before any abort: a part still arriving could outlive the abort of its upload.
         for stream in self._streams:
             if not stream.closed:
@@ -303,7 +303,8 @@ class MagicTaskAttempt(TaskAttempt):
             stream.stop_parts()
         self._release_part_pool()
         if self._holds_task_commit():
-            return  # its uploads are the task's committed output
+            return False  # its uploads are the task's committed output
         uploads = {(stream.dest, stream.upload_id) for stream in self._streams}
         discard_attempt_uploads(self.context, self.task_attempt_id, uploads)
         self.pending.clear()
+        return True

@@ -46,5 +46,5 @@ class _ManifestTaskAttempt(StoreDirTaskAttempt):
         ]
         result = self.publish_manifest(self.build_manifest(files, rows, partition_rows))
         if result.adopted_from:
-            self.abort_task()
+            self.discard_output()
         return result

@@ -172,11 +172,12 @@ class StagingTaskAttempt(TaskAttempt):
         shutil.rmtree(self.local_dir, ignore_errors=True)
         return result
 
-    def abort_task(self) -> None:
+    def discard_output(self) -> bool:
         shutil.rmtree(self.local_dir, ignore_errors=True)
         if self._holds_task_commit():
-            return  # its uploads are the task's committed output
+            return False  # its uploads are the task's committed output
         discard_attempt_uploads(self.context, self.task_attempt_id)
+        return True
 
 
 def _chunks(local_path: str, part_size: int) -> Iterator[bytes]:

@@ -32,10 +32,11 @@ class StoreDirTaskAttempt(TaskAttempt):
     def needs_task_commit(self) -> bool:
         return any(True for _ in self.store.list_files(self.work_dir))
 
-    def abort_task(self) -> None:
+    def discard_output(self) -> bool:
         if self.committer.traits.exclusive_task_commit and self._holds_task_commit():
-            return  # the files in the work directory are the task's committed output
+            return False  # the files in the work directory are the task's committed output
         self.store.delete_tree(self.work_dir)
+        return True
 
     def build_manifest(
         self, files: list[FileEntry], rows: int | None, partition_rows: Mapping[str, int] | None = None

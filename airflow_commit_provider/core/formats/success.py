@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from airflow_commit_provider.core.formats.attempts import LostAttempt, read_left_out, read_lost_attempts
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import (
@@ -73,6 +74,11 @@ class SuccessData:
     """The catalog table the job wrote, fixed before its commit point (None: a path write)."""
     registered_partitions: list[str] | None = None
     """The partitions registered in the table's catalog after the commit; None while pending."""
+    lost_attempts: list[LostAttempt] | None = None
+    """The task attempts that were not their task's commit, in the job record only (folded in
+    before cleanup, `stages.lost_attempts`); None in a record from before they were kept."""
+    lost_attempts_left_out: dict[str, int] | None = None
+    """Per task, how many more lost attempts there were than the record lists."""
 
     @property
     def registration_pending(self) -> bool:
@@ -115,6 +121,10 @@ class SuccessData:
             header["partitionStats"] = {name: stats.to_json() for name, stats in self.partition_stats.items()}
         if self.phases is not None:
             header["phases"] = [phase.to_json() for phase in self.phases]
+        if self.lost_attempts is not None:
+            header["lostAttempts"] = [attempt.to_json() for attempt in self.lost_attempts]
+        if self.lost_attempts_left_out:
+            header["lostAttemptsLeftOut"] = self.lost_attempts_left_out
         return header
 
     def write_to(self, stream: SupportsWrite[bytes], files: Iterable[CommittedFile] | None = None) -> None:
@@ -218,6 +228,8 @@ class SuccessData:
             phases=None if raw_phases is None else [CommitPhase.from_json(p, source) for p in raw_phases],
             table=optional_field(obj, "table", str, source, None),
             registered_partitions=_registered(obj, source),
+            lost_attempts=read_lost_attempts(obj.get("lostAttempts"), source),
+            lost_attempts_left_out=read_left_out(obj.get("lostAttemptsLeftOut"), source),
         )
 
     def iter_files(self) -> Iterator[CommittedFile]:

@@ -91,13 +91,17 @@ def attempt_holds_task_commit(
     Aborting such an attempt must keep its output: its commit may have reached the store while
     the reply was lost, and the task's next attempt adopts it. Once the job is over, it may go.
     """
+    return task_commit_holder(ctx, task_id, decoder) == task_attempt_id and job_is_active(ctx)
+
+
+def task_commit_holder(ctx: JobContext, task_id: str, decoder: ManifestDecoder) -> str | None:
+    """The attempt whose manifest is the task's commit now, None if none is (or it is unreadable)."""
     path = ctx.layout.manifest_path(task_id)
     try:
         data = read_json_bytes(ctx.store, path)
     except FileNotFoundInStoreError:
-        return False
+        return None
     try:
-        holder = decoder(data, str(path)).task_attempt_id
+        return decoder(data, str(path)).task_attempt_id
     except InvalidCommitDataError:
-        return False
-    return holder == task_attempt_id and job_is_active(ctx)
+        return None
