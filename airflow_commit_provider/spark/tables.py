@@ -179,7 +179,8 @@ def _create_table(
     columns = ", ".join(
         f"{quote_identifier(field.name)} {field.dataType.simpleString()}" for field in df.schema.fields
     )
-    statement = f"CREATE TABLE {name} ({columns}) USING {format}"
+    # IF NOT EXISTS: a table that another writer created meanwhile is used, and checked, as found.
+    statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {format}"
     if partition_by:
         statement += f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partition_by)})"
     if path is not None:
