@@ -3,7 +3,8 @@ catalog, the DataFrame checked against it before any work, and the table created
 
 ``create_table=True`` creates a missing table as ``saveAsTable`` would (``CREATE TABLE .. USING
 <format> PARTITIONED BY ..``): under the warehouse, or at ``path`` when one is given with the table
-(an external table). Given with an existing table, ``path`` must be the table's location.
+(an external table), unless another writer created it meanwhile: that table is then checked and used.
+Given with an existing table, ``path`` must be the table's location.
 """
 
 from __future__ import annotations
