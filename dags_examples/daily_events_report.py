@@ -15,14 +15,23 @@ that asset:
 ``report_day`` reads the day's partition ``_SUCCESS`` (the ``partitioned`` committer writes one per
 partition it commits) and then exactly the files it lists: not whatever else the directory holds.
 It returns the day's report; a run of several days returns ``{"days": [<report>, ...]}``.
+
+**Table mode** (``$DAILY_INGEST_TABLE``, e.g. ``db.events``, with ``$DAILY_INGEST_METASTORE_URI``: see
+``daily_partitioned_ingest``): ``report_day`` reads the day from the catalog table instead, as a SQL
+user would (``SELECT .. FROM db.events WHERE dt = <day>``), in a Spark application of its own
+(``jobs/daily_report_job.py``, submitted through ``spark_default`` with the metastore's conf). The
+job ID is then the day's asset event's: the table, not a ``_SUCCESS``, is what the report reads.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
+import tempfile
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, task
@@ -33,6 +42,10 @@ DAG_ID = "daily_events_report"
 ROOT = os.environ.get("DAILY_INGEST_ROOT", "s3://commit-demo")
 TABLE = f"{ROOT}/warehouse/events"
 EVENTS = destination_asset(TABLE)
+#: Table mode (module docstring): the catalog table the report reads, and the metastore that has it.
+CATALOG_TABLE = os.environ.get("DAILY_INGEST_TABLE") or None
+METASTORE_URI = os.environ.get("DAILY_INGEST_METASTORE_URI", "")
+REPORT_JOB = Path(__file__).resolve().parent / "jobs" / "daily_report_job.py"
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +74,24 @@ def committed_days(partition_key: str | None, events: list[Any]) -> list[str]:
     return days
 
 
+def read_table_day(table: str, day: str) -> dict[str, Any]:
+    """``{"day", "rows", "files"}`` of the day as the catalog table has it (``jobs/daily_report_job.py``)."""
+    from airflow_commit_provider.devtools.hive_metastore import metastore_service_conf
+    from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
+
+    with tempfile.TemporaryDirectory(prefix="daily-report-") as directory:
+        out = Path(directory, "report.json")
+        # Ours for its local-master Python and spark-submit lookup; it runs no committed write here.
+        hook = CommittedSparkSubmitHook(
+            conn_id="spark_default",
+            conf={**metastore_service_conf(METASTORE_URI, f"{ROOT}/warehouse"), "spark.ui.enabled": "false"},
+            application_args=["--table", table, "--day", day, "--out", str(out)],
+            name=f"daily-report-{day}",
+        )
+        hook.submit(str(REPORT_JOB))
+        return dict(json.loads(out.read_text()))
+
+
 with DAG(
     dag_id=DAG_ID,
     description="Summarise each day of the events table as soon as its partition is committed",
@@ -83,7 +114,7 @@ with DAG(
         events = list(context["triggering_asset_events"][EVENTS])
         partition_key = context.get("partition_key")
 
-        def report(day: str) -> dict[str, Any]:
+        def read_committed_day(day: str) -> dict[str, Any]:
             partition = StorePath.parse(TABLE).join(f"dt={day}")
             store = CommitStoreHook().get_store(partition)
             try:
@@ -92,15 +123,24 @@ with DAG(
                 rows = sum(pq.ParquetFile(io.BytesIO(store.read_bytes(f))).metadata.num_rows for f in files)
             finally:
                 store.close()
+            return {"job_id": committed.job_id, "rows": rows, "files": len(files)}
+
+        def report(day: str) -> dict[str, Any]:
             # The day's latest event (Airflow 3.3: the run's events are all the day's).
             day_events = [e for e in events if partition_key or day in event_days(e)]
+            event = day_events[-1].extra if day_events else None
+            if CATALOG_TABLE:
+                read = read_table_day(CATALOG_TABLE, day)
+                read["job_id"] = event["job_id"] if event else None
+            else:
+                read = read_committed_day(day)
             return {
                 "day": day,
                 "partition_key": partition_key,
-                "job_id": committed.job_id,
-                "rows": rows,
-                "files": len(files),
-                "event": day_events[-1].extra if day_events else None,
+                "job_id": read["job_id"],
+                "rows": read["rows"],
+                "files": read["files"],
+                "event": event,
             }
 
         reports = [report(day) for day in committed_days(partition_key, events)]

@@ -31,6 +31,19 @@ the other days. A failed try of ``write_partition`` leaves nothing behind (its j
 retry is a new job. ``max_active_runs=4``: runs of different days write different ``dt=``
 partitions and each commits its own partition ``_SUCCESS``, so a backfill's days run in parallel.
 
+**Table mode** (off by default). With ``$DAILY_INGEST_TABLE`` set (``db.events``), the job writes
+the catalog table of that name at the same location, ``write_committed(df, table=..., create_table=True,
+conflict_mode="replace")``: the first run creates the table (and its database), and each run
+registers its ``dt=<day>`` partition in the catalog as part of its commit. The catalog is the Hive
+metastore at ``$DAILY_INGEST_METASTORE_URI`` (``thrift://host:9083``), which the operator gives the
+job as Spark conf (``spark.sql.catalogImplementation=hive``, ``spark.hadoop.hive.metastore.uris``,
+and ``spark.sql.warehouse.dir=<root>/warehouse`` for the database): a metastore *service*, because
+backfilled days run as parallel Spark applications and all of them must see one catalog (an embedded
+Derby metastore admits one application at a time). ``wait_for_success`` then waits on the job's
+record at the table, which says whether the day is registered yet, instead of the partition's
+``_SUCCESS`` (written before registration); ``daily_events_report`` reads the day from the table.
+The metastore must reach the table's filesystem (``s3a://`` needs hadoop-aws on its classpath).
+
 Connections: ``aws_default`` (endpoint_url in the extras for S3-compatible stores) for ``s3://``
 roots, ``spark_default`` (host ``local[*]`` runs Spark locally). The root is ``$DAILY_INGEST_ROOT``
 (default ``s3://commit-demo``; ``file://`` roots work too), read when the DAG is parsed: the table's
@@ -50,6 +63,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_commit_provider.compat import CronDataIntervalTimetable
+from airflow_commit_provider.devtools.hive_metastore import metastore_service_conf
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 from airflow_commit_provider.sensors import SuccessManifestSensor
 
@@ -57,6 +71,18 @@ DAG_ID = "daily_partitioned_ingest"
 JOB = Path(__file__).resolve().parent / "jobs" / "daily_ingest_job.py"
 ROOT = os.environ.get("DAILY_INGEST_ROOT", "s3://commit-demo")
 TABLE = f"{ROOT}/warehouse/events"
+#: Table mode (see "Table mode"): the catalog table written at TABLE, and the metastore that has it.
+CATALOG_TABLE = os.environ.get("DAILY_INGEST_TABLE") or None
+METASTORE_URI = os.environ.get("DAILY_INGEST_METASTORE_URI", "")
+
+
+def catalog_conf() -> dict[str, str]:
+    """The Spark conf of table mode's catalog (none in path mode); a missing URI fails the parse."""
+    if CATALOG_TABLE is None:
+        return {}
+    if not METASTORE_URI:
+        raise ValueError("DAILY_INGEST_TABLE needs DAILY_INGEST_METASTORE_URI (thrift://host:port)")
+    return metastore_service_conf(METASTORE_URI, f"{ROOT}/warehouse")
 
 
 def events_for(day: str) -> list[dict[str, Any]]:
@@ -118,6 +144,7 @@ with DAG(
         task_id="write_partition",
         application=str(JOB),
         destination=TABLE,
+        table=CATALOG_TABLE,
         committer="partitioned",
         conflict_mode="replace",
         engine="python",
@@ -133,13 +160,15 @@ with DAG(
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "1g",
+            **catalog_conf(),
         },
         name="daily-ingest-{{ ds }}",
     )
 
     wait_for_success = SuccessManifestSensor(
         task_id="wait_for_success",
-        path=TABLE + "/dt={{ ds }}",
+        # Table mode: the job's record at the table, which alone says the day is registered.
+        path=TABLE if CATALOG_TABLE else TABLE + "/dt={{ ds }}",
         job_id="{{ ti.xcom_pull(task_ids='write_partition')['job_id'] }}",
         committers=["partitioned"],
         required_partitions=["dt={{ ds }}"],

@@ -5,7 +5,8 @@
 #   2. pip install -c constraints/newest.txt -e ".[test,embedded-s3,bench]"  (skipped when
 #      .venv/.bootstrap-stamp matches pyproject.toml and the constraints file)
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
-#   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root)
+#   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root),
+#      with the JDK's compiler module for the metastore service's launcher (openjdk-17-jdk-headless)
 #   5. Hadoop's S3A committers, spark-hadoop-cloud and PostgreSQL's JDBC driver (for the shared Hive
 #      metastore of tests/tables) (pinned jars, SHA-256 checked) fetched with Maven
 #      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
@@ -173,6 +174,15 @@ else
         fi
     fi
     say "java $major ($(command -v java))"
+fi
+
+# The Thrift metastore service of the table tests (devtools/hive_metastore.py) runs its launcher
+# as a Java source file, which needs the JDK's compiler module (a JRE has none).
+JAVA_CMD="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+if ! "$JAVA_CMD" --list-modules 2>/dev/null | grep -q '^jdk.compiler@'; then
+    say "java has no jdk.compiler: apt-get install openjdk-17-jdk-headless"
+    apt_install openjdk-17-jdk-headless ||
+        die "the metastore service needs a JDK (jdk.compiler): install openjdk-17-jdk-headless"
 fi
 
 # --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours) -----------------

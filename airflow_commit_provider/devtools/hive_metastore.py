@@ -19,11 +19,27 @@ database that every application reaches. Each application then needs:
   builder become ``spark-submit --conf`` arguments) nor a log: it goes in a ``hive-site.xml`` that
   only its owner can read, in a directory put on the driver's classpath, where Spark's
   ``SharedState`` and Hive's ``HiveConf`` both look for it.
+
+Production metastores are Thrift services instead (``hive.metastore.uris=thrift://...``: EMR,
+Dataproc, HDP), which applications and other clients (``core.hive_metastore_catalog``) reach
+without a database of their own. `HiveMetastoreService` runs one: Hive 2.3's own metastore handler
+from PySpark's jars, kept in PostgreSQL as above, served on a loopback port
+(``LoopbackMetastore.java`` says why not ``HiveMetaStore.main``); `metastore_service_conf` points an
+application at it.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -36,12 +52,21 @@ PASSWORD_KEY = "javax.jdo.option.ConnectionPassword"
 def write_password_conf(directory: Path, password: str) -> Path:
     """``directory/hive-site.xml`` holding the metastore database's password, readable by its owner
     only; `directory` (created 0700 if missing) is what goes on the classpath."""
+    return write_site_conf(directory, {PASSWORD_KEY: password})
+
+
+def write_site_conf(directory: Path, properties: Mapping[str, str]) -> Path:
+    """``directory/hive-site.xml`` with `properties`, readable by its owner only (it may hold the
+    database's password); `directory` (created 0700 if missing) is what goes on the classpath."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     site = directory / "hive-site.xml"
     text = (
         '<?xml version="1.0"?>\n<configuration>\n'
-        f"  <property><name>{PASSWORD_KEY}</name><value>{escape(password)}</value></property>\n"
-        "</configuration>\n"
+        + "".join(
+            f"  <property><name>{escape(name)}</name><value>{escape(value)}</value></property>\n"
+            for name, value in properties.items()
+        )
+        + "</configuration>\n"
     )
     descriptor = os.open(site, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as stream:
@@ -72,16 +97,196 @@ def embedded_metastore_conf(directory: Path) -> dict[str, str]:
 def shared_metastore_conf(jdbc_url: str, user: str, warehouse: str) -> dict[str, str]:
     """Spark conf of a Hive catalog in the PostgreSQL database at `jdbc_url`, tables without a
     location going under `warehouse`; the password and the classpath come apart (module docstring)."""
-    if not jdbc_url.startswith("jdbc:postgresql://"):
-        raise ValueError(f"jdbc_url {jdbc_url!r} must be a jdbc:postgresql:// URL")
     return {
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": warehouse,
-        "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc_url,
-        "spark.hadoop.javax.jdo.option.ConnectionDriverName": POSTGRES_DRIVER_CLASS,
-        "spark.hadoop.javax.jdo.option.ConnectionUserName": user,
-        "spark.hadoop.datanucleus.schema.autoCreateTables": "true",
-        "spark.hadoop.datanucleus.schema.autoCreateColumns": "true",
-        "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
-        "spark.hadoop.hive.metastore.schema.verification": "false",
+        **{f"spark.hadoop.{key}": value for key, value in _database_conf(jdbc_url, user).items()},
     }
+
+
+def _database_conf(jdbc_url: str, user: str) -> dict[str, str]:
+    """The Hive keys of a metastore kept in PostgreSQL, but the password (module docstring)."""
+    if not jdbc_url.startswith("jdbc:postgresql://"):
+        raise ValueError(f"jdbc_url {jdbc_url!r} must be a jdbc:postgresql:// URL")
+    return {
+        "javax.jdo.option.ConnectionURL": jdbc_url,
+        "javax.jdo.option.ConnectionDriverName": POSTGRES_DRIVER_CLASS,
+        "javax.jdo.option.ConnectionUserName": user,
+        "datanucleus.schema.autoCreateTables": "true",
+        "datanucleus.schema.autoCreateColumns": "true",
+        "datanucleus.schema.autoCreateConstraints": "false",
+        "hive.metastore.schema.verification": "false",
+    }
+
+
+def metastore_service_conf(uri: str, warehouse: str) -> dict[str, str]:
+    """Spark conf of a Hive catalog on the Thrift metastore at `uri` (``thrift://host:port``),
+    tables without a location going under `warehouse`."""
+    if not uri.startswith("thrift://"):
+        raise ValueError(f"metastore uri {uri!r} must be a thrift://host:port URI")
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.hadoop.hive.metastore.uris": uri,
+    }
+
+
+class HiveMetastoreError(RuntimeError):
+    """The metastore service did not start (its log's tail is in the message)."""
+
+
+#: Hive 2.3's handler served on a loopback address (the file says why it is not HiveMetaStore.main).
+_LAUNCHER = Path(__file__).with_name("LoopbackMetastore.java")
+
+
+class HiveMetastoreService:
+    """Hive's Thrift metastore kept in the PostgreSQL database at `jdbc_url`, on a free port of
+    `host` (loopback: nothing else on the network reaches it); always stopped by `stop`, the
+    context manager or, failing both, at exit.
+
+    The database's password goes only into an owner-only ``hive-site.xml`` on the server's
+    classpath; the server's log (`log_path`) is in the service's own private directory.
+    """
+
+    def __init__(
+        self,
+        jdbc_url: str,
+        user: str,
+        password: str,
+        warehouse: str,
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 240.0,
+    ) -> None:
+        self._properties = {
+            **_database_conf(jdbc_url, user),
+            PASSWORD_KEY: password,
+            "hive.metastore.warehouse.dir": warehouse,
+        }
+        self.warehouse = warehouse
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self._directory: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:  # never the password
+        return f"HiveMetastoreService(uri={self.uri if self.port else None!r})"
+
+    def __enter__(self) -> HiveMetastoreService:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise HiveMetastoreError("the metastore service is not started")
+        return f"thrift://{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path | None:
+        return None if self._directory is None else self._directory / "metastore.log"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def spark_conf(self) -> dict[str, str]:
+        """What an application needs to use it as its catalog."""
+        return metastore_service_conf(self.uri, self.warehouse)
+
+    def start(self) -> HiveMetastoreService:
+        """Launch the server and return once it serves (it prints its port when it does)."""
+        if self._process is not None:
+            raise HiveMetastoreError("the metastore service is already started")
+        java = shutil.which("java")
+        if java is None:
+            raise HiveMetastoreError(
+                "java is not on PATH: the metastore service runs Hive's own (Java) server"
+            )
+        atexit.register(self.stop)
+        try:
+            self._directory = Path(tempfile.mkdtemp(prefix="hive-metastore-"))
+            conf_dir = self._directory / "conf"
+            write_site_conf(conf_dir, self._properties)
+            classpath = os.pathsep.join(map(str, [conf_dir, postgres_jdbc_jar(), _pyspark_jars() / "*"]))
+            assert self.log_path is not None
+            with self.log_path.open("wb") as log:
+                self._process = subprocess.Popen(
+                    [java, "-Xmx512m", "-cp", classpath, str(_LAUNCHER), self.host],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    cwd=self._directory,  # Hive and DataNucleus write their scratch files here
+                    start_new_session=True,
+                )
+            self.port = self._read_port(time.monotonic() + self.startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _read_port(self, deadline: float) -> int:
+        """The port from the server's ``listening <port>`` line: read as it comes, no polling."""
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        received = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(stdout, selectors.EVENT_READ)
+            while b"\n" not in received:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise HiveMetastoreError(
+                        f"the metastore did not start within {self.startup_timeout:.0f} s; log tail:\n{self._log_tail()}"
+                    )
+                if selector.select(remaining):
+                    chunk = os.read(stdout.fileno(), 4096)
+                    if not chunk:
+                        self._process.wait()
+                        raise HiveMetastoreError(
+                            f"the metastore exited ({self._process.returncode}) during startup; "
+                            f"log tail:\n{self._log_tail()}"
+                        )
+                    received += chunk
+        word, _, port = received.decode().partition("\n")[0].partition(" ")
+        if word != "listening" or not port.isdigit():
+            raise HiveMetastoreError(f"unexpected output from the metastore: {received[:200]!r}")
+        return int(port)
+
+    def _log_tail(self, lines: int = 30) -> str:
+        path = self.log_path
+        if path is None or not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it if it lingers, remove its files; idempotent."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                _signal_group(process.pid, signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(20)
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+        self.port = None
+        atexit.unregister(self.stop)
+
+
+def _pyspark_jars() -> Path:
+    """PySpark's bundled jars: Hive 2.3's metastore, DataNucleus, Thrift, Hadoop's client."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -3,7 +3,8 @@ catalog, the DataFrame checked against it before any work, and the table created
 
 ``create_table=True`` creates a missing table as ``saveAsTable`` would (``CREATE TABLE .. USING
 <format> PARTITIONED BY ..``): under the warehouse, or at ``path`` when one is given with the table
-(an external table). Given with an existing table, ``path`` must be the table's location.
+(an external table), unless another writer created it meanwhile: that table is then checked and used.
+Given with an existing table, ``path`` must be the table's location.
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def _create_table(
     columns = ", ".join(
         f"{quote_identifier(field.name)} {field.dataType.simpleString()}" for field in df.schema.fields
     )
-    statement = f"CREATE TABLE {name} ({columns}) USING {format}"
+    # IF NOT EXISTS: a table that another writer created meanwhile is used, and checked, as found.
+    statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {format}"
     if partition_by:
         statement += f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partition_by)})"
     if path is not None:

@@ -17,6 +17,12 @@ partition column and writes it (parquet unless ``--format``) partitioned by ``dt
   replaced, atomically, at job commit; every other day stays untouched);
 - engine ``hadoop``: Spark's own writer with Hadoop's committer as configured by the operator.
 
+**Table mode** (the operator's ``table=``, i.e. ``spark.airflow_commit.table``, set): the day goes
+into that catalog table with ``write_committed(df, destination, table=..., create_table=True,
+conflict_mode="replace")``, which creates the table at the destination on the first run (its
+database too, if missing) and registers ``dt=<day>`` in the catalog as part of the commit. The
+catalog is the session's: the operator gives it a Hive metastore (``hive.metastore.uris``).
+
 ``--fail-on-try N`` makes one Spark task fail on Airflow try N (after the other task wrote its
 files), to show that a failed try leaves nothing behind and the retry writes exactly one copy.
 """
@@ -30,7 +36,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from airflow_commit_provider.spark.config import CONF_DESTINATION, CONF_ENGINE, CONF_TRY_NUMBER
+from airflow_commit_provider.spark.config import CONF_DESTINATION, CONF_ENGINE, CONF_TABLE, CONF_TRY_NUMBER
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,6 +80,25 @@ def fail_one_task(partition: int, message: str) -> Any:
     return run
 
 
+def write_table(spark: Any, df: Any, table: str, destination: str, format: str) -> Any:
+    """Replace the day in the catalog table `table` at `destination`, creating both the table and its
+    database on the first run (``IF NOT EXISTS``: parallel first days may race to create them)."""
+    from airflow_commit_provider.spark import write_committed
+
+    database, _, _ = table.rpartition(".")
+    if database:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    return write_committed(
+        df,
+        destination,
+        table=table,
+        create_table=True,
+        conflict_mode="replace",
+        format=format,
+        partition_by=["dt"],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from pyspark.sql import SparkSession
@@ -92,10 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         message = f"deliberate failure of a Spark task on try {try_number} (--fail-on-try)"
         df = df.mapInArrow(fail_one_task(args.partitions - 1, message), df.schema)
 
+    table = spark.conf.get(CONF_TABLE, None)
     if engine == "python":
         from airflow_commit_provider.spark import write_committed
 
-        summary = write_committed(df, format=args.format, partition_by=["dt"])  # to CONF_DESTINATION
+        if table:
+            summary = write_table(spark, df, table, destination, args.format)
+        else:
+            summary = write_committed(df, format=args.format, partition_by=["dt"])  # to CONF_DESTINATION
         print(json.dumps({"write_committed": summary.to_dict()}, default=str))
     else:
         df.write.format(args.format).partitionBy("dt").mode("append").save(destination)

@@ -18,20 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from dag_runs import (
-    PARTITION_KEYS,
-    create_asset_triggered_runs,
-    load_dag,
-    run_dag,
-    run_task,
-    start_run,
-    task_instances,
-    xcom,
-)
+from dag_runs import run_daily_ingest, run_daily_report, task_instances, xcom
 
 from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
@@ -41,7 +32,6 @@ from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
-FAST_JVM = {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
 
 
 def table_files(store: Store, table: StorePath) -> dict[str, str | None]:
@@ -85,34 +75,6 @@ def assert_day_marker(store: Store, table: StorePath, day: str, job_id: str, wai
     assert {f.uri: f.size for f in marker.iter_files()} == files and marker.file_count == len(files)
 
 
-def run_day(day: datetime, **conf: Any) -> Any:
-    """One run of the example DAG; a fresh DAG object each time (a run's conf updates its params)."""
-    dag = load_dag("daily_partitioned_ingest")
-    writer = dag.get_task("write_partition")
-    # A retry without the production minute of delay (dag.test would wait it out), and a JVM tuned
-    # for starting fast rather than running long.
-    writer.retry_delay = timedelta(0)
-    writer.conf = {**writer.conf, **FAST_JVM}
-    return run_dag(dag, day, {"fail_on_try": 0, **conf})
-
-
-def report_day(written: dict[str, Any], day: str) -> dict[str, Any]:
-    """The one run of daily_events_report the day's asset event makes: what its task read."""
-    [report_run] = create_asset_triggered_runs("daily_events_report")
-    key = day if PARTITION_KEYS else None  # Airflow 3.1/3.2: a plain asset-triggered run
-    assert getattr(report_run, "partition_key", None) == key
-    start_run(report_run)
-    assert run_task("daily_events_report", "report_day", report_run.run_id).state == "success"
-    report = xcom(report_run, "report_day")
-    assert (report["day"], report["partition_key"], report["job_id"]) == (day, key, written["job_id"])
-    assert report["event"] == {
-        **{key: written[key] for key in ("job_id", "committer", "files", "bytes", "rows")},
-        "partitions": [f"dt={day}"],
-        "partition_count": 1,
-    }
-    return report
-
-
 @pytest.fixture
 def s3_bucket(embedded_s3: EmbeddedS3) -> Iterator[str]:
     """The example's bucket, named by the session's DAILY_INGEST_ROOT (tests/airflow/conftest.py)."""
@@ -130,7 +92,7 @@ def test_a_failed_try_is_retried_and_the_day_reported(
     root = StorePath("s3", s3_bucket, "")
     table = root.join("warehouse", "events")
 
-    run = run_day(DAY, fail_on_try=1)
+    run = run_daily_ingest(DAY, fail_on_try=1)
     tis = task_instances(run)
     assert {t: ti.state for t, ti in tis.items()} == dict.fromkeys(tis, "success"), "the retry succeeded"
     assert tis["write_partition"].try_number == 2, "the first try failed and was retried"
@@ -144,7 +106,7 @@ def test_a_failed_try_is_retried_and_the_day_reported(
     assert aws_default.secret_key not in repr([written, landed, checked])
     assert load_success(store, table).job_id == written["job_id"]
     assert_clean(store, root, table)
-    assert report_day(written, "2024-01-01")["rows"] == landed["rows"], "the report read the whole day"
+    assert run_daily_report(written, "2024-01-01")["rows"] == landed["rows"], "the report read the whole day"
     day = day_files(table_files(store, table), "2024-01-01")
     assert day and all(written["job_id"] in path for path in data_paths(day)), (
         "every file of the day is the retry's: nothing of the failed try became visible"

@@ -1,18 +1,23 @@
 """The shared metastore's settings: the password only in an owner-only ``hive-site.xml``, never in
-the Spark conf that becomes a command line; a URL that is not PostgreSQL's is refused by name."""
+the Spark conf that becomes a command line; a URL that is not PostgreSQL's is refused by name. The
+Thrift metastore service listens on loopback only and answers a Thrift call."""
 
 from __future__ import annotations
 
 import stat
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.metastore_service import metastore_service_fixture  # noqa: F401
 
 from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar
 from airflow_commit_provider.devtools.hive_metastore import (
     PASSWORD_KEY,
+    HiveMetastoreService,
     metastore_classpath,
+    metastore_service_conf,
     shared_metastore_conf,
     write_password_conf,
 )
@@ -45,3 +50,43 @@ def test_other_database_url_is_refused_by_name() -> None:
         ValueError, match=r"jdbc_url 'jdbc:derby:;databaseName=m' must be a jdbc:postgresql://"
     ):
         shared_metastore_conf("jdbc:derby:;databaseName=m", "hive", "file:///w")
+
+
+def test_service_conf_points_at_the_thrift_uri() -> None:
+    conf = metastore_service_conf("thrift://127.0.0.1:9083", "file:///w")
+    assert conf == {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": "file:///w",
+        "spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083",
+    }
+    with pytest.raises(ValueError, match=r"metastore uri 'http://h:1' must be a thrift://host:port URI"):
+        metastore_service_conf("http://h:1", "file:///w")
+
+
+def test_service_listens_on_loopback_only_and_keeps_its_password_private(
+    metastore_service: HiveMetastoreService,
+) -> None:
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    port = metastore_service.port
+    listening = subprocess.run(
+        ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True
+    )
+    addresses = [line.split()[3] for line in listening.stdout.splitlines()]
+    assert addresses and all(
+        address.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for address in addresses
+    )
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
+    transport.open()
+    try:
+        assert "default" in ThriftHiveMetastore.Client(TBinaryProtocol(transport)).get_all_databases()
+    finally:
+        transport.close()
+    assert metastore_service._process is not None
+    pid = metastore_service._process.pid
+    password = metastore_service._properties[PASSWORD_KEY]
+    assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert metastore_service.log_path is not None and password not in metastore_service.log_path.read_text()
+    assert password not in repr(metastore_service)
