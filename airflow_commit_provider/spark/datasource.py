@@ -27,6 +27,15 @@ Spark runs it as a DataSource V2 batch write, and each step is one step of our p
 ``save`` returns nothing; the summary is in ``_SUCCESS`` and the job record
 ``_airflow_commit/<job id>.success.json``.
 
+**Tables.** ``option("table", "db.events")`` instead of a path writes a catalog table through a
+Thrift Hive metastore (``core.hive_metastore_catalog``), named by ``option("metastore_uri",
+"thrift://host:9083")`` or else by the ``spark.hadoop.hive.metastore.uris`` of the session that
+registered the source. ``writer()`` takes the location, format and partition columns from the
+metastore and refuses a DataFrame that does not fit (``core.table_checks``, as ``write_committed``);
+``commit()`` registers the partitions written after the commit point. If that fails the data stays
+committed, the record says registration is pending and the write fails naming
+``finish_table_write``.
+
 **Where each part runs.** ``writer()`` and ``commit()``/``abort()`` run in Python workers that the
 driver starts (on Spark Connect, the server's driver); the writer object is pickled from one to the
 others and to the tasks, so it carries the plan and the task config, never a store. Those workers
