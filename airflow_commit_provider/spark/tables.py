@@ -91,8 +91,13 @@ def finish_table_write(
     job runs no Spark, so its success check fails naming this instead.
 
     `s3`: the store's S3 settings (``endpoint_url``, ``aws_access_key_id``...) for an S3 table.
+    `spark` may be None when `catalog` is given: a data source table write is finished through its
+    Thrift metastore (``HiveMetastoreCatalog(uri)``) without Spark.
     """
-    catalog = catalog or SparkCatalog(spark)
+    if catalog is None:
+        if spark is None:
+            raise ValueError("finish_table_write needs a SparkSession or a catalog=")
+        catalog = SparkCatalog(spark)
     location = catalog.table_info(table).location
     store = open_store(location, **s3)
     try:
