@@ -3,7 +3,10 @@
 A test that needs a service to vanish at a known point of a protocol (the metastore at a table
 write's commit point, after planning asked it once) points the client at the relay: the first
 `connections` connections are relayed byte for byte to the service, and once they are accepted
-the relay stops listening, so the next connection is refused by the kernel. Nothing is timed.
+the relay stops listening, so the next connection is refused by the kernel. `before_relaying`, if
+given, runs with each connection's number (from 1) before it is relayed: a test changes the service
+at that point of the client's protocol (drops the table the client is about to register into).
+Nothing is timed.
 """
 
 from __future__ import annotations
@@ -11,14 +14,23 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 
 class TcpRelay:
     """``with TcpRelay(("127.0.0.1", port), connections=1) as relay: ... relay.port``."""
 
-    def __init__(self, target: tuple[str, int], *, connections: int) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        connections: int,
+        before_relaying: Callable[[int], None] | None = None,
+    ) -> None:
         self.target = target
         self.remaining = connections
+        self.accepted = 0
+        self.before_relaying = before_relaying
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._sockets: list[socket.socket] = []
@@ -39,6 +51,9 @@ class TcpRelay:
                 except OSError:  # closed by close()
                     return
                 self.remaining -= 1
+                self.accepted += 1
+                if self.before_relaying is not None:
+                    self.before_relaying(self.accepted)
                 upstream = socket.create_connection(self.target)
                 self._sockets += [client, upstream]
                 for source, sink in ((client, upstream), (upstream, client)):

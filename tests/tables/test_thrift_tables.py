@@ -10,8 +10,9 @@ so this process keeps its own classic session), and ``df.write.format("committed
   two days, then a replace of one; Spark reads the table back (``spark.table``, and ``spark.sql``
   with a partition filter); the metastore holds exactly the days written, at their directories.
 - A write that does not fit its table is refused in one line before anything is written.
-- With the metastore gone at the commit point, the data is committed, the record says
-  registration is pending, and ``finish_table_write`` over the Thrift catalog finishes it.
+- With the metastore gone at the commit point, or the table dropped there, the data is committed,
+  the record says registration is pending, and ``finish_table_write`` over the Thrift catalog
+  finishes it (once the table is back).
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def catalog(metastore_service: HiveMetastoreService) -> HiveMetastoreCatalog:
 
 def _table(app: Any, location: str, *, kind: str = "datasource") -> str:
     """A new partitioned table (id bigint, name string, dt string) at `location`."""
-    name = f"{DATABASE}.events_{uuid.uuid4().hex[:8]}"
+    return _table_at(app, f"{DATABASE}.events_{uuid.uuid4().hex[:8]}", location, kind=kind)
+
+
+def _table_at(app: Any, name: str, location: str, *, kind: str = "datasource") -> str:
     if kind == "hive":
         app.sql(
             f"CREATE TABLE {name} (id BIGINT, name STRING) PARTITIONED BY (dt STRING) "
@@ -99,6 +103,22 @@ def _table(app: Any, location: str, *, kind: str = "datasource") -> str:
     return name
 
 
+def _drop_external(port: int | None, table: str) -> None:
+    """Drop the table behind Spark's back, its files kept, as another client of the metastore would."""
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    assert port is not None
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
+    transport.open()
+    try:
+        database, name = table.split(".")
+        ThriftHiveMetastore.Client(TBinaryProtocol(transport)).drop_table(database, name, False)
+    finally:
+        transport.close()
+
+
 def _days(app: Any, days: list[str], tag: str) -> Any:
     rows = [(index * 10 + row, f"{tag}-{row}", day) for index, day in enumerate(days) for row in range(3)]
     return app.createDataFrame(rows, "id bigint, name string, dt string").repartition(2)
@@ -107,6 +127,12 @@ def _days(app: Any, days: list[str], tag: str) -> Any:
 def _write(frame: Any, table: str, job_id: str, mode: str, **options: str) -> None:
     writer = frame.write.format("committed").mode(mode).option("table", table).option("job_id", job_id)
     writer.options(**options).save()
+
+
+def _write_day_through(relay: TcpRelay, app: Any, table: str, job_id: str, tag: str) -> None:
+    """Append three rows of 2024-01-01, the metastore reached through `relay`."""
+    frame = _days(app, ["2024-01-01"], tag)
+    _write(frame, table, job_id, "append", metastore_uri=f"thrift://127.0.0.1:{relay.port}")
 
 
 def _rows(app: Any, query: str) -> list[tuple[Any, ...]]:
@@ -256,13 +282,7 @@ def test_metastore_gone_at_the_commit_point_leaves_registration_pending_until_fi
     # Planning asks the metastore once (the table); the commit point's registration finds it gone.
     with TcpRelay(("127.0.0.1", metastore_service.port), connections=1) as relay:
         with pytest.raises(Exception, match="registration is pending") as failed:
-            _write(
-                _days(app, ["2024-01-01"], "g"),
-                table,
-                job_id,
-                "append",
-                metastore_uri=f"thrift://127.0.0.1:{relay.port}",
-            )
+            _write_day_through(relay, app, table, job_id, "g")
     assert "finish_table_write" in str(failed.value)
     root = location_path(location)
     assert len(_files(root)) >= 1  # committed
@@ -276,3 +296,40 @@ def test_metastore_gone_at_the_commit_point_leaves_registration_pending_until_fi
     assert len(_rows(app, f"SELECT * FROM {table} WHERE dt = '2024-01-01'")) == 3
     again = finish_table_write(None, table, job_id, catalog=catalog)  # finishing again changes nothing
     assert again is not None and again.registered_partitions == ["dt=2024-01-01"]
+
+
+def test_table_dropped_at_the_commit_point_leaves_registration_pending(
+    app: Any, catalog: HiveMetastoreCatalog, metastore_service: HiveMetastoreService, tmp_path: Path
+) -> None:
+    """The write's second metastore connection is its first after the commit point: the table is
+    dropped (its files kept: external) just before it is relayed."""
+    from airflow_commit_provider.spark.tables import finish_table_write
+
+    location = f"{tmp_path.as_uri()}/events"
+    table = _table(app, location)
+    job_id = f"dropped-{uuid.uuid4().hex[:8]}"
+    assert metastore_service.port is not None
+
+    def drop_at_commit(connection: int) -> None:
+        if connection == 2:
+            _drop_external(metastore_service.port, table)
+
+    relay = TcpRelay(("127.0.0.1", metastore_service.port), connections=3, before_relaying=drop_at_commit)
+    with (
+        relay,
+        pytest.raises(
+            Exception, match=rf"registering its partitions in {table} failed \(table {table} does not exist"
+        ),
+    ):
+        _write_day_through(relay, app, table, job_id, "d")
+    root = location_path(location)
+    assert _files(root)
+    assert _record(root, job_id).registration_pending
+    with pytest.raises(TableNotFoundError):
+        finish_table_write(None, table, job_id, catalog=catalog)
+    assert _record(root, job_id).registration_pending
+
+    _table_at(app, table, location)
+    finished = finish_table_write(None, table, job_id, catalog=catalog)
+    assert finished is not None and finished.registered_partitions == ["dt=2024-01-01"]
+    assert _rows(app, f"SELECT name FROM {table} WHERE dt = '2024-01-01'") == [("d-0",), ("d-1",), ("d-2",)]
