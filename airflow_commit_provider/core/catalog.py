@@ -8,20 +8,26 @@ needs a catalog client, which only a driver has (`spark.catalog` over a SparkSes
 would be a small class over boto3's ``batch_create_partition``/``update_partition``). The job record
 says what was registered (`SuccessData.registered_partitions`), or that registration is pending.
 
-Nothing here imports Spark or Airflow.
+Nothing here imports Spark or Airflow: the committed data source's driver side, which has no
+SparkSession, registers through a Thrift metastore (``core.hive_metastore_catalog``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME, partition_path, unescape_path_name
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_records import save_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import log
 from airflow_commit_provider.core.store.base import Store
+
+#: A Hive-format table's serde names its file format (``STORED AS PARQUET``).
+_SERDE_FORMATS = {"parquet": "parquet", "orc": "orc", "json": "json", "lazysimpleserde": "csv"}
 
 
 class CatalogError(Exception):
@@ -89,3 +95,61 @@ def register_committed(
     save_job_record(store, destination, registered)
     log.info("job %s: registered %d partitions of %s", record.job_id, len(partitions), record.table)
     return registered
+
+
+def register_table_partitions(
+    catalog: Catalog, store: Store, destination: StorePath, record: SuccessData
+) -> SuccessData:
+    """After the commit: register what a table write wrote (nothing for a path write)."""
+    if not record.registration_pending or record.table is None:
+        return record
+    columns = catalog.table_info(record.table).partition_columns
+    return register_committed(
+        catalog, store, destination, record, functools.partial(partition_values, columns)
+    )
+
+
+def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str | None], ...]:
+    """``col=v/col2=w`` (Spark-escaped directory names) as (column, value) pairs, checked against
+    the table's partition columns; Hive's default partition name is None."""
+    values = []
+    for part, column in zip(path.split("/"), columns, strict=True):
+        name, sep, value = part.partition("=")
+        if not sep or unescape_path_name(name).lower() != column.lower():
+            raise ValueError(
+                f"partition directory {path!r} does not match the partition columns {list(columns)}"
+            )
+        values.append((column, None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)))
+    return tuple(values)
+
+
+def partition_name(partition: Partition) -> str:
+    """The partition as the metastore names it (``SHOW PARTITIONS``): its Spark-escaped directory path."""
+    return partition_path(
+        [column for column, _ in partition.values], [value for _, value in partition.values]
+    )
+
+
+def location_path(location: str) -> StorePath:
+    """A catalog location (Hadoop's ``file:/x`` form included) as a StorePath."""
+    if location.startswith("file:") and not location.startswith("file://"):
+        location = "file://" + location[len("file:") :]
+    return StorePath.parse(location)
+
+
+def location_text(path: StorePath) -> str:
+    """What the catalog is given: the location taken literally, as Hadoop's ``Path(String)`` takes it."""
+    return str(path)
+
+
+def table_format(name: str, provider: str | None, serde: str | None) -> str:
+    """A table's file format: its Spark data source provider (``USING parquet``), else what its
+    Hive serde library stores (``STORED AS PARQUET``); ValueError names the table otherwise."""
+    provider = (provider or "").lower()
+    if provider and provider != "hive":
+        return provider
+    serde = (serde or "").lower()
+    for marker, fmt in _SERDE_FORMATS.items():
+        if marker in serde:
+            return fmt
+    raise ValueError(f"table {name}: cannot tell its file format (provider {provider!r}, serde {serde!r})")

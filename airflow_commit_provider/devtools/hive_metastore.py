@@ -39,7 +39,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -146,6 +146,11 @@ class HiveMetastoreService:
 
     The database's password goes only into an owner-only ``hive-site.xml`` on the server's
     classpath; the server's log (`log_path`) is in the service's own private directory.
+
+    The metastore creates each partition's directory when it is added, through Hadoop's
+    filesystems: for tables on S3, give S3A's jars (`extra_classpath`, e.g.
+    ``hadoop_jars.peer_jars()``), its settings (`hadoop_conf`: ``fs.s3a.endpoint``...) and its
+    credentials (`env`: ``AWS_ACCESS_KEY_ID``...; S3A reads them from its environment).
     """
 
     def __init__(
@@ -157,8 +162,12 @@ class HiveMetastoreService:
         *,
         host: str = "127.0.0.1",
         startup_timeout: float = 240.0,
+        extra_classpath: Sequence[Path] = (),
+        hadoop_conf: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._properties = {
+            **(hadoop_conf or {}),
             **_database_conf(jdbc_url, user),
             PASSWORD_KEY: password,
             "hive.metastore.warehouse.dir": warehouse,
@@ -166,6 +175,8 @@ class HiveMetastoreService:
         self.warehouse = warehouse
         self.host = host
         self.startup_timeout = startup_timeout
+        self._extra_classpath = list(extra_classpath)
+        self._env = dict(env or {})
         self.port: int | None = None
         self._directory: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -211,7 +222,8 @@ class HiveMetastoreService:
             self._directory = Path(tempfile.mkdtemp(prefix="hive-metastore-"))
             conf_dir = self._directory / "conf"
             write_site_conf(conf_dir, self._properties)
-            classpath = os.pathsep.join(map(str, [conf_dir, postgres_jdbc_jar(), _pyspark_jars() / "*"]))
+            jars = [postgres_jdbc_jar(), _pyspark_jars() / "*", *self._extra_classpath]
+            classpath = os.pathsep.join(map(str, [conf_dir, *jars]))
             assert self.log_path is not None
             with self.log_path.open("wb") as log:
                 self._process = subprocess.Popen(
@@ -220,6 +232,7 @@ class HiveMetastoreService:
                     stdout=subprocess.PIPE,
                     stderr=log,
                     cwd=self._directory,  # Hive and DataNucleus write their scratch files here
+                    env={**os.environ, **self._env},
                     start_new_session=True,
                 )
             self.port = self._read_port(time.monotonic() + self.startup_timeout)

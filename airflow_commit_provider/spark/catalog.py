@@ -4,7 +4,7 @@
 Table descriptions come from ``DESCRIBE TABLE EXTENDED`` and ``spark.catalog.listColumns``;
 partitions are registered with one batched ``ALTER TABLE .. ADD IF NOT EXISTS PARTITION ..`` and a
 ``SET LOCATION`` for each existing partition whose location differs. Partition values and locations
-are quoted as Spark SQL string literals; directory names are unescaped by ``spark.escaping``.
+are quoted as Spark SQL string literals.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from airflow_commit_provider.core.catalog import (
     Partition,
     TableInfo,
     TableNotFoundError,
+    location_path,
+    location_text,
+    partition_name,
+    table_format,
 )
-from airflow_commit_provider.core.paths import StorePath, same_location
-from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, partition_path, unescape_path_name
-
-#: A Hive-format table's serde names its file format (``STORED AS PARQUET``).
-_SERDE_FORMATS = {"parquet": "parquet", "orc": "orc", "json": "json", "lazysimpleserde": "csv"}
+from airflow_commit_provider.core.paths import same_location
 
 
 class SparkCatalog:
@@ -41,7 +41,7 @@ class SparkCatalog:
         return TableInfo(
             name=name,
             location=location_path(details.get("Location") or ""),
-            format=_table_format(name, details),
+            format=table_format(name, details.get("Provider"), details.get("Serde Library")),
             partition_columns=tuple(column.name for column in columns if column.isPartition),
             columns=tuple((column.name, column.dataType) for column in columns),
         )
@@ -98,27 +98,6 @@ class SparkCatalog:
             ) from error
 
 
-def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str | None], ...]:
-    """``col=v/col2=w`` (Spark-escaped directory names) as (column, value) pairs, checked against
-    the table's partition columns; Hive's default partition name is None."""
-    values = []
-    for part, column in zip(path.split("/"), columns, strict=True):
-        name, sep, value = part.partition("=")
-        if not sep or unescape_path_name(name).lower() != column.lower():
-            raise ValueError(
-                f"partition directory {path!r} does not match the partition columns {list(columns)}"
-            )
-        values.append((column, None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)))
-    return tuple(values)
-
-
-def partition_name(partition: Partition) -> str:
-    """The partition as ``SHOW PARTITIONS`` lists it: its Spark-escaped directory path."""
-    return partition_path(
-        [column for column, _ in partition.values], [value for _, value in partition.values]
-    )
-
-
 def partition_spec(partition: Partition) -> str:
     """``\\`dt\\` = '2024-01-01', ...`` for a PARTITION clause."""
     return ", ".join(
@@ -134,26 +113,3 @@ def sql_string(value: str) -> str:
 
 def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def location_path(location: str) -> StorePath:
-    """A catalog location (Hadoop's ``file:/x`` form included) as a StorePath."""
-    if location.startswith("file:") and not location.startswith("file://"):
-        location = "file://" + location[len("file:") :]
-    return StorePath.parse(location)
-
-
-def location_text(path: StorePath) -> str:
-    """What the catalog is given: the location taken literally, as Hadoop's ``Path(String)`` takes it."""
-    return str(path)
-
-
-def _table_format(name: str, details: dict[str, str]) -> str:
-    provider = (details.get("Provider") or "").lower()
-    if provider and provider != "hive":
-        return provider
-    serde = (details.get("Serde Library") or "").lower()
-    for marker, fmt in _SERDE_FORMATS.items():
-        if marker in serde:
-            return fmt
-    raise ValueError(f"table {name}: cannot tell its file format (provider {provider!r}, serde {serde!r})")

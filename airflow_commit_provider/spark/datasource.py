@@ -27,6 +27,15 @@ Spark runs it as a DataSource V2 batch write, and each step is one step of our p
 ``save`` returns nothing; the summary is in ``_SUCCESS`` and the job record
 ``_airflow_commit/<job id>.success.json``.
 
+**Tables.** ``option("table", "db.events")`` instead of a path writes a catalog table through a
+Thrift Hive metastore (``core.hive_metastore_catalog``), named by ``option("metastore_uri",
+"thrift://host:9083")`` or else by the ``spark.hadoop.hive.metastore.uris`` of the session that
+registered the source. ``writer()`` takes the location, format and partition columns from the
+metastore and refuses a DataFrame that does not fit (``core.table_checks``, as ``write_committed``);
+``commit()`` registers the partitions written after the commit point. If that fails the data stays
+committed, the record says registration is pending and the write fails naming
+``finish_table_write``.
+
 **Where each part runs.** ``writer()`` and ``commit()``/``abort()`` run in Python workers that the
 driver starts (on Spark Connect, the server's driver); the writer object is pickled from one to the
 others and to the tasks, so it carries the plan and the task config, never a store. Those workers
@@ -71,17 +80,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from airflow_commit_provider.core.catalog import CatalogError, TableInfo, TableNotFoundError
 from airflow_commit_provider.core.committers import TaskCommitResult
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog
+from airflow_commit_provider.core.table_checks import check_write
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.formats import file_format
 from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
+from airflow_commit_provider.spark.tables import schema_columns
 from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.task_info import current_task_info
 from airflow_commit_provider.spark.tasks import TaskOutcome, run_task_attempt
 from airflow_commit_provider.spark.type_support import contains_type, refuse_unfaithful_types
 from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
-from airflow_commit_provider.spark.writer import abort_after_failure, finish_job, open_committer, set_up_job
+from airflow_commit_provider.spark.writer import (
+    abort_after_failure,
+    finish_job,
+    open_committer,
+    register_after_commit,
+    set_up_job,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,7 +120,18 @@ log = logging.getLogger("airflow_commit_provider.spark")
 #: The name ``df.write.format(...)`` takes.
 SHORT_NAME = "committed"
 #: Options the data source reads itself; every other option is a ``write_committed`` option.
-SOURCE_OPTIONS = ("path", "format", "committer", "partition_by", "conflict_mode", "job_id")
+SOURCE_OPTIONS = (
+    "path",
+    "table",
+    "metastore_uri",
+    "format",
+    "committer",
+    "partition_by",
+    "conflict_mode",
+    "job_id",
+)
+#: The session conf naming the Thrift metastore (Hive's ``hive.metastore.uris``, as Spark passes it).
+METASTORE_URIS_CONF = "spark.hadoop.hive.metastore.uris"
 #: Formats whose rows a task can write from Arrow batches as they come.
 SOURCE_FORMATS = ("parquet", "orc")
 #: Spark's defaults for ``spark.sql.parquet.compression.codec`` and ``spark.sql.orc.compression.codec``
@@ -112,12 +143,26 @@ PARTITION_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "date", "bo
 
 def register_data_source(spark: SparkSession) -> None:
     """Make ``df.write.format("committed")`` available in ``spark``, a classic or Spark Connect
-    session. Idempotent: registering again replaces the registration with the same class."""
-    spark.dataSource.register(CommittedDataSource)
+    session. Idempotent: registering again replaces the registration.
+
+    A session whose catalog is a Thrift metastore (``spark.hadoop.hive.metastore.uris``) registers a
+    source that writes its tables (``option("table", ...)``) through that metastore by default:
+    the source's driver side runs without a session, so the URI travels in the class.
+    """
+    uris = spark.conf.get(METASTORE_URIS_CONF, None)
+    if not uris:
+        spark.dataSource.register(CommittedDataSource)
+        return
+    spark.dataSource.register(
+        type(CommittedDataSource.__name__, (CommittedDataSource,), {"session_metastore_uris": uris})
+    )
 
 
 class CommittedDataSource(DataSource):
     """The ``committed`` data source: write-only, batch only."""
+
+    #: The Thrift metastore of the session that registered the source (`register_data_source`).
+    session_metastore_uris: str | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -125,13 +170,16 @@ class CommittedDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> CommittedWriter:
         """Plan the write and set up its job (on the driver, once per write)."""
-        plan, task_config = plan_source_write(self.options, schema, overwrite)
+        options = dict(self.options)
+        if self.session_metastore_uris and "metastore_uri" not in {key.lower() for key in options}:
+            options["metastore_uri"] = self.session_metastore_uris
+        plan, task_config, catalog = plan_source_write(options, schema, overwrite)
         job = open_committer(plan)
         try:
             set_up_job(job, plan, description="df.write.format('committed')")
         finally:
             job.store.close()
-        return CommittedWriter(plan, task_config)
+        return CommittedWriter(plan, task_config, catalog)
 
 
 @dataclass(frozen=True)
@@ -144,9 +192,11 @@ class CommittedTaskMessage(WriterCommitMessage):
 class CommittedWriter(DataSourceArrowWriter):
     """Carries the plan from the driver to the tasks and to job commit or abort (pickled)."""
 
-    def __init__(self, plan: SparkWritePlan, task_config: TaskConfig):
+    def __init__(self, plan: SparkWritePlan, task_config: TaskConfig, catalog: HiveMetastoreCatalog | None):
         self.plan = plan
         self.task_config = task_config
+        self.catalog = catalog
+        """Where a table write registers its partitions (None for a path write)."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommittedTaskMessage:
         """One task attempt: write its rows and commit it (in the task)."""
@@ -181,6 +231,14 @@ class CommittedWriter(DataSourceArrowWriter):
             )
         finally:
             finish_job(job)
+        self._register(success)
+
+    def _register(self, success: SuccessData) -> None:
+        """After the commit point: register a table write's partitions through the metastore. A
+        failure leaves the data committed and the record saying registration is pending, and fails
+        the write naming ``finish_table_write``, as ``write_committed`` does."""
+        if self.catalog is not None:
+            register_after_commit(self.catalog, self.plan, success)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Abort the job after a failed task or commit; a job past its commit point is completed."""
@@ -197,6 +255,11 @@ class CommittedWriter(DataSourceArrowWriter):
                 )
         finally:
             finish_job(job)
+        if success is not None:
+            try:
+                self._register(success)
+            except CatalogError as error:  # the write fails anyway: say why registration waits
+                log.warning("%s", error)
 
 
 def committed_results(messages: Iterable[WriterCommitMessage | None]) -> list[TaskCommitResult]:
@@ -212,18 +275,26 @@ def committed_results(messages: Iterable[WriterCommitMessage | None]) -> list[Ta
 
 def plan_source_write(
     options: Mapping[str, str], schema: StructType, overwrite: bool
-) -> tuple[SparkWritePlan, TaskConfig]:
-    """The write's plan (``plan_write``) and the config its tasks receive; ValueError names what is
-    wrong (an unknown option, a format, a partition column, a mode the committer cannot honour)."""
+) -> tuple[SparkWritePlan, TaskConfig, HiveMetastoreCatalog | None]:
+    """The write's plan (``plan_write``), the config its tasks receive and, for a table, the
+    metastore its partitions are registered in; ValueError names what is wrong (an unknown
+    option, a format, a partition column, a mode the committer cannot honour, a table the
+    DataFrame does not fit)."""
     remaining = {key.lower(): value for key, value in options.items()}
     source = {key: remaining.pop(key) for key in SOURCE_OPTIONS if key in remaining}
-    path = source.get("path")
-    if "table" in remaining:  # see spark.tables; the driver side here has no session to ask
-        raise ValueError(
-            f"data source {SHORT_NAME!r} cannot write tables: use write_committed(df, table=...)"
+    catalog = None
+    if source.get("table"):
+        catalog, table = _table_destination(source, schema)
+        source.update(
+            path=str(table.location), format=table.format, partition_by=",".join(table.partition_columns)
         )
+    elif "metastore_uri" in source:
+        raise ValueError(f"data source {SHORT_NAME!r}: metastore_uri is for option('table', ...)")
+    path = source.get("path")
     if not path:
-        raise ValueError(f"data source {SHORT_NAME!r} needs a destination: save(path)")
+        raise ValueError(
+            f"data source {SHORT_NAME!r} needs a destination: save(path) or option('table', ...)"
+        )
     fmt = source.get("format", "parquet").lower()
     if fmt not in SOURCE_FORMATS:
         raise ValueError(
@@ -257,12 +328,46 @@ def plan_source_write(
             committer=source.get("committer"),
             conflict_mode=_conflict_mode(overwrite, source.get("conflict_mode")),
             options=remaining,
+            table=source.get("table"),
         )
     except ValueError as error:
         raise ValueError(
             f"data source {SHORT_NAME!r}: {error} (its own options: {', '.join(SOURCE_OPTIONS)})"
         ) from None
-    return plan, _task_config(plan, data_schema, partition_columns)
+    return plan, _task_config(plan, data_schema, partition_columns), catalog
+
+
+def _table_destination(
+    source: Mapping[str, str], schema: StructType
+) -> tuple[HiveMetastoreCatalog, TableInfo]:
+    """The metastore and the table a table write goes to, once `schema` and the ``format`` and
+    ``partition_by`` options given are checked against the table (before any work)."""
+    table = source["table"]
+    if source.get("path"):
+        raise ValueError(
+            f"data source {SHORT_NAME!r}: pass save(path) or option('table', {table!r}), not both"
+        )
+    uris = source.get("metastore_uri")
+    if not uris:
+        raise ValueError(
+            f"data source {SHORT_NAME!r} writes table {table!r} through a Thrift metastore: pass "
+            f"option('metastore_uri', 'thrift://host:9083') or register it in a session with {METASTORE_URIS_CONF}"
+        )
+    try:
+        catalog = HiveMetastoreCatalog(uris)
+        info = catalog.table_info(table)
+    except TableNotFoundError as error:
+        raise TableNotFoundError(f"data source {SHORT_NAME!r}: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"data source {SHORT_NAME!r}: {error}") from None
+    requested = [column.strip() for column in source.get("partition_by", "").split(",") if column.strip()]
+    try:
+        check_write(
+            info, schema_columns(schema), format=source.get("format"), partition_by=requested, path=None
+        )
+    except ValueError as error:
+        raise ValueError(f"data source {SHORT_NAME!r}: {error}") from None
+    return catalog, info
 
 
 def _conflict_mode(overwrite: bool, requested: str | None) -> str:

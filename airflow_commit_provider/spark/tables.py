@@ -9,30 +9,30 @@ Given with an existing table, ``path`` must be the table's location.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core import job_control
-from airflow_commit_provider.core.catalog import Catalog, TableInfo, TableNotFoundError, register_committed
+from airflow_commit_provider.core.catalog import (
+    Catalog,
+    TableInfo,
+    TableNotFoundError,
+    location_text,
+    register_table_partitions,
+)
 from airflow_commit_provider.core.committers.registry import default_committer
 from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import open_store
-from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.table_checks import check_write
 from airflow_commit_provider.spark import config as cfg
-from airflow_commit_provider.spark.catalog import (
-    SparkCatalog,
-    location_text,
-    partition_values,
-    quote_identifier,
-    sql_string,
-)
+from airflow_commit_provider.spark.catalog import SparkCatalog, quote_identifier, sql_string
 from airflow_commit_provider.spark.write_plan import SparkWritePlan, plan_write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 
 def plan_committed_write(
@@ -83,18 +83,6 @@ def plan_committed_write(
     )
 
 
-def register_table_partitions(
-    catalog: Catalog, store: Store, destination: StorePath, record: SuccessData
-) -> SuccessData:
-    """After the commit: register what a table write wrote (nothing for a path write)."""
-    if not record.registration_pending or record.table is None:
-        return record
-    columns = catalog.table_info(record.table).partition_columns
-    return register_committed(
-        catalog, store, destination, record, functools.partial(partition_values, columns)
-    )
-
-
 def finish_table_write(
     spark: Any, table: str, job_id: str, *, catalog: Catalog | None = None, **s3: Any
 ) -> SuccessData | None:
@@ -105,8 +93,13 @@ def finish_table_write(
     retry that finds the registration pending.
 
     `s3`: the store's S3 settings (``endpoint_url``, ``aws_access_key_id``...) for an S3 table.
+    `spark` may be None when `catalog` is given: a data source table write is finished through its
+    Thrift metastore (``HiveMetastoreCatalog(uri)``) without Spark.
     """
-    catalog = catalog or SparkCatalog(spark)
+    if catalog is None:
+        if spark is None:
+            raise ValueError("finish_table_write needs a SparkSession or a catalog=")
+        catalog = SparkCatalog(spark)
     location = catalog.table_info(table).location
     store = open_store(location, **s3)
     try:
@@ -141,34 +134,14 @@ def table_for_write(
             ) from None
         _create_table(df, name, format or "parquet", partition_by, path)
         table = catalog.table_info(name)
-    if path is not None and not same_location(StorePath.parse(path), table.location):
-        raise ValueError(f"table {name} is at {table.location}, not at path={os.fspath(str(path))!r}")
-    if format is not None and format.lower() != table.format:
-        raise ValueError(f"table {name} is stored as {table.format}, not format={format!r}")
-    if partition_by and [c.lower() for c in partition_by] != [c.lower() for c in table.partition_columns]:
-        raise ValueError(
-            f"table {name} is partitioned by {list(table.partition_columns)}, not partition_by={list(partition_by)}"
-        )
-    check_columns(df, table)
+    expected = None if path is None else StorePath.parse(path)
+    check_write(table, schema_columns(df.schema), format=format, partition_by=partition_by, path=expected)
     return table
 
 
-def check_columns(df: DataFrame, table: TableInfo) -> None:
-    """Every column of the table in `df` with the same type, and no other column."""
-    frame = {field.name.lower(): field for field in df.schema.fields}
-    expected = {column.lower(): (column, type_name) for column, type_name in table.columns}
-    for key, field in frame.items():
-        if key not in expected:
-            raise ValueError(f"column {field.name!r} is not a column of table {table.name}")
-        column, type_name = expected[key]
-        if field.dataType.simpleString() != type_name:
-            raise ValueError(
-                f"column {field.name!r} is {field.dataType.simpleString()} in the DataFrame but "
-                f"{type_name} in table {table.name}"
-            )
-    for key, (column, _) in expected.items():
-        if key not in frame:
-            raise ValueError(f"column {column!r} of table {table.name} is missing from the DataFrame")
+def schema_columns(schema: StructType) -> list[tuple[str, str]]:
+    """What is written, as the catalog describes a table's columns: (name, Spark simple type string)."""
+    return [(field.name, field.dataType.simpleString()) for field in schema.fields]
 
 
 def _create_table(

@@ -34,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_commit_provider.core.committers import TaskAttempt, TaskCommitResult, create_committer
+from airflow_commit_provider.core.escaping import partition_path
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
-from airflow_commit_provider.spark.escaping import partition_path
 from airflow_commit_provider.spark.formats import CountingSink, FormatWriter, open_format_writer
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation
 from airflow_commit_provider.spark.orc_layout import to_spark_layout

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from airflow_commit_provider.core.catalog import Catalog, CatalogError
+from airflow_commit_provider.core.catalog import Catalog, CatalogError, register_table_partitions
 from airflow_commit_provider.core.committers import Committer, TaskCommitResult, create_committer
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
@@ -57,7 +57,7 @@ from airflow_commit_provider.spark.frames import prepare_frame
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 from airflow_commit_provider.spark.session_conf import held_default
 from airflow_commit_provider.spark.summary import WriteRun, WriteSummary, summarise
-from airflow_commit_provider.spark.tables import plan_committed_write, register_table_partitions
+from airflow_commit_provider.spark.tables import plan_committed_write
 from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.write_plan import SparkWritePlan
 
@@ -69,6 +69,7 @@ __all__ = [
     "abort_after_failure",
     "finish_job",
     "open_committer",
+    "register_after_commit",
     "run_write",
     "set_up_job",
     "write_committed",
@@ -142,7 +143,7 @@ def run_write(
         run = _run(prepared, plan, task_config, instrumentation or WriteInstrumentation(), started)
     if plan.table is not None:
         run = dataclasses.replace(
-            run, success=_register(catalog or SparkCatalog(df.sparkSession), plan, run.success)
+            run, success=register_after_commit(catalog or SparkCatalog(df.sparkSession), plan, run.success)
         )
     summary = summarise(plan, run)
     log.info(
@@ -192,7 +193,7 @@ def _run(
     return WriteRun(success, tasks, results, started, tasks_done, time.monotonic())
 
 
-def _register(catalog: Catalog, plan: SparkWritePlan, record: SuccessData) -> SuccessData:
+def register_after_commit(catalog: Catalog, plan: SparkWritePlan, record: SuccessData) -> SuccessData:
     """Register the committed partitions; on failure the data stays committed and the job record
     says registration is pending, for ``finish_table_write`` (a resume or a retry) to finish."""
     store = open_store(plan.destination, **plan.s3.store_kwargs())

@@ -35,7 +35,7 @@ def by_write_committed(name: str) -> str:
 
 def by_data_source(name: str) -> str:
     schema = StructType([StructField("value", StringType())])
-    plan, _ = plan_source_write({"path": "s3://b/t", "committer": name}, schema, overwrite=False)
+    plan, _, _ = plan_source_write({"path": "s3://b/t", "committer": name}, schema, overwrite=False)
     return plan.commit.committer
 
 

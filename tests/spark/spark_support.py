@@ -11,12 +11,12 @@ from typing import Any
 from support.invariants import assert_nothing_left_behind, is_commit_record, is_temp
 from support.workload import ALL_COMMITTERS, supported
 
+from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME, unescape_path_name
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME, unescape_path_name
 
 FORMATS = ("parquet", "orc", "csv", "json")
 LOCAL_COMMITTERS = tuple(name for name in ALL_COMMITTERS if supported(name, LocalStore()))

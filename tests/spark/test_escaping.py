@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_commit_provider.spark.escaping import (
+from airflow_commit_provider.core.escaping import (
     DEFAULT_PARTITION_NAME,
     escape_path_name,
     partition_path,

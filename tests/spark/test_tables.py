@@ -18,12 +18,13 @@ from airflow_commit_provider.core.catalog import (
     Partition,
     TableInfo,
     TableNotFoundError,
+    location_path,
 )
+from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath, same_location
 from airflow_commit_provider.spark import applied_conf, write_committed
-from airflow_commit_provider.spark.catalog import SparkCatalog, location_path
-from airflow_commit_provider.spark.escaping import DEFAULT_PARTITION_NAME
+from airflow_commit_provider.spark.catalog import SparkCatalog
 from airflow_commit_provider.spark.tables import finish_table_write, plan_committed_write
 from airflow_commit_provider.spark.writer import run_write
 
@@ -316,16 +317,3 @@ def test_registration_is_idempotent_and_fixes_a_moved_location(spark: Any, tmp_p
         catalog.register_partitions(table, wanted)
     assert _partition_location(spark, table, "x").endswith("/events/day=x")
     assert _partition_location(spark, table, "y").endswith("/other"), "other partitions untouched"
-
-
-def test_the_data_source_refuses_a_table_in_one_line(spark: Any) -> None:
-    """Its driver side runs in a Python worker without a session: it could neither read the table
-    nor register partitions, so it says where tables are written instead of writing a bare path."""
-    from airflow_commit_provider.spark.datasource import plan_source_write
-
-    schema = _days(spark, ["1"]).schema
-    with pytest.raises(
-        ValueError, match=r"^data source 'committed' cannot write tables: use write_committed"
-    ) as refused:
-        plan_source_write({"table": "default.events", "path": "/tmp/x"}, schema, False)
-    assert "\n" not in str(refused.value)
