@@ -68,7 +68,7 @@ def measure(env: BenchEnv, result: ScenarioResult, counts: list[int]) -> None:
                     seconds, calls = _register(client, catalog, root, count)
                     result.measure(f"{METHOD}: seconds per partition, {count} partitions", seconds / count)
                     result.measure(
-                        f"{METHOD}: metastore calls per partition, {count} partitions",
+                        f"{METHOD}: Thrift calls per partition, {count} partitions",
                         calls.total() / count,
                         "calls",
                     )
