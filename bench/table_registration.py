@@ -16,6 +16,10 @@ Measured per partition: wall time, and the Hive client calls Spark made (``HiveC
 metastore operation on the embedded one the run uses), and the SQL statements issued. The metastore
 is the session's (the bench's own session has an embedded Derby one under its work directory); its
 database's speed is the same for the three methods, so the ratios carry over, the seconds less so.
+
+Then the Thrift route (``bench.thrift_registration``): ``HiveMetastoreCatalog.register_partitions``,
+what the committed data source registers with, on Hive's Thrift metastore kept in PostgreSQL, for
+the same partition counts, in rows of its own (that module says why without a baseline).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from airflow_commit_provider.core.catalog import Partition
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.spark.catalog import SparkCatalog
+from bench import thrift_registration
 from bench.common import BenchEnv, ScenarioResult, log, rotated, spark_jvm, timer
 
 DATABASE = "bench_tables"
@@ -57,6 +62,7 @@ def run(env: BenchEnv) -> ScenarioResult:
         for turn in range(env.repeat):
             measured = {method: _register(spark, root, method, count) for method in rotated(METHODS, turn)}
             _record(result, count, measured)
+    thrift_registration.measure(env, result, counts)
     return result
 
 

@@ -21,7 +21,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -37,6 +36,7 @@ import boto3
 from botocore.config import Config
 
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.devtools.ports import free_loopback_ports
 
 _PORT_NAMES = ("master", "volume", "filer", "s3")
 #: Where weed puts its gRPC Unix sockets regardless of TMPDIR; removed on stop.
@@ -221,7 +221,7 @@ class EmbeddedS3:
             )
 
     def _choose_ports(self) -> dict[str, int]:
-        ports = _free_ports(2 * len(_PORT_NAMES) - (self.s3_port is not None))
+        ports = free_loopback_ports(2 * len(_PORT_NAMES) - (self.s3_port is not None))
         if self.s3_port is not None:
             ports.insert(_PORT_NAMES.index("s3"), self.s3_port)
         chosen = {name: ports[i] for i, name in enumerate(_PORT_NAMES)}
@@ -396,20 +396,6 @@ def _write_private(path: Path, text: str) -> None:
     with os.fdopen(descriptor, "w") as handle:
         handle.write(text)
     path.chmod(0o600)
-
-
-def _free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports (all held open together so none repeats)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

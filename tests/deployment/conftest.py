@@ -26,10 +26,10 @@ from deployment_services import (
     kill_processes_of,
 )
 from deployment_venv import REPO, deployment_venv
-from support.postgres import Postgres
 from support.standalone import free_port
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.postgres import Postgres
 
 HERE = Path(__file__).resolve().parent
 #: Spark's JVM tuned to start fast (the jobs are small), as a platform team sets in spark-defaults.conf.

@@ -1,5 +1,5 @@
 """A real Airflow deployment on this machine: the four Airflow services and the REST API (its
-PostgreSQL is ``support.postgres``, shared with the tests of catalog tables).
+PostgreSQL is ``devtools.postgres``, shared with the tests of catalog tables).
 
 - `AirflowServices`: ``airflow db migrate``, then ``scheduler``, ``dag-processor``, ``triggerer`` and
   ``api-server`` on LocalExecutor, 127.0.0.1 only (``--skip-serve-logs``: the log servers bind every

@@ -19,8 +19,8 @@ import pytest
 from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.devtools.hadoop_jars import HADOOP_VERSION, bundled_hadoop_version, peer_jars
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
+from airflow_commit_provider.devtools.postgres import Postgres
 from airflow_commit_provider.spark.jvm_committers import s3a_store_conf
-from support.postgres import Postgres
 
 
 @pytest.fixture(scope="session", name="metastore_service")

@@ -7,10 +7,10 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from support.postgres import Postgres
 from tables_support import SharedMetastore
 
 from airflow_commit_provider.devtools.hive_metastore import write_password_conf
+from airflow_commit_provider.devtools.postgres import Postgres
 
 
 @pytest.fixture(scope="session")

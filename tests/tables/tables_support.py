@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.postgres import Database
+from airflow_commit_provider.devtools.postgres import Database
 
 
 @dataclass(frozen=True)

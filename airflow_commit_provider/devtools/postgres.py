@@ -1,5 +1,6 @@
-"""Debian's PostgreSQL as a private cluster: Airflow's metadata database in tests/deployment, the
-shared Hive metastore of tests/tables.
+"""Debian's PostgreSQL as a private cluster, a development tool like the embedded S3: Airflow's
+metadata database in tests/deployment, the shared Hive metastore's database in tests/tables and
+behind the Thrift metastore of tests and bench (``devtools.hive_metastore.HiveMetastoreService``).
 
 `Postgres` runs ``initdb`` on a temporary directory and ``pg_ctl`` on a free loopback port with its
 socket in that directory (no system service, nothing left behind after `stop`); `create_database`
@@ -19,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.standalone import free_port
+from airflow_commit_provider.devtools.ports import free_loopback_ports
 
 
 class PostgresError(RuntimeError):
@@ -68,7 +69,7 @@ class Postgres:
         self.root = Path(os.environ.get("TMPDIR", "/tmp")) / f"airflow-commit-pg-{secrets.token_hex(6)}"
         self.data = self.root / "data"
         self.log = self.root / "postgres.log"
-        self.port = free_port("127.0.0.1")
+        [self.port] = free_loopback_ports(1)
         self._started = False
 
     def __enter__(self) -> Postgres:
