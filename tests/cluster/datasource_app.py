@@ -109,7 +109,7 @@ class RaceWriter(CommittedWriter):
     """The production writer; its task side runs with the race's hooks."""
 
     def __init__(self, base: CommittedWriter, probes: Any):
-        super().__init__(base.plan, base.task_config)
+        super().__init__(base.plan, base.task_config, base.catalog)
         self.probes = probes
 
     def write(self, iterator: Iterator[Any]) -> CommittedTaskMessage:
