@@ -12,9 +12,10 @@
 #   main lane:   pytest on every test but SIDE_LANE's, its output live;
 #   side lane:   pytest on SIDE_LANE - tests that spend their time in processes of their own (the
 #                deployment's Airflow services, the standalone cluster's applications, the benchmarks'
-#                Spark runs, spark-submit tries under Airflow, the shared metastore's applications,
-#                the dev tools' servers);
-#   compat lane: scripts/compat.sh (its own venv, PySpark and embedded S3).
+#                Spark runs, spark-submit tries under Airflow);
+#   compat lane: scripts/compat.sh (its own venv, PySpark and embedded S3), then pytest on
+#                AFTER_COMPAT (the shared metastore's applications, the dev tools' servers, cleanup),
+#                which keeps the three lanes about as long as each other.
 # The side and compat lanes' output goes to logs, printed when the main lane has ended.
 #
 # The lanes share nothing they could collide on: every server (SeaweedFS, Spark Connect, the
@@ -30,7 +31,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 VENV_PYTHON=${VENV_PYTHON:-.venv/bin/python}
-SIDE_LANE=(tests/deployment tests/cluster tests/bench tests/tables tests/devtools tests/airflow)
+SIDE_LANE=(tests/deployment tests/cluster tests/bench tests/airflow)
+AFTER_COMPAT=(tests/tables tests/devtools tests/cleanup)
 
 run_pytest() {
     local rc=0
@@ -53,8 +55,11 @@ side_lane() {
 }
 
 compat_lane() {
+    local rc=0
     trap 'exit 130' INT
-    bash scripts/compat.sh
+    bash scripts/compat.sh || rc=$?
+    run_pytest -p no:cacheprovider "${AFTER_COMPAT[@]}" || rc=$?
+    return "$rc"
 }
 
 lane_names=()
@@ -104,7 +109,7 @@ start_lane compat compat_lane
 trap interrupted INT TERM
 
 ignored=()
-for path in "${SIDE_LANE[@]}"; do ignored+=("--ignore=$path"); done
+for path in "${SIDE_LANE[@]}" "${AFTER_COMPAT[@]}"; do ignored+=("--ignore=$path"); done
 run_pytest "${ignored[@]}" || rc=$?
 echo "make test: the main lane took $SECONDS s"
 
