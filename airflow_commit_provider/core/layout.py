@@ -103,6 +103,16 @@ class JobLayout:
     def attempt_notes_dir(self) -> StorePath:
         return self.job_attempt_dir.join("attempts")
 
+    def attempt_dirs(self, task_attempt_id: str) -> tuple[StorePath, ...]:
+        """Every folder of the job's tree a task attempt writes into: its work directory, its
+        upload records, its task's manifests and its note."""
+        return (
+            self.task_attempt_dir(task_attempt_id),
+            self.upload_records_dir(task_attempt_id),
+            self.manifests_dir,
+            self.attempt_notes_dir,
+        )
+
     def task_of_attempt(self, task_attempt_id: str) -> str | None:
         """The task an attempt ID of this job belongs to, None for anything else."""
         attempt = re.fullmatch(rf"attempt_{re.escape(self.job_id)}_m_([0-9]{{6,}})_[0-9]+", task_attempt_id)

@@ -90,6 +90,11 @@ class DelegatingStore(Store):
     def prepare_directory(self, directory: StorePath) -> None:
         self._delegate("prepare_directory", directory, True, lambda: self.inner.prepare_directory(directory))
 
+    def remove_empty_dirs(self, directory: StorePath, root: StorePath) -> None:
+        self._delegate(
+            "remove_empty_dirs", directory, True, lambda: self.inner.remove_empty_dirs(directory, root)
+        )
+
     # Multipart uploads -----------------------------------------------------------------------------
     def create_multipart_upload(self, path: StorePath) -> str:
         return self._delegate(

@@ -344,7 +344,8 @@ class TaskAttempt(abc.ABC):
         commit (which a later attempt adopts), it leaves a note for the job record: it lost to the
         attempt that holds the commit (a speculative copy, or the original a copy outran), or, with
         none but its own (which the last-wins committers let a retry replace), it failed and its
-        task is retried."""
+        task is retried. Once the job is over, or at a destination where it was never set up, it
+        leaves nothing at all (`_leave_note`)."""
         if self.discard_output():
             holder = task_commit_holder(self.context, self.task_id, self.committer.decoder)
             if holder is None or holder == self.task_attempt_id:  # its own commit, which a retry replaces
@@ -370,7 +371,7 @@ class TaskAttempt(abc.ABC):
                 exclusive=self.committer.traits.exclusive_task_commit,
             )
         except JobNotActiveError:
-            self.discard_output()  # the job is over: a late attempt discards its own output
+            self._discard_late()
             raise
         if result.adopted_from is not None:
             self._leave_note(REFUSED, winner=result.task_attempt_id)
@@ -382,22 +383,45 @@ class TaskAttempt(abc.ABC):
         try:
             job_state.require_active_job(self.context, f"commit task attempt {self.task_attempt_id}")
         except JobNotActiveError:
-            self.discard_output()
+            self._discard_late()
             raise
 
+    def _discard_late(self) -> None:
+        """Discard the output of an attempt whose job is over, and the folders of the job's tree
+        that its writes recreated: an attempt that wakes up after its job ended changes nothing."""
+        self.discard_output()
+        self._remove_emptied_dirs()
+
+    def _remove_emptied_dirs(self) -> None:
+        """On stores with folders, remove those of the job's tree that this attempt's writes made
+        and its discards or take-backs emptied, once the job is over: its cleanup has run or is
+        running, and deletes only what it finds. Only empty folders go, only along this attempt's
+        own paths (`JobLayout.attempt_dirs`), never the destination itself."""
+        layout = self.context.layout
+        for directory in layout.attempt_dirs(self.task_attempt_id):
+            self.store.remove_empty_dirs(directory, layout.destination)
+
     def _leave_note(self, outcome: str, winner: str | None = None) -> None:
-        """Note how this attempt ended for its job's record (`formats.attempts`); one PUT and one
-        HEAD, in the rare attempt that loses. A note written as the job ended is taken back, so that
-        nothing of the attempt outlives the job's cleanup; one that cannot be written is only
-        missed by the report (which then calls the attempt killed)."""
+        """Note how this attempt ended for its job's record (`formats.attempts`); one PUT and two
+        HEADs, in the rare attempt that loses. One that cannot be written is only missed by the
+        report (which then calls the attempt killed).
+
+        Only while the job is live (continuity of correctness: an attempt that wakes up after job
+        commit or abort changes nothing). Once the job is over its record is made, or there is
+        none, and a note would outlive the cleanup that has run; so is one at a destination where
+        the job was never set up. The job is checked before writing; a note written as the job
+        ended is taken back, with the folders its write recreated."""
         note = LostAttempt(
             self.task_id, self.task_attempt_id, outcome, self._started_at, now_millis(), winner
         )
         path = self.context.layout.attempt_note(self.task_attempt_id)
         try:
-            self.store.write_bytes(path, note.to_note())
-            if not job_state.job_is_active(self.context):
+            if job_state.job_is_active(self.context):
+                self.store.write_bytes(path, note.to_note())
+                if job_state.job_is_active(self.context):
+                    return
                 self.store.delete(path)
+            self._remove_emptied_dirs()
         except StoreError as error:
             log.warning(
                 "task attempt %s: could not note its end (%s): %s", self.task_attempt_id, outcome, error

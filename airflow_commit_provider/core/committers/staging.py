@@ -131,6 +131,9 @@ class StagingTaskAttempt(TaskAttempt):
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
     ) -> TaskCommitResult:
         store, ctx = self.store, self.context
+        # Before any upload: an attempt of a job that is over would send its data in vain and
+        # record its uploads in the ended job's tree.
+        self._require_active_job()
         for stream in self._streams:
             stream.discard()  # a stream never closed was never published: it is not task output
         files = self._local_files()

@@ -156,6 +156,14 @@ class Store(abc.ABC):
     def prepare_directory(self, directory: StorePath) -> None:  # noqa: B027 - optional hook
         """Make `directory` usable as a parent; object stores need nothing."""
 
+    def remove_empty_dirs(self, directory: StorePath, root: StorePath) -> None:  # noqa: B027 - optional hook
+        """Remove `directory`, then each parent strictly inside `root`, while they are empty.
+
+        The counterpart of `prepare_directory` and of the parents a write creates: what a write
+        made of folders and a delete left holding nothing. Object stores have no folders (a key's
+        "directory" goes with its last key), so they need nothing.
+        """
+
     # Multipart uploads ---------------------------------------------------------------------
     def create_multipart_upload(self, path: StorePath) -> str:
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")

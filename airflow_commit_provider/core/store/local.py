@@ -168,6 +168,20 @@ class LocalStore(Store):
     def prepare_directory(self, directory: StorePath) -> None:
         os.makedirs(directory.key, exist_ok=True)
 
+    def remove_empty_dirs(self, directory: StorePath, root: StorePath) -> None:
+        """rmdir(2) refuses a directory that holds anything, so a file or folder another writer
+        put there meanwhile keeps it and every parent; a missing one is passed over. Writers here
+        retry a parent removed under them (`_hidden_temp_file`)."""
+        current = directory
+        while current.is_under(root):
+            try:
+                os.rmdir(current.key)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return
+            current = current.parent
+
     # Emulated multipart uploads ----------------------------------------------------------------
     def _upload_dir(self, path: StorePath, upload_id: str) -> str:
         return os.path.join(os.path.dirname(path.key), UPLOADS_DIR, upload_id)
