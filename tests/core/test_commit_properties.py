@@ -250,7 +250,7 @@ def test_late_commit_after_job_commit_changes_nothing(commit_env: CommitEnv, nam
     for late in (zombie0.handle, zombie1.handle, newcomer):
         late.abort_task()
     assert job_files(env) == committed
-    assert_committed(env.store, env.dest, expected_output(t0, t1), job_id=job.job_id, strict_dirs=False)
+    assert_committed(env.store, env.dest, expected_output(t0, t1), job_id=job.job_id)
 
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)
@@ -265,7 +265,7 @@ def test_late_commit_discards_its_output_without_abort(commit_env: CommitEnv, na
         stream.write(b"late")
     with pytest.raises(JobNotActiveError):
         zombie.handle.commit_task()
-    assert_committed(env.store, env.dest, t0.files, job_id=job.job_id, strict_dirs=False)
+    assert_committed(env.store, env.dest, t0.files, job_id=job.job_id)
 
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)
@@ -276,7 +276,7 @@ def test_late_commit_after_job_abort_changes_nothing(commit_env: CommitEnv, name
     job.committer.abort_job()
     with pytest.raises(JobNotActiveError):
         zombie.handle.commit_task()
-    assert_aborted(env.store, env.dest, strict_dirs=False)
+    assert_aborted(env.store, env.dest)
 
 
 def zombie_commit_racing_job_commit(env: CommitEnv, name: str, dest, duplicate: bool, at: int | None):  # type: ignore[no-untyped-def]
@@ -340,7 +340,7 @@ def test_task_commit_racing_the_whole_job_commit(commit_env: CommitEnv, name: st
         dest = env.root.join(f"race{at}")
         job, reported, _ = zombie_commit_racing_job_commit(env, name, dest, duplicate, at)
         try:
-            assert_committed(env.store, dest, reported.files, job_id=job.job_id, strict_dirs=False)
+            assert_committed(env.store, dest, reported.files, job_id=job.job_id)
         except AssertionError as error:
             failures.append(f"job committed before zombie write #{at} ({writes[at]}): {error}")
     assert not failures, "\n".join(failures)

@@ -158,7 +158,11 @@ class LocalStore(Store):
         return count
 
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
+        """The source is checked before the destination's folders are made: a rename that cannot
+        happen (a late attempt's, whose work its job's cleanup removed) makes no folder."""
         self.statistics.increment("op_rename")
+        if not os.path.isfile(source.key):
+            raise FileNotFoundInStoreError(f"rename source does not exist: {source}")
         os.makedirs(os.path.dirname(dest.key), exist_ok=True)
         try:
             os.replace(source.key, dest.key)
