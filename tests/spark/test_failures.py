@@ -212,8 +212,8 @@ def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
     _check(spark, df, kind, dest_text, summary, request, fmt="json")
 
     # 3b. Set up during the job, still writing when the job ends, then commits: refused, and its
-    # output never becomes visible nor stays pending. (What it wrote into the ended job's work area -
-    # an upload record, an emptied work directory - can remain: core limitation, see the report.)
+    # output never becomes visible nor stays pending; what it wrote into the ended job's work area
+    # (an upload record, a work directory, on local files their folders) goes with it.
     late = captured["late"]
     with late.create_file(f"part=a/part-00001-{summary.job_id}-c000.json") as stream:
         stream.write(b'{"id": -1, "name": "late zombie"}\n')
@@ -222,6 +222,7 @@ def test_speculative_duplicates(spark, df, tmp_path, request, kind, committer):
     late.abort_task()
     assert pending_uploads(store, dest) == []
     assert visible_files(store, dest) == committed_files
+    assert_nothing_left_behind(store, dest)
     if kind == "local":
         assert rows_of(read_local(spark, "json", dest_text, df.schema)) == rows_of(df)
     else:
