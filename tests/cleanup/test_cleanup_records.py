@@ -250,3 +250,109 @@ def test_temp_tree_cleanup_never_treats_records_as_a_temp_tree(
     assert report["deleted"] == (2 if nested else 1)
     assert all(RECORDS_DIR not in tree["url"] for tree in report["trees"])
     assert records(store, dest) == before
+
+
+# The policy: a minimum age, the newest kept, never shorter than the longest job ------------------
+def age_jobs(store: Store, dest: StorePath, ages: dict[str, timedelta], now: datetime) -> None:
+    """Locally: set back the modification time of every file of each job to its age."""
+    grouped, _ = group_job_records(store, dest.join(RECORDS_DIR))
+    for job_id, age in ages.items():
+        stamp = (now - age).timestamp()
+        for _kind, status in grouped[job_id]:
+            os.utime(status.path.key, (stamp, stamp))
+
+
+def test_keep_newest_keeps_the_newest_of_the_old_jobs(tmp_path: os.PathLike[str]) -> None:
+    from airflow_commit_provider.core.store.local import LocalStore
+
+    store, dest = LocalStore(), StorePath.parse(f"{tmp_path}/table")
+    ages = {"young": timedelta(days=2), **{f"old-{n}": timedelta(days=40 + n) for n in range(5)}}
+    for job_id in ages:
+        commit(store, dest, job_id)
+    now = datetime.now(timezone.utc)
+    age_jobs(store, dest, ages, now)
+
+    listing = find_job_records(store, dest, older_than="30d", keep_newest=2, now=now)
+    assert {job.job_id: job.keep for job in listing.jobs} == {
+        "young": "recent",
+        "old-0": "newest",
+        "old-1": "newest",
+        "old-2": None,
+        "old-3": None,
+        "old-4": None,
+    }
+    # One job selected: still ranked among all, so one of the newest stays.
+    assert (
+        prune_old_records(store, dest, older_than="30d", keep_newest=2, job_id="old-1", now=now).acted == []
+    )
+    report = prune_records(store, listing).to_json()
+    assert (report["pruned"], report["kept_newest"], report["kept_recent"], report["keep_newest"]) == (
+        3,
+        2,
+        1,
+        2,
+    )
+    assert {name.split(".")[0] for name in records(store, dest)} == {"young", "old-0", "old-1"}
+    again = prune_old_records(store, dest, older_than="30d", keep_newest=2, now=now).to_json()
+    assert (again["pruned"], again["kept_newest"]) == (0, 2), "the kept stay kept: the policy is stable"
+
+
+def test_an_abort_outcome_younger_than_the_longest_job_is_never_pruned(tmp_path: os.PathLike[str]) -> None:
+    from airflow_commit_provider.core.store.local import LocalStore
+
+    store, dest = LocalStore(), StorePath.parse(f"{tmp_path}/table")
+    abort(store, dest, "fenced")  # its driver may still be running, orphaned
+    commit(store, dest, "done")
+    now = datetime.now(timezone.utc)
+    age_jobs(store, dest, {"fenced": timedelta(days=6), "done": timedelta(days=6)}, now)
+
+    with pytest.raises(ValueError) as refused:
+        find_job_records(store, dest, older_than="1d", now=now)  # the default longest job is 7 days
+    assert str(refused.value).startswith("older_than: 1d is shorter than max_job_duration 7d: ")
+    assert "\n" not in str(refused.value) and "orphaned driver" in str(refused.value)
+    with pytest.raises(ValueError, match=r"^older_than: 2d is shorter than max_job_duration 3d: "):
+        prune_old_records(store, dest, older_than="2d", max_job_duration="3d", now=now)
+    with pytest.raises(ValueError, match=r"^keep_newest: expected a number of jobs \(0 or more\), got -1$"):
+        prune_old_records(store, dest, keep_newest=-1, now=now)
+    assert inspect_job(store, dest, "fenced").state == JobState.ABORTED, "nothing was touched"
+
+    kept = prune_old_records(store, dest, older_than="7d", now=now).to_json()
+    assert (kept["pruned"], kept["kept_recent"]) == (0, 2), "six days old: younger than the longest job"
+    assert inspect_job(store, dest, "fenced").state == JobState.ABORTED, "its outcome still fences the driver"
+    # A user who vouches that jobs end within a day may prune it: it fences no driver any more.
+    pruned = prune_old_records(store, dest, older_than="1d", max_job_duration="1d", now=now).to_json()
+    assert (pruned["pruned"], pruned["max_job_duration_seconds"]) == (2, 86400)
+    assert inspect_job(store, dest, "fenced").state == JobState.UNKNOWN
+
+
+def test_a_pruned_job_loses_every_file_including_its_lists_folder(
+    store_root: tuple[Store, StorePath],
+) -> None:
+    store, root = store_root
+    dest = root.join("table")
+    commit(store, dest, "job-a")
+    mark_delivered(store, dest, "job-a")
+    lists = [
+        f"{RECORDS_DIR}/job-a/files-{'0' * 64}.parquet",
+        f"{RECORDS_DIR}/job-a/partitions-{'1' * 64}.parquet",
+    ]
+    # The lists of a job that is still running (no records yet), and of a job whose name extends job-a's.
+    others = [
+        f"{RECORDS_DIR}/job-live/files-{'2' * 64}.parquet",
+        f"{RECORDS_DIR}/job-a1/files-{'3' * 64}.parquet",
+    ]
+    write_files(store, dest, [*lists, *others])
+
+    listing = find_job_records(store, dest, older_than="30d", now=datetime.now(timezone.utc) + 2 * MONTH)
+    (job,) = listing.jobs
+    assert (job.job_id, job.kinds, len(job.files)) == (
+        "job-a",
+        ("delivered", "index", "lists", "outcome", "success"),
+        6,
+    )
+    assert listing.unrecognised == 2, "the folders of jobs with no records are no job's: left alone"
+    report = prune_records(store, listing).to_json()
+    assert (report["pruned"], report["files"]) == (1, 6)
+    assert records(store, dest) == {other.removeprefix(f"{RECORDS_DIR}/") for other in others}
+    assert not any(key.startswith("job-a/") for key in keys_under(store, dest.join(RECORDS_DIR)))
+    assert inspect_job(store, dest, "job-a").state == JobState.UNKNOWN

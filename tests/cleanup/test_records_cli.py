@@ -198,6 +198,30 @@ def test_records_prune_asks_first(
     assert keys_under(LocalStore(), table.join(RECORDS_DIR)) == set()
 
 
+def test_records_reindex_writes_the_entries_of_jobs_from_before_the_index(
+    capsys: pytest.CaptureFixture[str], table: StorePath
+) -> None:
+    store = LocalStore()
+    entries = {key for key in keys_under(store, table.join(RECORDS_DIR)) if key.startswith("_index/")}
+    store.delete_tree(table.join(RECORDS_DIR, "_index"))  # as the jobs of an older release left them
+    code, out, _ = run(capsys, "records", "reindex", table.key, "--dry-run")
+    assert code == 0 and "Would index 2 jobs" in out and "(0 already indexed)" in out
+    assert _records(store, table) == {f"job-{j}.{kind}.json" for j in "ab" for kind in ("outcome", "success")}
+    code, out, _ = run(capsys, "records", "reindex", table.key, "--json")
+    report = json.loads(out)
+    assert (code, report["indexed"], sorted(report["jobs"]), report["failed"]) == (
+        0,
+        2,
+        ["job-a", "job-b"],
+        0,
+    )
+    assert {
+        key for key in keys_under(store, table.join(RECORDS_DIR)) if key.startswith("_index/")
+    } == entries, "the very entries the drivers wrote: named by the decision time in the outcome"
+    code, out, _ = run(capsys, "records", "reindex", table.key)
+    assert code == 0 and "Indexed 0 jobs" in out and "(2 already indexed)" in out
+
+
 @pytest.mark.s3
 def test_records_prune_on_s3_respects_the_directory_boundary(
     capsys: pytest.CaptureFixture[str], s3_env: str, s3_store: S3Store, s3_bucket: str
