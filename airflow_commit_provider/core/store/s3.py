@@ -390,7 +390,8 @@ class S3Store(Store):
             kwargs["ContinuationToken"] = _next_marker(page, kwargs, directory, "NextContinuationToken")
 
     def list_page(self, directory: StorePath, *, limit: int, after: str = "") -> list[FileStatus]:
-        """ListObjectsV2 with StartAfter and MaxKeys: one request for a page of up to 1,000 keys."""
+        """ListObjectsV2 with StartAfter and MaxKeys: one request for a page of up to 1,000 keys (or
+        `list_page_size`); a larger page follows the continuation tokens."""
         if limit < 1:
             raise ValueError(f"limit: a page holds at least 1 file, got {limit!r}")
         bucket = _bucket(directory)
@@ -400,7 +401,7 @@ class S3Store(Store):
             kwargs["StartAfter"] = prefix + after
         page: list[FileStatus] = []
         while True:
-            kwargs["MaxKeys"] = limit - len(page)
+            kwargs["MaxKeys"] = min(limit - len(page), self.list_page_size or limit)
             with self._request("op_list", directory, "ListObjectsV2"):
                 answer = self.client.list_objects_v2(**kwargs)
             for entry in answer.get("Contents", ()):
