@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
 from fake_spark import install_fake_spark
-from support.committed_jobs import clone_jobs
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
 from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, URL_PREFIX
 from airflow_commit_provider.ui.app import RECENT_COMMITS
 from airflow_commit_provider.ui.link import CommitReportLink

@@ -2,7 +2,7 @@
 (`commit_report.list_commit_page`), on both stores.
 
 Jobs are run by the real committers; the tests with a thousand jobs clone one real job's records
-under new job IDs and decision times (`committed_jobs.clone_jobs`), each indexed as its driver
+under new job IDs and decision times (`devtools.cloned_jobs.clone_jobs`), each indexed as its driver
 indexes it, so the listing they measure reads what the committers write.
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from support.committed_jobs import abort, clone_jobs, commit, interrupt_after_commit_point
+from support.committed_jobs import abort, commit, interrupt_after_commit_point
 from support.faults import FaultInjectingStore
 
 from airflow_commit_provider.core.cleanup import reindex_records
@@ -26,6 +26,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import INDEX_ENTRY_NAME, newest_jobs
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
 
 #: 2026-01-01T00:00:00Z in epoch ms: cloned jobs are decided a minute apart from here.
 EPOCH = 1_767_225_600_000

@@ -6,17 +6,13 @@ Each leaves what the committer leaves: output, `_SUCCESS` (and per-partition one
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
-from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import JobLayout
-from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.records_index import write_entry
 from airflow_commit_provider.core.store.base import Store
 from support.faults import FaultInjectingStore, SimulatedCrash, StoreCall
 
@@ -82,33 +78,3 @@ def interrupt_after_commit_point(store: Store, dest: StorePath, job_id: str) -> 
         raise AssertionError("the commit was meant to die just after its commit point")
     assert inspect_job(store, dest, job_id).state == JobState.COMMITTING
     assert any(job_id in u.path.key for u in store.list_multipart_uploads(dest)), "its upload is pending"
-
-
-def clone_jobs(
-    store: Store,
-    dest: StorePath,
-    template: str,
-    decided_at: dict[str, int],
-    *,
-    indexed: bool = True,
-    threads: int = 16,
-) -> None:
-    """Many committed jobs without running many commits: each job ID of `decided_at` gets the
-    outcome and record of the committed job `template` (its job ID replaced, its outcome decided at
-    the given epoch ms) and, if `indexed`, its index entry as its driver writes it (else it is a
-    job from before the index)."""
-    layout = JobLayout(dest, template)
-    outcome_text = store.read_bytes(layout.outcome).decode()
-    record_text = store.read_bytes(layout.job_record).decode()
-
-    def clone(job_id: str) -> None:
-        target = JobLayout(dest, job_id)
-        outcome = json.loads(outcome_text.replace(template, job_id))
-        outcome["timestamp"] = decided_at[job_id]
-        data = json.dumps(outcome).encode()
-        store.write_bytes(target.outcome, data, if_absent=True)
-        store.write_bytes(target.job_record, record_text.replace(template, job_id).encode())
-        if indexed:
-            write_entry(store, target, JobOutcome.from_bytes(data, str(target.outcome), job_id))
-
-    parallel_map(list(decided_at), clone, threads)
