@@ -496,7 +496,14 @@ def test_outcome_and_record_requests_per_job(commit_env: CommitEnv) -> None:
     create_committer(name, counting, env.dest, job.job_id, env.options()).commit_job(results)
     records = [call for call in counting.calls if "/_airflow_commit/" in call.path]
     markers = [call for call in counting.calls if call.path.endswith("/_SUCCESS") and "/dt=" in call.path]
-    assert [call.op for call in records] == ["read_bytes", "write_bytes_if_absent", "write_bytes"]
+    # The outcome read, created (the commit point), its index entry created, the record written.
+    assert [call.op for call in records] == [
+        "read_bytes",
+        "write_bytes_if_absent",
+        "write_bytes_if_absent",
+        "write_bytes",
+    ]
+    assert "/_airflow_commit/_index/" in records[2].path
     partitions = 2
     assert len([call for call in markers if call.op == "write_bytes"]) == partitions
     assert len([call for call in markers if call.op != "write_bytes"]) <= partitions  # stale markers deleted
