@@ -165,8 +165,8 @@ class Committer(abc.ABC):
                 )
             )
         try:
-            with self._load(committed).spool as spool:
-                sources.check_sources_exist(ctx, spool)
+            with self._load(committed) as loaded:
+                sources.check_sources_exist(ctx, loaded.spool)
         except (InvalidCommitDataError, CommitError):
             return False
         return True
@@ -214,7 +214,7 @@ class Committer(abc.ABC):
                         sources.check_sources_exist(ctx, loaded.spool)
                         self._before_entries(loaded)
                 except BaseException:
-                    loaded.spool.close()
+                    loaded.close()
                     raise
         except Exception:
             if job_state.read_outcome(ctx) is not None:  # decided elsewhere meanwhile: follow that
@@ -233,10 +233,10 @@ class Committer(abc.ABC):
             with ctx.phase("commit point"):
                 outcome = job_state.decide(ctx, proposal)
         except BaseException:
-            loaded.spool.close()
+            loaded.close()
             raise
         if outcome is not proposal:
-            loaded.spool.close()
+            loaded.close()
             return self.commit_job(committed)
         with ctx.statistics.timed("committer_commit_job"):
             return self._finish(outcome, loaded)
@@ -257,7 +257,7 @@ class Committer(abc.ABC):
 
     def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
         ctx = self.context
-        with loaded.spool:
+        with loaded:
             if self.traits.partition_markers:
                 with ctx.phase("remove partition markers"):
                     success.delete_partition_markers(ctx, loaded.spool)
@@ -266,12 +266,7 @@ class Committer(abc.ABC):
             with ctx.phase(f"conflict mode {outcome.conflict_mode}"):
                 self._after_entries(loaded, outcome)
             result = success.save_success(
-                ctx,
-                loaded.spool,
-                loaded.rows,
-                per_partition=self.traits.partition_markers,
-                partition_rows=loaded.partition_rows,
-                table=outcome.table,
+                ctx, loaded, per_partition=self.traits.partition_markers, table=outcome.table
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:

@@ -1,30 +1,31 @@
-"""Writing `_SUCCESS` last: the one atomic signal that the job's output is complete."""
+"""Writing `_SUCCESS` last: the one atomic signal that the job's output is complete.
+
+`_SUCCESS`, the partition markers and the job record come from one pass over the sorted entries
+(`stages.partitions`): a partition's marker is written, on the bounded pool, as the walk leaves the
+partition, and its stats go to a spool sorted by partition. Nothing is held per file, and per
+partition only what the current path holds.
+"""
 
 from __future__ import annotations
 
 import os
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator
 from itertools import islice
 
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
 from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.parallel import run_parallel
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import SortedSpool, key_order, record_size
 from airflow_commit_provider.core.stages.context import JobContext
 from airflow_commit_provider.core.stages.entries import EntrySpool
+from airflow_commit_provider.core.stages.load_manifests import LoadedJob
+from airflow_commit_provider.core.stages.partitions import PartitionTally, tally_partitions
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
 def save_success(
-    ctx: JobContext,
-    spool: EntrySpool,
-    rows: int | None,
-    *,
-    per_partition: bool,
-    partition_rows: Mapping[str, int] | None = None,
-    table: str | None = None,
+    ctx: JobContext, loaded: LoadedJob, *, per_partition: bool, table: str | None = None
 ) -> SuccessData:
     """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
 
@@ -32,75 +33,60 @@ def save_success(
     so a job whose record exists has every marker in place. A table write's record names the
     table with its registration pending: registering is the driver's, after the commit (`core.catalog`).
     """
-    with ctx.phase("write _SUCCESS"):
-        if per_partition:
-            save_partition_markers(ctx, spool, partition_rows)
+    spool = loaded.spool
+    with ctx.phase("write _SUCCESS"), partition_stats(ctx, loaded, markers=per_partition) as partitions:
         success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
-        success.partitions = sorted(spool.partitions)
-        success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
+        success.partitions = [name for _order, name, *_counts in partitions]
+        success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, loaded.rows
         success.table = table
         with ctx.store.open_write(ctx.layout.success_marker) as stream:
             success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
+        success.partition_stats = {
+            name: PartitionStats(files, size, rows) for _order, name, files, size, rows in partitions
+        }
     # The record holds every phase up to here; writing it is the last step that counts.
     success.phases = list(ctx.phases)
-    success.partition_stats = partition_stats(ctx.layout.destination, spool, partition_rows)
     ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())
     return success
 
 
-def save_partition_markers(
-    ctx: JobContext, spool: EntrySpool, partition_rows: Mapping[str, int] | None = None
-) -> int:
-    """One `_SUCCESS` per partition written, listing that partition's files (and rows) of this job.
+def partition_stats(ctx: JobContext, loaded: LoadedJob, *, markers: bool) -> SortedSpool:
+    """What each partition directory received, as records `(key order of the partition as a
+    directory, partition, files, bytes, rows)` sorted by partition (the caller closes the spool);
+    with `markers`, each partition's `_SUCCESS` is written as the walk leaves it."""
+    stats = SortedSpool(prefix="commit-partitions-")
 
-    Holds one (URI, size) pair per file in memory, grouped by partition, for the time it takes.
-    """
-    by_partition: dict[str, list[CommittedFile]] = defaultdict(list)
-    for entry in spool:
-        partition = partition_of(ctx.layout.destination, entry.dest)
-        if partition is not None:
-            by_partition[partition].append(CommittedFile(entry.dest, entry.size))
+    def closed() -> Iterator[PartitionTally]:
+        for tally in tally_partitions(loaded.spool, loaded.partition_rows, FILENAMES_LIMIT if markers else 0):
+            record = (key_order(f"{tally.name}/"), tally.name, tally.files, tally.size, tally.rows)
+            stats.add(record, record_size(record))
+            yield tally
 
-    def save(partition: str) -> None:
-        files = by_partition[partition]
-        marker = _success_data(ctx, [committed.uri for committed in files[:FILENAMES_LIMIT]])
-        marker.partitions = [partition]
-        marker.file_count, marker.total_bytes = len(files), sum(committed.size for committed in files)
-        if partition_rows is not None:
-            marker.rows = partition_rows.get(partition, 0)
-        marker.files = files
-        ctx.store.write_bytes(ctx.layout.partition_success(partition), marker.to_bytes())
-
-    return run_parallel(sorted(by_partition), save, ctx.options.threads)
-
-
-def partition_stats(
-    destination: StorePath, spool: EntrySpool, partition_rows: Mapping[str, int] | None
-) -> dict[str, PartitionStats]:
-    """What each partition directory received (files at the top are in no partition)."""
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for entry in spool:
-        partition = partition_of(destination, entry.dest)
-        if partition is not None:
-            totals[partition][0] += 1
-            totals[partition][1] += entry.size
-    rows = partition_rows if partition_rows is not None else {}
-    return {
-        name: PartitionStats(files, size, rows.get(name, 0) if partition_rows is not None else None)
-        for name, (files, size) in sorted(totals.items())
-    }
+    try:
+        if markers:
+            run_parallel(closed(), lambda tally: _save_marker(ctx, tally), ctx.options.threads)
+        else:
+            for _tally in closed():
+                pass
+        stats.sort()
+    except BaseException:
+        stats.close()
+        raise
+    return stats
 
 
-def partition_of(destination: StorePath, uri: str) -> str | None:
-    """The partition directory (`dt=2024-01-01`, `a=1/b=2`) a committed file is in, None at the top."""
-    relative = StorePath.from_uri(uri).relative_to(destination)
-    return relative.rsplit("/", 1)[0] if "/" in relative else None
+def _save_marker(ctx: JobContext, tally: PartitionTally) -> None:
+    """One partition's `_SUCCESS`: its counts (and rows) and first files, of this job."""
+    marker = _success_data(ctx, tally.filenames)
+    marker.partitions = [tally.name]
+    marker.file_count, marker.total_bytes, marker.rows = tally.files, tally.size, tally.rows
+    ctx.store.write_bytes(ctx.layout.partition_success(tally.name), marker.to_bytes())
 
 
 def delete_partition_markers(ctx: JobContext, spool: EntrySpool) -> None:
     """Before a partition changes, its old `_SUCCESS` goes, as job setup removes the table's."""
     ctx.store.delete_files(
-        [ctx.layout.partition_success(partition) for partition in sorted(spool.partitions)]
+        ctx.layout.partition_success(tally.name) for tally in tally_partitions(spool, None)
     )
 
 
