@@ -197,11 +197,10 @@ class _ListWriter:
         self._group_bytes = 0
         self.rows = 0
 
-    def _append(self, *values: Any) -> None:
-        for column, value in zip(self._columns, values, strict=True):
-            column.append(value)
+    def _added(self) -> None:
+        """A row was appended to `_columns` (by the subclass, column by column: the hot path)."""
         self.rows += 1
-        if len(self._columns[0]) >= _CHUNK_ROWS:
+        if self.rows % _CHUNK_ROWS == 0:
             self._seal_chunk()
 
     def _seal_chunk(self) -> None:
@@ -277,16 +276,22 @@ class FileListWriter(_ListWriter):
     def add(self, entry: FileListEntry) -> None:
         """Append one file; ValueError (a writer's mistake, before anything is uploaded) when it is
         not after the previous one, or not a URI and size."""
-        if not isinstance(entry.uri, str) or not entry.uri or not _is_count(entry.size):
+        uri, size = entry.uri, entry.size
+        if type(uri) is not str or not uri or type(size) is not int or size < 0:
             raise ValueError(f"file list of job {self._layout.job_id}: bad entry {entry!r}")
-        key = file_order_key(entry.uri)
+        key = file_order_key(uri)
         if self._last is not None and key <= self._last:
             raise ValueError(
-                f"file list of job {self._layout.job_id}: {entry.uri!r} is not after the previous "
+                f"file list of job {self._layout.job_id}: {uri!r} is not after the previous "
                 "entry (entries must come sorted by key, each once)"
             )
         self._last = key
-        self._append(entry.uri, entry.size, entry.partition, list(entry.part_etags))
+        paths, sizes, partitions, part_etags = self._columns
+        paths.append(uri)
+        sizes.append(size)
+        partitions.append(entry.partition)
+        part_etags.append(entry.part_etags)
+        self._added()
 
 
 class PartitionListWriter(_ListWriter):
@@ -306,7 +311,9 @@ class PartitionListWriter(_ListWriter):
                 "partition (partitions must come sorted as directories, each once)"
             )
         self._last = key
-        self._append(partition, stats.files, stats.bytes, stats.rows)
+        for column, value in zip(self._columns, (partition, stats.files, stats.bytes, stats.rows), strict=True):
+            column.append(value)
+        self._added()
 
 
 def write_file_list(store: Store, layout: JobLayout, entries: Iterable[FileListEntry]) -> ListRef:
