@@ -162,10 +162,14 @@ CheckState = Literal["missing", "rejected", "accepted"]
 SUMMARY_PARTITIONS = 100
 
 
-def partitions_summary(partitions: Iterable[str] | None) -> dict[str, Any]:
-    """The partitions part of an XCom summary: XCom stays small however many partitions a job wrote."""
+def partitions_summary(partitions: Iterable[str] | None, count: int | None = None) -> dict[str, Any]:
+    """The partitions part of an XCom summary: XCom stays small however many partitions a job wrote.
+    `count` is how many there are when `partitions` lists only the first (`SuccessData.partitions`)."""
     listed = list(partitions or ())
-    return {"partitions": listed[:SUMMARY_PARTITIONS], "partition_count": len(listed)}
+    return {
+        "partitions": listed[:SUMMARY_PARTITIONS],
+        "partition_count": len(listed) if count is None else count,
+    }
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ class SuccessCheck:
         if self.data is None:
             return None
         summary = self.data.summary()
-        summary.update(partitions_summary(summary.get("partitions")))
+        summary.update(partitions_summary(summary.get("partitions"), summary.get("partition_count")))
         summary["path"] = str(self.path)
         summary["source"] = self.source
         summary["legacy"] = is_legacy(self.data)
