@@ -25,6 +25,7 @@ from airflow_commit_provider.core.stages import (
     cleanup,
     commit_files,
     job_state,
+    lists,
     load_manifests,
     lost_attempts,
     sources,
@@ -134,7 +135,7 @@ class Committer(abc.ABC):
             self._nothing_committed_yet,
         )
         if not outcome.committing:
-            cleanup.cleanup_job(self.context, committed_attempts=set())
+            cleanup.discard_job(self.context)
             return None
         record = success.read_job_record(self.context)
         if record is None:
@@ -174,7 +175,7 @@ class Committer(abc.ABC):
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
         if outcome is None or not outcome.committing:
-            cleanup.cleanup_job(self.context, committed_attempts=set())
+            cleanup.discard_job(self.context)
             return
         record = success.read_job_record(self.context)
         if record is None:
@@ -193,7 +194,7 @@ class Committer(abc.ABC):
         return record
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
-        cleanup.cleanup_job(self.context, committed_attempts=set())
+        cleanup.discard_job(self.context)
         raise JobFencedError(
             f"job {self.job_id} was aborted ({outcome.reason or 'fenced'}, {self.layout.outcome}) "
             "before it could commit: its output was discarded"
@@ -213,6 +214,8 @@ class Committer(abc.ABC):
                     with ctx.phase("checks"):
                         sources.check_sources_exist(ctx, loaded.spool)
                         self._before_entries(loaded)
+                    # Before the commit point, so that its outcome names them (see `stages.lists`).
+                    job_lists = lists.write_job_lists(ctx, loaded)
                 except BaseException:
                     loaded.close()
                     raise
@@ -228,6 +231,8 @@ class Committer(abc.ABC):
             conflict_mode=self.options.conflict_mode,
             origin=self.options.origin,
             table=self.options.table,
+            file_list=job_lists.file_list,
+            partition_list=job_lists.partition_list,
         )
         try:
             with ctx.phase("commit point"):
@@ -258,6 +263,8 @@ class Committer(abc.ABC):
     def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
         ctx = self.context
         with loaded:
+            # An outcome from before the lists has none: its roll-forward writes them now.
+            job_lists = lists.JobLists.of(outcome) or lists.write_job_lists(ctx, loaded)
             if self.traits.partition_markers:
                 with ctx.phase("remove partition markers"):
                     success.delete_partition_markers(ctx, loaded.spool)
@@ -266,7 +273,7 @@ class Committer(abc.ABC):
             with ctx.phase(f"conflict mode {outcome.conflict_mode}"):
                 self._after_entries(loaded, outcome)
             result = success.save_success(
-                ctx, loaded, per_partition=self.traits.partition_markers, table=outcome.table
+                ctx, loaded, job_lists, per_partition=self.traits.partition_markers, table=outcome.table
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:

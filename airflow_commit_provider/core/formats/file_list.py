@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
+from airflow_commit_provider.core.sorted_spool import key_order
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -128,16 +129,17 @@ class FileListEntry:
     part_etags: tuple[str, ...] = ()
 
 
-def file_order_key(uri: str) -> str:
-    """What the file list is sorted by: the key a URI names (percent-decoded), whose code point order
-    is the UTF-8 byte order S3 lists keys in. All URIs of one list share their scheme and bucket."""
-    return unquote(uri, errors="surrogateescape") if "%" in uri else uri
+def file_order_key(uri: str) -> bytes:
+    """What the file list is sorted by: the key a URI names (percent-decoded) in the UTF-8 byte order
+    S3 lists keys in (`sorted_spool.key_order`, job commit's order). All URIs of one list share their
+    scheme and bucket."""
+    return key_order(unquote(uri, errors="surrogateescape") if "%" in uri else uri)
 
 
-def partition_order_key(partition: str) -> str:
+def partition_order_key(partition: str) -> bytes:
     """What the partition list is sorted by: the partition as a directory (``a=1/`` sorts after
     ``a=1.5/``, as their files' keys do), so one pass over a sorted file list yields it in order."""
-    return partition + "/"
+    return key_order(partition + "/")
 
 
 # Writing ---------------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ class FileListWriter(_ListWriter):
 
     def __init__(self, layout: JobLayout) -> None:
         super().__init__(file_list_schema(), FILE_LIST_FORMAT, layout, layout.file_list, ["partition"])
-        self._last: str | None = None
+        self._last: bytes | None = None
 
     def add(self, entry: FileListEntry) -> None:
         """Append one file; ValueError (a writer's mistake, before anything is uploaded) when it is
@@ -299,7 +301,7 @@ class PartitionListWriter(_ListWriter):
 
     def __init__(self, layout: JobLayout) -> None:
         super().__init__(partition_list_schema(), PARTITION_LIST_FORMAT, layout, layout.partition_list, [])
-        self._last: str | None = None
+        self._last: bytes | None = None
 
     def add(self, partition: str, stats: PartitionStats) -> None:
         if not isinstance(partition, str) or not partition:
@@ -311,7 +313,9 @@ class PartitionListWriter(_ListWriter):
                 "partition (partitions must come sorted as directories, each once)"
             )
         self._last = key
-        for column, value in zip(self._columns, (partition, stats.files, stats.bytes, stats.rows), strict=True):
+        for column, value in zip(
+            self._columns, (partition, stats.files, stats.bytes, stats.rows), strict=True
+        ):
             column.append(value)
         self._added()
 

@@ -19,13 +19,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
-from airflow_commit_provider.core.stages.entries import (
-    CommitEntry,
-    EntrySpool,
-    SortedSpool,
-    key_order,
-    record_size,
-)
+from airflow_commit_provider.core.parallel import run_parallel
+from airflow_commit_provider.core.sorted_spool import SortedSpool, key_order, record_size
+from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 
 T = TypeVar("T", covariant=True)
 
@@ -158,3 +154,45 @@ def tally_partitions(
     for tally in walk_partitions(spool.keyed(), visit):
         if tally.name:
             yield tally
+
+
+def partition_stats(
+    spool: EntrySpool,
+    rows: PartitionRows | None,
+    *,
+    keep_filenames: int = 0,
+    each: Callable[[PartitionTally], object] | None = None,
+    threads: int = 1,
+) -> SortedSpool:
+    """What each partition directory received, sorted by partition as a directory (the walk
+    leaves a partition after those inside it): records `(key order of the partition and a slash,
+    partition, files, bytes, rows)`, in a spool the caller closes (`iter_stats` reads it).
+
+    `each` is called with each partition as the walk leaves it (with its first `keep_filenames`
+    files), on `threads` workers: the partition markers are written that way, while the walk goes on.
+    """
+    stats = SortedSpool(prefix="commit-partitions-")
+
+    def closed() -> Iterator[PartitionTally]:
+        for tally in tally_partitions(spool, rows, keep_filenames):
+            record = (key_order(f"{tally.name}/"), tally.name, tally.files, tally.size, tally.rows)
+            stats.add(record, record_size(record))
+            yield tally
+
+    try:
+        if each is None:
+            for _tally in closed():
+                pass
+        else:
+            run_parallel(closed(), each, threads)
+        stats.sort()
+    except BaseException:
+        stats.close()
+        raise
+    return stats
+
+
+def iter_stats(stats: SortedSpool) -> Iterator[tuple[str, PartitionStats]]:
+    """(partition, stats) from a `partition_stats` spool, in partition order."""
+    for _order, name, files, size, rows in stats:
+        yield name, PartitionStats(files, size, rows)

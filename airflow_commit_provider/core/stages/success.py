@@ -8,78 +8,72 @@ partition only what the current path holds.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
 from itertools import islice
 
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
-from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
+from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, InlinePartitions, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.parallel import run_parallel
-from airflow_commit_provider.core.sorted_spool import SortedSpool, key_order, record_size
 from airflow_commit_provider.core.stages.context import JobContext
 from airflow_commit_provider.core.stages.entries import EntrySpool
+from airflow_commit_provider.core.stages.lists import JobLists
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
-from airflow_commit_provider.core.stages.partitions import PartitionTally, tally_partitions
+from airflow_commit_provider.core.stages.partitions import (
+    PartitionTally,
+    iter_stats,
+    partition_stats,
+    tally_partitions,
+)
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
 def save_success(
-    ctx: JobContext, loaded: LoadedJob, *, per_partition: bool, table: str | None = None
+    ctx: JobContext, loaded: LoadedJob, lists: JobLists, *, per_partition: bool, table: str | None = None
 ) -> SuccessData:
     """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
 
     The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
     so a job whose record exists has every marker in place. A table write's record names the
     table with its registration pending: registering is the driver's, after the commit (`core.catalog`).
+    Both name the job's lists (written before the commit point) instead of listing what they hold.
     """
     spool = loaded.spool
-    with ctx.phase("write _SUCCESS"), partition_stats(ctx, loaded, markers=per_partition) as partitions:
+    with ctx.phase("write _SUCCESS"):
+        with partition_stats(
+            spool,
+            loaded.partition_rows,
+            keep_filenames=FILENAMES_LIMIT if per_partition else 0,
+            each=functools.partial(_save_marker, ctx, lists) if per_partition else None,
+            threads=ctx.options.threads,
+        ) as partitions:
+            inline = InlinePartitions()
+            stats: dict[str, PartitionStats] = {}
+            for name, counts in iter_stats(partitions):
+                inline.add(name)
+                if len(inline.names) == len(stats) + 1:
+                    stats[name] = counts
         success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
-        success.partitions = [name for _order, name, *_counts in partitions]
+        success.partitions, success.partition_count = inline.names, inline.count
+        success.partition_list = None if inline.complete else lists.partition_list
+        success.file_list = lists.file_list
         success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, loaded.rows
         success.table = table
-        with ctx.store.open_write(ctx.layout.success_marker) as stream:
-            success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
-        success.partition_stats = {
-            name: PartitionStats(files, size, rows) for _order, name, files, size, rows in partitions
-        }
+        ctx.store.write_bytes(ctx.layout.success_marker, success.to_bytes())
     # The record holds every phase up to here; writing it is the last step that counts.
     success.phases = list(ctx.phases)
+    success.partition_stats = stats
     ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())
     return success
 
 
-def partition_stats(ctx: JobContext, loaded: LoadedJob, *, markers: bool) -> SortedSpool:
-    """What each partition directory received, as records `(key order of the partition as a
-    directory, partition, files, bytes, rows)` sorted by partition (the caller closes the spool);
-    with `markers`, each partition's `_SUCCESS` is written as the walk leaves it."""
-    stats = SortedSpool(prefix="commit-partitions-")
-
-    def closed() -> Iterator[PartitionTally]:
-        for tally in tally_partitions(loaded.spool, loaded.partition_rows, FILENAMES_LIMIT if markers else 0):
-            record = (key_order(f"{tally.name}/"), tally.name, tally.files, tally.size, tally.rows)
-            stats.add(record, record_size(record))
-            yield tally
-
-    try:
-        if markers:
-            run_parallel(closed(), lambda tally: _save_marker(ctx, tally), ctx.options.threads)
-        else:
-            for _tally in closed():
-                pass
-        stats.sort()
-    except BaseException:
-        stats.close()
-        raise
-    return stats
-
-
-def _save_marker(ctx: JobContext, tally: PartitionTally) -> None:
-    """One partition's `_SUCCESS`: its counts (and rows) and first files, of this job."""
+def _save_marker(ctx: JobContext, lists: JobLists, tally: PartitionTally) -> None:
+    """One partition's `_SUCCESS`: its counts (and rows) and first files, of this job, and the job's
+    file list (whose rows of this partition are the partition's files)."""
     marker = _success_data(ctx, tally.filenames)
     marker.partitions = [tally.name]
     marker.file_count, marker.total_bytes, marker.rows = tally.files, tally.size, tally.rows
+    marker.file_list = lists.file_list
     ctx.store.write_bytes(ctx.layout.partition_success(tally.name), marker.to_bytes())
 
 
