@@ -191,7 +191,13 @@ def assert_job_records(
     name = f"{RECORDS_DIR}/{success.job_id}{RECORD_KINDS['success']}"
     assert name in records, f"no job record {name} in {dest}"
     record = SuccessData.from_bytes(records[name], name)
-    assert (record.job_id, record.file_count, record.total_bytes, record.file_list, record.partition_list) == (
+    assert (
+        record.job_id,
+        record.file_count,
+        record.total_bytes,
+        record.file_list,
+        record.partition_list,
+    ) == (
         success.job_id,
         success.file_count,
         success.total_bytes,
