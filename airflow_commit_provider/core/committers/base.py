@@ -244,7 +244,7 @@ class Committer(abc.ABC):
             loaded.close()
             return self.commit_job(committed)
         with ctx.statistics.timed("committer_commit_job"):
-            return self._finish(outcome, loaded)
+            return self._finish(outcome, loaded, job_lists)
 
     def _roll_forward(self, outcome: JobOutcome, record: SuccessData | None) -> SuccessData:
         """Finish a job past its commit point, given its record if it has one (then only cleanup
@@ -258,13 +258,17 @@ class Committer(abc.ABC):
         # must not leave a decided job unable to finish.
         undigested = [dataclasses.replace(result, digest=None) for result in outcome.committed]
         with self.context.statistics.timed("committer_commit_job"):
-            return self._finish(outcome, self._load(undigested))
+            loaded = self._load(undigested)
+            try:
+                job_lists = lists.lists_to_roll_forward(self.context, loaded, outcome)
+            except BaseException:
+                loaded.close()
+                raise
+            return self._finish(outcome, loaded, job_lists)
 
-    def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
+    def _finish(self, outcome: JobOutcome, loaded: LoadedJob, job_lists: lists.JobLists) -> SuccessData:
         ctx = self.context
         with loaded:
-            # An outcome from before the lists has none: its roll-forward writes them now.
-            job_lists = lists.JobLists.of(outcome) or lists.write_job_lists(ctx, loaded)
             if self.traits.partition_markers:
                 with ctx.phase("remove partition markers"):
                     success.delete_partition_markers(ctx, loaded.spool)

@@ -11,18 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import (
     FileListEntry,
     ListRef,
+    iter_file_list,
+    iter_partitions,
     write_file_list,
     write_partition_list,
 )
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import InlinePartitions
-from airflow_commit_provider.core.stages.context import JobContext
+from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.partitions import iter_stats, partition_name, partition_stats
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,44 @@ def write_job_lists(ctx: JobContext, loaded: LoadedJob) -> JobLists:
                 None if inline.complete else write_partition_list(ctx.store, ctx.layout, iter_stats(stats))
             )
     return JobLists(file_list, partition_list)
+
+
+def lists_to_roll_forward(ctx: JobContext, loaded: LoadedJob, outcome: JobOutcome) -> JobLists:
+    """The lists a job past its commit point is finished with: those its outcome names, each checked
+    whole against its reference (size, SHA-256, rows); one missing or damaged is written again
+    from the manifests, which give the same bytes and so the same name. An outcome from before
+    the lists has none: they are written now.
+
+    InvalidCommitDataError names the damaged list if the manifests give other lists than the
+    outcome names (its job cannot be finished as decided; it needs a person).
+    """
+    named = JobLists.of(outcome)
+    if named is None:
+        return write_job_lists(ctx, loaded)
+    with ctx.phase("check lists"):
+        damage = _damage(ctx, named, str(ctx.layout.outcome))
+    if damage is None:
+        return named
+    log.warning("job %s: writing its lists again: %s", ctx.job_id, damage)
+    written = write_job_lists(ctx, loaded)
+    if written != named:
+        raise InvalidCommitDataError(
+            f"{damage}; and the job's manifests give other lists ({written.file_list.path}) than its "
+            f"outcome {ctx.layout.outcome} names"
+        )
+    return named
+
+
+def _damage(ctx: JobContext, lists: JobLists, source: str) -> str | None:
+    """What is wrong with the stored lists, None if each is whole and as referenced."""
+    root = ctx.layout.destination
+    try:
+        next(iter_file_list(ctx.store, root, lists.file_list, source), None)
+        if lists.partition_list is not None:
+            next(iter_partitions(ctx.store, root, lists.partition_list, source), None)
+    except (InvalidCommitDataError, FileNotFoundInStoreError) as error:
+        return str(error)
+    return None
 
 
 def file_list_entries(spool: EntrySpool) -> Iterator[FileListEntry]:
