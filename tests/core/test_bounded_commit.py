@@ -56,7 +56,7 @@ def _partitioned_job(env: CommitEnv, name: str = "partitioned") -> tuple[JobRun,
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
 def test_success_of_a_200k_file_job_is_a_few_kib(commit_env: CommitEnv) -> None:
     """The issue's case: 200k files over `dt=` partitions wrote a 27.4 MB `_SUCCESS`. Now `_SUCCESS`
-    and the record are a few KiB, everything a check needs lies in their first `SENSOR_READ_BYTES`,
+    and the record are about 12 KiB, everything a check needs lies in their first `SENSOR_READ_BYTES`,
     and the file list holds every file, in key order."""
     env = commit_env
     files, tasks, partitions = 200_000, 4, 250
@@ -76,7 +76,8 @@ def test_success_of_a_200k_file_job_is_a_few_kib(commit_env: CommitEnv) -> None:
 
     raw = env.store.read_bytes(env.dest.join("_SUCCESS"))
     record = env.store.read_bytes(job.committer.layout.job_record)
-    assert len(raw) < 8 * 1024, f"_SUCCESS of {files} files is {len(raw)} bytes"
+    # Hadoop's 100 `filenames` (about 90 bytes each here) are most of it, whatever the job wrote.
+    assert len(raw) < 16 * 1024, f"_SUCCESS of {files} files is {len(raw)} bytes"
     assert len(record) < 32 * 1024, f"the job record of {files} files is {len(record)} bytes"
     head = SuccessData.read_head(env.store, env.dest.join("_SUCCESS"))
     assert head.read_fields is None  # the whole file fits in one sensor read
