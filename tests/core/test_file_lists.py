@@ -31,7 +31,6 @@ from airflow_commit_provider.core.formats.file_list import (
     ROW_GROUP_ROWS,
     TAIL_BYTES,
     FileListEntry,
-    FileListWriter,
     ListRef,
     file_order_key,
     iter_file_list,

@@ -311,7 +311,9 @@ class PartitionListWriter(_ListWriter):
                 "partition (partitions must come sorted as directories, each once)"
             )
         self._last = key
-        for column, value in zip(self._columns, (partition, stats.files, stats.bytes, stats.rows), strict=True):
+        for column, value in zip(
+            self._columns, (partition, stats.files, stats.bytes, stats.rows), strict=True
+        ):
             column.append(value)
         self._added()
 
