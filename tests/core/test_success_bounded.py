@@ -457,5 +457,7 @@ def test_the_outcome_carries_the_list_references() -> None:
     parsed_older = JobOutcome.from_bytes(json.dumps(older).encode(), "outcome", "job-1")
     assert parsed_older.file_list is None and parsed_older.partition_list is None
     older["fileList"] = {"path": "x.parquet", "sha256": FAKE_SHA, "bytes": 1, "entries": 1}
-    with pytest.raises(InvalidCommitDataError, match="^s3://b/t/o.json: field 'fileList': path 'x.parquet'"):
+    with pytest.raises(
+        InvalidCommitDataError, match=r"^s3://b/t/o\.json: field 'fileList': path 'x\.parquet'"
+    ):
         JobOutcome.from_bytes(json.dumps(older).encode(), "s3://b/t/o.json", "job-1")
