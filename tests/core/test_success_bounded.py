@@ -461,3 +461,19 @@ def test_the_outcome_carries_the_list_references() -> None:
         InvalidCommitDataError, match=r"^s3://b/t/o\.json: field 'fileList': path 'x\.parquet'"
     ):
         JobOutcome.from_bytes(json.dumps(older).encode(), "s3://b/t/o.json", "job-1")
+
+
+def test_ours_without_inline_files_is_not_taken_for_hadoops() -> None:
+    """Hadoop's `_SUCCESS` lists no partitions, so the check derives them from its `filenames`; ours
+    say theirs, and name every file in a list now rather than inline."""
+    from airflow_commit_provider.core.success_check import SuccessExpectations, with_hadoop_partitions
+
+    table = StorePath.parse("s3://bucket/t")
+    ours = SuccessData(
+        "magic", "j", filenames=[table.join("dt=1", "a").uri()], file_list=FILE_LIST, file_count=1
+    )
+    assert with_hadoop_partitions(ours, table).partitions == []
+    hadoops = dataclasses.replace(ours, file_list=None, file_count=None)
+    assert with_hadoop_partitions(hadoops, table).partitions == ["dt=1"]
+    reasons = SuccessExpectations(required_partitions=("dt=2",)).verify(ours)
+    assert reasons == ["missing partitions: dt=2"], "no note that Hadoop lists only 100 files"
