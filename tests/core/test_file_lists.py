@@ -22,6 +22,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.stores import DelegatingStore
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -163,6 +165,38 @@ def test_partition_list_round_trip(store_root: StoreRoot) -> None:
     assert table.schema.metadata[b"airflow_commit.format"] == PARTITION_LIST_FORMAT.encode()
     assert table.column_names == ["partition", "files", "bytes", "rows"]
     assert table.column("rows").null_count == len(partitions) // 2
+
+
+def finished_in_one_pass(keys: list[str]) -> list[str]:
+    """The partitions of `keys` (sorted) in the order one pass finishes them, holding only the
+    partitions along the current path (as job commit's pass over its sorted spool does)."""
+    finished: list[str] = []
+    open_partitions: list[str] = []
+    for key in keys:
+        directory = key.rpartition("/")[0]
+        while open_partitions and not (directory + "/").startswith(open_partitions[-1] + "/"):
+            finished.append(open_partitions.pop())
+        if directory and (not open_partitions or open_partitions[-1] != directory):
+            open_partitions.append(directory)
+    return finished + open_partitions[::-1]
+
+
+@given(
+    st.sets(
+        st.lists(
+            st.text(st.sampled_from("ab=1.5 -!/_ü"), min_size=1, max_size=4), min_size=1, max_size=3
+        ).map("/".join),
+        max_size=30,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_one_pass_over_sorted_keys_finishes_partitions_in_partition_order(names: set[str]) -> None:
+    """What lets job commit write the partition list while it streams the file list: both orders agree."""
+    keys = sorted(
+        name for name in names if "//" not in name and not name.startswith("/") and not name.endswith("/")
+    )
+    partitions = {key.rpartition("/")[0] for key in keys} - {""}
+    assert finished_in_one_pass(keys) == sorted(partitions, key=partition_order_key)
 
 
 @pytest.mark.parametrize(

@@ -135,9 +135,15 @@ def file_order_key(uri: str) -> str:
 
 
 def partition_order_key(partition: str) -> str:
-    """What the partition list is sorted by: the partition as a directory (``a=1/`` sorts after
-    ``a=1.5/``, as their files' keys do), so one pass over a sorted file list yields it in order."""
-    return partition + "/"
+    """What the partition list is sorted by: the order in which one pass over the sorted file list
+    finishes the partitions. As their files' keys list (``x=1.5`` before ``x=1``: ``x=1.5/...`` lists
+    before ``x=1/...``), and a partition after those inside it (``a=1/b=2`` before ``a=1``, whose
+    own files list around them)."""
+    return partition + _AFTER_ITS_SUBDIRECTORIES
+
+
+#: After everything inside a directory: `/` and then the highest code point.
+_AFTER_ITS_SUBDIRECTORIES = "/\U0010ffff"
 
 
 # Writing ---------------------------------------------------------------------------------------
@@ -308,7 +314,7 @@ class PartitionListWriter(_ListWriter):
         if self._last is not None and key <= self._last:
             raise ValueError(
                 f"partition list of job {self._layout.job_id}: {partition!r} is not after the previous "
-                "partition (partitions must come sorted as directories, each once)"
+                "partition (partitions must come in `partition_order_key` order, each once)"
             )
         self._last = key
         for column, value in zip(
