@@ -53,8 +53,9 @@ ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 #: Rows a writer turns into Arrow at a time, so it holds few Python objects.
 _CHUNK_ROWS = 4096
-#: Bytes per ranged read when a whole list is fetched to be checked.
-DOWNLOAD_CHUNK = 8 * 1024 * 1024
+#: Bytes per ranged read when a whole list is fetched to be checked, and per write when one is
+#: hashed and uploaded.
+TRANSFER_CHUNK = 8 * 1024 * 1024
 #: The tail a page read fetches first: Parquet's footer (pyarrow reads the last 64 KiB first too).
 TAIL_BYTES = 64 * 1024
 #: Rows a reader converts to Python objects at a time.
@@ -245,12 +246,12 @@ class _ListWriter:
             size = self._file.tell()
             self._file.seek(0)
             digest = hashlib.sha256()
-            for chunk in iter(lambda: self._file.read(DOWNLOAD_CHUNK), b""):
+            for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
                 digest.update(chunk)
             location = self._location(digest.hexdigest())
             self._file.seek(0)
             with store.open_write(location) as stream:
-                for chunk in iter(lambda: self._file.read(DOWNLOAD_CHUNK), b""):
+                for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
                     stream.write(chunk)
             return ListRef(
                 location.relative_to(self._layout.destination), digest.hexdigest(), size, self.rows
@@ -485,14 +486,14 @@ def _open(
 def _fetch_verified(
     store: Store, location: StorePath, ref: ListRef, source: str | None
 ) -> Iterator[IO[bytes]]:
-    """The list fetched into an unlinked local temporary file by ranged reads of `DOWNLOAD_CHUNK`,
+    """The list fetched into an unlinked local temporary file by ranged reads of `TRANSFER_CHUNK`,
     hashed as it arrives, and refused unless it has exactly `ref.bytes` bytes and `ref.sha256`.
     Reads at most one byte more than the reference says, however large the object is."""
     with tempfile.TemporaryFile(prefix="airflow-commit-list-") as local:
         digest = hashlib.sha256()
         size = 0
         while size <= ref.bytes:
-            chunk = store.read_range(location, size, min(DOWNLOAD_CHUNK, ref.bytes + 1 - size))
+            chunk = store.read_range(location, size, min(TRANSFER_CHUNK, ref.bytes + 1 - size))
             if not chunk:
                 break
             digest.update(chunk)
