@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
+from airflow_commit_provider.core.store.base import StoreError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -357,7 +358,7 @@ def iter_file_list(
     location = ref.location(root)
     with _fetch_verified(store, location, ref, source) as local:
         parquet = _open(local, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
-        yield from _entries(parquet.iter_batches(batch_size=_READ_BATCH_ROWS), location, 0)
+        yield from _entries(_batches(parquet, location, source), location, 0)
 
 
 def iter_partitions(
@@ -367,7 +368,7 @@ def iter_partitions(
     location = ref.location(root)
     with _fetch_verified(store, location, ref, source) as local:
         parquet = _open(local, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
-        yield from _partitions(parquet.iter_batches(batch_size=_READ_BATCH_ROWS), location, 0)
+        yield from _partitions(_batches(parquet, location, source), location, 0)
 
 
 def read_file_list_page(
@@ -379,8 +380,9 @@ def read_file_list_page(
     location = ref.location(root)
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
-        batches, first = _page_batches(parquet, offset, limit)
-        return list(_entries(batches, location, first))[offset - first : offset - first + limit]
+        groups, first = _page_groups(parquet, offset, limit)
+        entries = _entries(_batches(parquet, location, source, groups), location, first)
+        return list(entries)[offset - first : offset - first + limit]
 
 
 def read_partition_page(
@@ -390,13 +392,13 @@ def read_partition_page(
     location = ref.location(root)
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
-        batches, first = _page_batches(parquet, offset, limit)
-        return list(_partitions(batches, location, first))[offset - first : offset - first + limit]
+        groups, first = _page_groups(parquet, offset, limit)
+        partitions = _partitions(_batches(parquet, location, source, groups), location, first)
+        return list(partitions)[offset - first : offset - first + limit]
 
 
-def _page_batches(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[Iterator[pa.RecordBatch], int]:
-    """The batches of the row groups rows `offset` to `offset + limit` lie in, and the index of
-    their first row."""
+def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list[int], int]:
+    """The row groups rows `offset` to `offset + limit` lie in, and the index of their first row."""
     if offset < 0 or limit < 0:
         raise ValueError(f"a page starts at an entry >= 0 and has >= 0 entries, not {offset} and {limit}")
     groups: list[int] = []
@@ -408,9 +410,27 @@ def _page_batches(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[Ite
                 first = start
             groups.append(index)
         start += rows
-    if not groups:
-        return iter(()), offset
-    return iter(parquet.read_row_groups(groups).to_batches(max_chunksize=_READ_BATCH_ROWS)), first
+    return groups, first if groups else offset
+
+
+def _batches(
+    parquet: pq.ParquetFile, location: StorePath, source: str | None, groups: list[int] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The list's rows in batches (of the row groups `groups`, else of all), a damaged page refused
+    naming the list; the store's own errors pass as they are."""
+    import pyarrow as pa
+
+    try:
+        if groups is None:
+            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS)
+        elif groups:
+            yield from parquet.read_row_groups(groups).to_batches(max_chunksize=_READ_BATCH_ROWS)
+    except StoreError:
+        raise
+    except (pa.ArrowException, OSError) as error:
+        raise InvalidCommitDataError(
+            f"{_named(location, source)}: cannot be read: {_one_line(error)}"
+        ) from error
 
 
 def _entries(batches: Iterable[pa.RecordBatch], location: StorePath, first: int) -> Iterator[FileListEntry]:
@@ -466,8 +486,12 @@ def _open(
 
     try:
         parquet = pq.ParquetFile(file, pre_buffer=True)
+    except StoreError:
+        raise
     except (pa.ArrowException, OSError) as error:
-        raise InvalidCommitDataError(f"{_named(location, source)}: not a Parquet file: {error}") from error
+        raise InvalidCommitDataError(
+            f"{_named(location, source)}: not a Parquet file: {_one_line(error)}"
+        ) from error
     metadata = parquet.schema_arrow.metadata or {}
     found = metadata.get(FORMAT_KEY.encode(), b"").decode("utf-8", "replace")
     if found != fmt:
@@ -558,6 +582,10 @@ class _RangedFile(io.RawIOBase):
         view[: len(data)] = data
         self._position += len(data)
         return len(data)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 def _named(location: StorePath, source: str | None) -> str:
