@@ -298,6 +298,7 @@ def test_a_list_of_the_other_kind_or_no_parquet_is_refused(local_root: StorePath
         ({"path": "/abs/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         ({"path": "s3://b/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         ({"path": "a//x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
+        ({"path": "a\x00/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         (
             {
                 "path": "_airflow_commit/j/files-" + "b" * 64 + ".parquet",

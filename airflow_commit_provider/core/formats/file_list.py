@@ -63,6 +63,7 @@ TAIL_BYTES = 64 * 1024
 _READ_BATCH_ROWS = 8192
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _T = TypeVar("_T")
 
 
@@ -83,8 +84,9 @@ class ListRef:
     @classmethod
     def from_json(cls, value: object, source: str, field: str) -> ListRef:
         """A reference read from `source`'s `field`, refused naming both unless it is a relative path
-        without `.` or `..` that ends with its own SHA-256 (``...-<sha256>.parquet``): a reference can
-        never lead a reader outside the destination it was found in."""
+        without `.`, `..` or control characters that ends with its own SHA-256
+        (``...-<sha256>.parquet``): a reference can never lead a reader outside the destination it
+        was found in."""
         where = f"{source}: field {field!r}"
         if not isinstance(value, dict):
             raise InvalidCommitDataError(f"{where} is not a list reference (an object)")
@@ -100,6 +102,7 @@ class ListRef:
             or path.startswith("/")
             or "://" in path
             or "\\" in path
+            or _CONTROL.search(path)
             or any(part in ("", ".", "..") for part in path.split("/"))
             or not path.endswith(f"-{sha256}.parquet")
         ):
