@@ -115,7 +115,7 @@ def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessDa
 
     Hadoop lists at most 100 files, so past that these are the partitions of the first 100.
     """
-    if data.files is not None or data.partitions or not data.filenames:
+    if data.lists_all_files or data.partitions or not data.filenames:
         return data
     partitions: dict[str, None] = {}
     for name in data.filenames:
@@ -331,7 +331,7 @@ class SuccessExpectations:
             present = {_partition_key(p) for p in data.partitions}
             missing = [p for p in self.required_partitions if _partition_key(p) not in present]
             if missing:
-                capped = data.files is None and len(data.filenames) >= FILENAMES_LIMIT
+                capped = not data.lists_all_files and len(data.filenames) >= FILENAMES_LIMIT
                 note = f" (Hadoop lists only the first {FILENAMES_LIMIT} files)" if capped else ""
                 reasons.append(f"missing partitions: {', '.join(missing)}{note}")
         return reasons

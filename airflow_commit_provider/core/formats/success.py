@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,7 @@ from airflow_commit_provider.core.formats.jsonio import (
 )
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats, read_partition_stats
 from airflow_commit_provider.core.formats.phases import CommitPhase
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -125,7 +125,8 @@ class SuccessData:
     iostatistics: IOStatistics = field(default_factory=IOStatistics)
     partitions: list[str] = field(default_factory=list)
     """The partitions written, sorted: all of them, or past the caps the first ones
-    (`InlinePartitions`), and then `partition_count` and `partition_list` say the rest."""
+    (`InlinePartitions`), and then `partition_count` and `partition_list` say the rest. Written as
+    given: the writer caps them."""
     file_count: int | None = None
     total_bytes: int | None = None
     rows: int | None = None
@@ -343,7 +344,8 @@ class SuccessData:
     @classmethod
     def from_prefix(cls, prefix: FilePrefix, source: str) -> SuccessData:
         """Parse the first bytes of a file (`json_prefix.read_prefix`): the fields complete in them,
-        named in `read_fields` (None when the prefix held the whole object)."""
+        named in `read_fields` (None when the prefix held the whole object). The others hold their
+        defaults, so a caller looks at `read_fields` first; `read_head` does, for a check."""
         if prefix.whole:
             return cls.from_bytes(prefix.data, source)
         parsed = parse_prefix(prefix, source)
@@ -381,6 +383,17 @@ class SuccessData:
         raw_phases = optional_field(obj, "phases", list, source, None)
         partitions = _names(obj, "partitions", source, []) or []
         registered = _names(obj, "registeredPartitions", source, None)
+        partition_count = _count_of(obj, "partitionCount", partitions, source)
+        partition_list = ListRef.read_field(obj, "partitionList", source)
+        if (
+            partition_count is not None
+            and partition_count > len(partitions)
+            and partition_list is None
+            and (read_fields is None or "fileList" in read_fields)  # else it may lie past the prefix
+        ):
+            raise InvalidCommitDataError(
+                f"{source}: lists {len(partitions)} of {partition_count} partitions and no 'partitionList'"
+            )
         return cls(
             committer=optional_field(obj, "committer", str, source, ""),
             job_id=optional_field(obj, "jobId", str, source, ""),
@@ -407,8 +420,8 @@ class SuccessData:
             registered_partitions=registered,
             lost_attempts=read_lost_attempts(obj.get("lostAttempts"), source),
             lost_attempts_left_out=read_left_out(obj.get("lostAttemptsLeftOut"), source),
-            partition_count=_count_of(obj, "partitionCount", partitions, source),
-            partition_list=ListRef.read_field(obj, "partitionList", source),
+            partition_count=partition_count,
+            partition_list=partition_list,
             file_list=ListRef.read_field(obj, "fileList", source),
             registered_partition_count=_count_of(obj, "registeredPartitionCount", registered, source),
             read_fields=read_fields,
@@ -455,7 +468,13 @@ class SuccessData:
                 f"its 'filenames' name the first {FILENAMES_LIMIT}"
             )
         partition = self._marker_partition(directory)
-        for entry in iter_file_list(store, self.list_root(directory), self.file_list, source):
+        root = self.list_root(directory)
+        inside = _inside(root)
+        for entry in iter_file_list(store, root, self.file_list, source):
+            if not inside(entry.uri):
+                raise InvalidCommitDataError(
+                    f"{source or directory}: its file list names {entry.uri!r}, which is outside {root}"
+                )
             if partition is None or entry.partition == partition:
                 yield CommittedFile(entry.uri, entry.size)
 
@@ -488,6 +507,28 @@ class SuccessData:
                 "partitions and no 'partitionList'"
             )
         yield from iter_partitions(store, self.list_root(directory), self.partition_list, source)
+
+
+def _inside(root: StorePath) -> Callable[[str], bool]:
+    """Whether a listed URI lies under `root`: a `_SUCCESS` vouches for its own table's files only.
+    URIs as `StorePath.uri` writes them are checked by their text; any other spelling is parsed."""
+    scheme, _, rest = root.uri().partition("://")
+    prefix = rest.rstrip("/") + "/"
+
+    def inside(uri: str) -> bool:
+        uri_scheme, _, uri_rest = uri.partition("://")
+        if (
+            (uri_scheme == "file") == (scheme == "file")
+            and uri_rest.startswith(prefix)
+            and "/." not in uri_rest
+        ):
+            return True
+        try:
+            return StorePath.from_uri(uri).is_under(root)
+        except InvalidPathError:
+            return False
+
+    return inside
 
 
 def _names(obj: dict[str, Any], name: str, source: str, default: list[str] | None) -> list[str] | None:

@@ -15,17 +15,17 @@ from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import (
     FileListEntry,
     ListRef,
+    PartitionListWriter,
     iter_file_list,
     iter_partitions,
     write_file_list,
-    write_partition_list,
 )
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import InlinePartitions
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import EntrySpool
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
-from airflow_commit_provider.core.stages.partitions import iter_stats, partition_name, partition_stats
+from airflow_commit_provider.core.stages.partitions import partition_name, partition_stats
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
@@ -46,13 +46,12 @@ def write_job_lists(ctx: JobContext, loaded: LoadedJob) -> JobLists:
     partition inline, the partition list (one walk over them)."""
     with ctx.phase("write lists"):
         file_list = write_file_list(ctx.store, ctx.layout, file_list_entries(loaded.spool))
-        with partition_stats(loaded.spool, loaded.partition_rows) as stats:
-            inline = InlinePartitions()
-            for partition, _ in iter_stats(stats):
+        inline = InlinePartitions()
+        with PartitionListWriter(ctx.layout) as partitions:
+            for partition, stats in partition_stats(loaded.spool, loaded.partition_rows):
                 inline.add(partition)
-            partition_list = (
-                None if inline.complete else write_partition_list(ctx.store, ctx.layout, iter_stats(stats))
-            )
+                partitions.add(partition, stats)
+            partition_list = None if inline.complete else partitions.finish(ctx.store)
     return JobLists(file_list, partition_list)
 
 

@@ -163,36 +163,30 @@ def partition_stats(
     keep_filenames: int = 0,
     each: Callable[[PartitionTally], object] | None = None,
     threads: int = 1,
-) -> SortedSpool:
-    """What each partition directory received, sorted by partition as a directory (the walk
-    leaves a partition after those inside it): records `(key order of the partition and a slash,
-    partition, files, bytes, rows)`, in a spool the caller closes (`iter_stats` reads it).
+) -> Iterator[tuple[str, PartitionStats]]:
+    """What each partition directory received, in the order the walk leaves them, which is the
+    partition list's (`file_list.partition_order_key`: as their files' keys list, a partition after
+    those inside it).
 
     `each` is called with each partition as the walk leaves it (with its first `keep_filenames`
-    files), on `threads` workers: the partition markers are written that way, while the walk goes on.
+    files), on `threads` workers: the partition markers are written that way, while the walk goes
+    on. Then the stats are yielded once all are done (a failed `each` raises first).
     """
-    stats = SortedSpool(prefix="commit-partitions-")
-
-    def closed() -> Iterator[PartitionTally]:
+    if each is None:
         for tally in tally_partitions(spool, rows, keep_filenames):
-            record = (key_order(f"{tally.name}/"), tally.name, tally.files, tally.size, tally.rows)
-            stats.add(record, record_size(record))
-            yield tally
+            yield tally.name, tally.stats
+        return
+    # The stats wait in a spool while the markers are written, in the walk's order.
+    stats = SortedSpool(prefix="commit-partitions-")
+    with stats:
 
-    try:
-        if each is None:
-            for _tally in closed():
-                pass
-        else:
-            run_parallel(closed(), each, threads)
+        def closed() -> Iterator[PartitionTally]:
+            for number, tally in enumerate(tally_partitions(spool, rows, keep_filenames)):
+                record = (number, tally.name, tally.files, tally.size, tally.rows)
+                stats.add(record, record_size(record))
+                yield tally
+
+        run_parallel(closed(), each, threads)
         stats.sort()
-    except BaseException:
-        stats.close()
-        raise
-    return stats
-
-
-def iter_stats(stats: SortedSpool) -> Iterator[tuple[str, PartitionStats]]:
-    """(partition, stats) from a `partition_stats` spool, in partition order."""
-    for _order, name, files, size, rows in stats:
-        yield name, PartitionStats(files, size, rows)
+        for _number, name, files, size, counted in stats:
+            yield name, PartitionStats(files, size, counted)

@@ -21,7 +21,6 @@ from airflow_commit_provider.core.stages.lists import JobLists
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.partitions import (
     PartitionTally,
-    iter_stats,
     partition_stats,
     tally_partitions,
 )
@@ -40,19 +39,18 @@ def save_success(
     """
     spool = loaded.spool
     with ctx.phase("write _SUCCESS"):
-        with partition_stats(
+        inline = InlinePartitions()
+        stats: dict[str, PartitionStats] = {}
+        for name, counts in partition_stats(
             spool,
             loaded.partition_rows,
             keep_filenames=FILENAMES_LIMIT if per_partition else 0,
             each=functools.partial(_save_marker, ctx, lists) if per_partition else None,
             threads=ctx.options.threads,
-        ) as partitions:
-            inline = InlinePartitions()
-            stats: dict[str, PartitionStats] = {}
-            for name, counts in iter_stats(partitions):
-                inline.add(name)
-                if len(inline.names) == len(stats) + 1:
-                    stats[name] = counts
+        ):
+            inline.add(name)
+            if len(inline.names) == len(stats) + 1:
+                stats[name] = counts
         success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
         success.partitions, success.partition_count = inline.names, inline.count
         success.partition_list = None if inline.complete else lists.partition_list
