@@ -221,7 +221,7 @@ def load_commit(
     if status.state is JobState.UNKNOWN:
         return _report_of_success(store, root, job_id, page, page_size)
     record, outcome = status.record, status.outcome
-    files, files_missing = _committed_files(store, root, job_id) if record is not None else ([], None)
+    files, files_missing = _committed_files(store, root, record) if record is not None else ([], None)
     first, pages = _page(files, job_id, page, page_size)
     return CommitReport(
         destination=root.uri(),
@@ -249,7 +249,7 @@ def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, pa
     if success is None or success.job_id != job_id:
         found = problem or f"{root.join(SUCCESS_FILENAME)} names job {success.job_id if success else ''!r}"
         raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}, and {found}")
-    files = _listed_files(success, root)
+    files = _listed_files(store, success, root)
     first, pages = _page(files, job_id, page, page_size)
     return CommitReport(
         destination=root.uri(),
@@ -340,9 +340,15 @@ def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
     return tuple(PartitionReport(name, s.files, s.bytes, s.rows) for name, s in sorted(stats.items()))
 
 
-def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[CommittedFile], str | None]:
-    """The job's files, from the table's `_SUCCESS` while it is still this job's (the record keeps
-    totals only, to stay small); else none, and why."""
+def _committed_files(
+    store: Store, root: StorePath, record: SuccessData
+) -> tuple[list[CommittedFile], str | None]:
+    """The job's files: from the file list its record names, which stays as long as the record;
+    for a record from before the lists, from the table's `_SUCCESS` while it is still this job's
+    (such a record keeps totals only); else none, and why."""
+    if record.file_list is not None:
+        return list(record.iter_all_files(store, root)), None
+    job_id = record.job_id
     success, problem = _table_success(store, root)
     if success is None:
         return [], f"no list of files: {problem}"
@@ -370,10 +376,11 @@ def _table_success(
         return None, str(error)
 
 
-def _listed_files(success: SuccessData, root: StorePath) -> list[ListedFile]:
-    """Ours list every file with its size; Hadoop's name the first 100, as keys or URIs."""
-    if success.files is not None:
-        return [ListedFile(f.uri, f.size) for f in success.files]
+def _listed_files(store: Store, success: SuccessData, root: StorePath) -> list[ListedFile]:
+    """Ours list every file with its size (in the file list, or inline in older ones); Hadoop's name
+    the first 100, as keys or URIs."""
+    if success.lists_all_files:
+        return [ListedFile(f.uri, f.size) for f in success.iter_all_files(store, root)]
     return [ListedFile(hadoop_listed_path(name, root).uri(), None) for name in success.filenames]
 
 
