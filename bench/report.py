@@ -247,7 +247,9 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
         series: dict[str, list[tuple[float, float]]] = {}
         for point in on_axis:
             if point.get(key) is not None:
-                series.setdefault(f"{point['committer']} ({point['store']})", []).append((point[x_key], point[key]))
+                series.setdefault(f"{point['committer']} ({point['store']})", []).append(
+                    (point[x_key], point[key])
+                )
             if key == "seconds" and point.get("raw_seconds") is not None:
                 series.setdefault(f"{point['raw_label']} ({point['store']})", []).append(
                     (point[x_key], point["raw_seconds"])
@@ -257,13 +259,24 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
         for name, values in sorted(series.items()):
             xs, ys = zip(*sorted(set(values)), strict=True)
             baseline = name.startswith(("raw", "S3A"))
-            ax.plot(xs, ys, "--" if baseline else "-", marker="o", fillstyle="none" if baseline else "full",
-                    label=name, linewidth=1, markersize=4)
+            ax.plot(
+                xs,
+                ys,
+                "--" if baseline else "-",
+                marker="o",
+                fillstyle="none" if baseline else "full",
+                label=name,
+                linewidth=1,
+                markersize=4,
+            )
         if bound is not None:
             ax.axhline(bound, color="black", linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set_yscale("symlog" if key == "rss_growth_mb" else "log")
-        ax.set_xlabel(f"{x_key} per job" + (f" ({on_axis[0]['files']:,} files)" if axis == "partitions" and on_axis else ""))
+        ax.set_xlabel(
+            f"{x_key} per job"
+            + (f" ({on_axis[0]['files']:,} files)" if axis == "partitions" and on_axis else "")
+        )
         ax.set_ylabel(ylabel)
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=6)
@@ -279,7 +292,11 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
 def _shared(point: dict[str, Any], points: list[dict[str, Any]]) -> bool:
     """Whether a files-axis point is also the partitions axis's first point (same files)."""
     partition_files = {p["files"] for p in points if p["axis"] == "partitions"}
-    return point["axis"] == "files" and point["files"] in partition_files and point["store"] != "in-process S3 stand-in"
+    return (
+        point["axis"] == "files"
+        and point["files"] in partition_files
+        and point["store"] != "in-process S3 stand-in"
+    )
 
 
 def chart(results: list[dict[str, Any]], path: Path) -> bool:

@@ -393,7 +393,11 @@ def _record(result: CurveResult, point: PointValues) -> None:
     raw = RAW_LABELS[level.store]
     for ours, (raw_seconds, raw_cpu) in zip(point.ours, point.raw, strict=True):
         result.comparison(
-            f"{label}: job commit", ours_label=f"{name} commit_job", baseline_label=raw, unit="s", group="scale"
+            f"{label}: job commit",
+            ours_label=f"{name} commit_job",
+            baseline_label=raw,
+            unit="s",
+            group="scale",
         ).add(ours["seconds"], raw_seconds)
         result.comparison(
             f"{label}: client CPU",

@@ -22,7 +22,6 @@ import argparse
 import functools
 import gc
 import json
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -152,35 +151,40 @@ def count_bytes_read(store: Store) -> Callable[[], int]:
 
     Every public `read*` method of the store is wrapped on this instance (whatever reads a sensor's
     check comes to use: whole files, bounded reads, ranges); a method returning a stream counts
-    what is read from it.
+    what is read from it. Only the outermost call counts, so a read made of another read (the
+    base `Store.read_bytes_within` reads with `read_bytes`) is counted once.
     """
-    total = [0]
+    total, depth = [0], [0]
 
-    def counted(value: Any) -> Any:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            total[0] += len(value)
-        elif value is not None and hasattr(value, "read"):
-            value.read = _counting_read(value.read, total)
-        return value
+    def counting_call(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            depth[0] += 1
+            try:
+                value = method(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+            if depth[0] == 0:
+                if isinstance(value, (bytes, bytearray, memoryview)):
+                    total[0] += len(value)
+                elif value is not None and hasattr(value, "read"):
+                    value.read = counting_read(value.read)
+            return value
+
+        return call
+
+    def counting_read(read: Callable[..., bytes]) -> Callable[..., bytes]:
+        def counting(*args: Any) -> bytes:
+            data = read(*args)
+            total[0] += len(data)
+            return data
+
+        return counting
 
     for name in dir(type(store)):
         if name.startswith(("read", "open_read")) and callable(getattr(store, name)):
-            method = getattr(store, name)
-            setattr(store, name, functools.wraps(method)(_counting_call(method, counted)))
+            setattr(store, name, counting_call(getattr(store, name)))
     return lambda: total[0]
-
-
-def _counting_call(method: Callable[..., Any], counted: Callable[[Any], Any]) -> Callable[..., Any]:
-    return lambda *args, **kwargs: counted(method(*args, **kwargs))
-
-
-def _counting_read(read: Callable[..., bytes], total: list[int]) -> Callable[..., bytes]:
-    def counting(*args: Any) -> bytes:
-        data = read(*args)
-        total[0] += len(data)
-        return data
-
-    return counting
 
 
 def _size(store: Store, path: StorePath) -> int | None:
