@@ -197,7 +197,11 @@ def curve_table(points: list[dict[str, Any]]) -> list[str]:
         "| " + " | ".join(heading for heading, _, _ in CURVE_COLUMNS) + " |",
         "|" + "---|" * len(CURVE_COLUMNS),
     ]
-    for point in points:
+    order = {"files": 0, "partitions": 1}
+    for point in sorted(
+        points,
+        key=lambda p: (order.get(p["axis"], 2), p["store"], p["committer"], p["files"], p["partitions"]),
+    ):
         cells = [
             str(point.get(key, "–")) if unit is None else _num(point.get(key), unit)
             for _, key, unit in CURVE_COLUMNS
@@ -224,10 +228,23 @@ CURVE_PANELS = (
 )
 
 
+#: Line colours of the curve chart, one per committer or baseline.
+CURVE_COLOURS = {
+    "magic": "#1f77b4",
+    "directory": "#9467bd",
+    "partitioned": "#2ca02c",
+    "manifest": "#d62728",
+    "raw": "#7f7f7f",
+    "S3A": "#ff7f0e",
+}
+#: Markers by store: the in-process stand-in's points stand apart from the embedded S3's.
+CURVE_MARKERS = {"embedded S3": "o", "in-process S3 stand-in": "s", "local files": "^"}
+
+
 def curve_chart(doc: dict[str, Any], path: Path) -> bool:
-    """Log-log panels of the curve: one line per committer and store, the raw loop (job commit)
-    and S3A (dashed) beside them, a bound where the issue sets one (dotted). False without
-    matplotlib or points."""
+    """Log-log panels of the curve: ours per committer (colour) and store (marker), the raw loop
+    (job commit) and S3A dashed beside them, a bound where the issue sets one (dotted). False
+    without matplotlib or points."""
     try:
         import matplotlib
 
@@ -244,39 +261,40 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
     for ax, (axis, key, s3a_key, ylabel, bound) in zip(axes.flat, CURVE_PANELS, strict=False):
         on_axis = [p for p in points if p["axis"] == axis or (axis == "partitions" and _shared(p, points))]
         x_key = "files" if axis == "files" else "partitions"
-        series: dict[str, list[tuple[float, float]]] = {}
+        series: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+        """(label, colour key, store) -> (x, y) values."""
         for point in on_axis:
+            store, x = point["store"], point[x_key]
             if point.get(key) is not None:
-                series.setdefault(f"{point['committer']} ({point['store']})", []).append(
-                    (point[x_key], point[key])
-                )
+                series.setdefault((point["committer"], point["committer"], store), []).append((x, point[key]))
             if key == "seconds" and point.get("raw_seconds") is not None:
-                series.setdefault(f"{point['raw_label']} ({point['store']})", []).append(
-                    (point[x_key], point["raw_seconds"])
-                )
+                series.setdefault((point["raw_label"], "raw", store), []).append((x, point["raw_seconds"]))
             if s3a_key and point.get(s3a_key) is not None:
-                series.setdefault("S3A magic (embedded S3)", []).append((point[x_key], point[s3a_key]))
-        for name, values in sorted(series.items()):
+                series.setdefault(("S3A magic", "S3A", store), []).append((x, point[s3a_key]))
+        for (label, colour, store), values in sorted(series.items()):
             xs, ys = zip(*sorted(set(values)), strict=True)
-            baseline = name.startswith(("raw", "S3A"))
+            baseline = colour in ("raw", "S3A")
             ax.plot(
                 xs,
                 ys,
                 "--" if baseline else "-",
-                marker="o",
+                color=CURVE_COLOURS.get(colour),
+                marker=CURVE_MARKERS.get(store, "o"),
                 fillstyle="none" if baseline else "full",
-                label=name,
+                label=f"{label} ({store})",
                 linewidth=1,
-                markersize=4,
+                markersize=5,
             )
         if bound is not None:
             ax.axhline(bound, color="black", linestyle=":", linewidth=1)
         ax.set_xscale("log")
-        ax.set_yscale("symlog" if key == "rss_growth_mb" else "log")
-        ax.set_xlabel(
-            f"{x_key} per job"
-            + (f" ({on_axis[0]['files']:,} files)" if axis == "partitions" and on_axis else "")
-        )
+        if key == "rss_growth_mb":
+            ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_ylim(bottom=0)
+        else:
+            ax.set_yscale("log")
+        files = f" ({on_axis[0]['files']:,} files)" if axis == "partitions" and on_axis else ""
+        ax.set_xlabel(f"{x_key} per job{files}")
         ax.set_ylabel(ylabel)
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=6)

@@ -21,8 +21,10 @@ report's first page (`load_commit`). Baselines from the same run, alternating wi
 boto3 CompleteMultipartUpload loop (`s3_setup.complete_raw`, same threads; over the in-process
 stand-in at 1M), a raw `os.rename` loop for the local files, and S3A's magic `commitJob` on the
 embedded S3 (`bench.s3a_job_commit`, whose `_SUCCESS` is also the baseline for the stored bytes and
-the poke). Points up to 1,000 files run `--repeat` times, larger ones once: each repetition needs
-fresh uploads, about a minute per 10k files on the embedded S3.
+the poke; it needs a Spark session, so `--size tiny` leaves it out). Points up to 1,000 files run
+`--repeat` times, larger ones once: each repetition needs fresh uploads, about a minute per 10k
+files on the embedded S3. The slowest levels run last, and each point's summary is logged as it is
+measured (`scale point: {...}`), so an interrupted run still tells its points.
 
 Time at `--size full` on this 2-core host: about 90 minutes (most of it creating uploads: 340k on
 the embedded S3, 2M on the in-process store, 2M local files).
@@ -159,19 +161,28 @@ class CurveResult(ScenarioResult):
 
 def levels(env: BenchEnv) -> list[Level]:
     """The points of this `--size`: `tiny` runs each kind of level once, small, in seconds."""
-    s3_files = env.pick(tiny=[100], small=[1_000, 10_000], full=[1_000, 10_000, 100_000])
-    local_files = env.pick(tiny=[100], small=[1_000, 10_000], full=[1_000, 10_000, 100_000, 1_000_000])
+    small_files = env.pick(tiny=[100], small=[1_000, 10_000], full=[1_000, 10_000])
     in_process_files = env.pick(tiny=[1_000], small=[], full=[1_000_000])
     axis_files = env.pick(tiny=100, small=PARTITIONS_AXIS_FILES, full=PARTITIONS_AXIS_FILES)
     partitions = env.pick(tiny=[100], small=[1_000, 10_000], full=[1_000, 10_000])
-    planned = [
-        *(Level("files", "s3", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=True) for n in s3_files),
-        *(Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in local_files),
-        *(Level("files", "in-process", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS) for n in in_process_files),
-    ]
+    large_s3_files = env.pick(tiny=[], small=[], full=[100_000])
+    large_local_files = env.pick(tiny=[], small=[], full=[100_000, 1_000_000])
+    # S3A's commitJob needs a Spark session: `tiny` (seconds, for the smoke test) starts none.
+    s3a = env.size != "tiny"
+    # The levels that take longest come last, so an interrupted run has the most points.
+    planned: list[Level] = []
+    for files in small_files:
+        planned.append(Level("files", "s3", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
+        planned.append(Level("files", "local", files, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS))
+    for files in in_process_files:
+        planned.append(Level("files", "in-process", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS))
     for count in partitions:
         planned.append(Level("partitions", "s3", axis_files, count, S3_COMMITTERS))
         planned.append(Level("partitions", "local", axis_files, count, LOCAL_COMMITTERS))
+    for files in large_s3_files:
+        planned.append(Level("files", "s3", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
+    for files in large_local_files:
+        planned.append(Level("files", "local", files, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS))
     return planned
 
 
@@ -213,6 +224,7 @@ def run(env: BenchEnv) -> ScenarioResult:
             _repetition(env, level, rep, values)
         for point in values.values():
             _record(result, point)
+            log(f"scale point: {json.dumps(result.points[-1])}")  # kept in the log if the run stops
     return result
 
 
