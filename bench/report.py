@@ -76,7 +76,16 @@ def _ratio_span(ratio: dict[str, Any]) -> str:
     return text
 
 
-def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> str:
+#: Where a curve's earlier run is kept for comparison (`<out>/before/<scenario>.json`): the
+#: curve measured before a change, shown beside the current one in its table and chart.
+BEFORE_DIR = "before"
+
+
+def markdown(
+    results: list[dict[str, Any]],
+    chart: str | None = "chart.png",
+    before: dict[str, dict[str, Any]] | None = None,
+) -> str:
     lines = ["# Benchmark report", ""]
     if not results:
         return "\n".join([*lines, "No results yet: run `make bench`.", ""])
@@ -160,6 +169,15 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
                 lines.append(f"| {name} | {_span(stats, unit)}{'' if unit in ('s', '') else ' ' + unit} |")
         if points:
             lines += ["", *curve_table(points)]
+            earlier = (before or {}).get(doc["scenario"])
+            if earlier is not None:
+                lines += [
+                    "",
+                    f"Before (`{BEFORE_DIR}/{doc['scenario']}.json`, size {earlier['size']}, run at "
+                    f"{earlier.get('started_at', '–')}; drawn faded in the chart):",
+                    "",
+                    *curve_table(earlier.get("points") or []),
+                ]
             if chart:
                 lines += ["", f"![The curve]({curve_chart_name(doc)})"]
     lines.append("")
@@ -241,10 +259,10 @@ CURVE_COLOURS = {
 CURVE_MARKERS = {"embedded S3": "o", "in-process S3 stand-in": "s", "local files": "^"}
 
 
-def curve_chart(doc: dict[str, Any], path: Path) -> bool:
+def curve_chart(doc: dict[str, Any], path: Path, before: dict[str, Any] | None = None) -> bool:
     """Log-log panels of the curve: ours per committer (colour) and store (marker), the raw loop
-    (job commit) and S3A dashed beside them, a bound where the issue sets one (dotted). False
-    without matplotlib or points."""
+    (job commit) and S3A dashed beside them, a bound where the issue sets one (dotted), and ours
+    from the `before` run faded. False without matplotlib or points."""
     try:
         import matplotlib
 
@@ -262,7 +280,16 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
         on_axis = [p for p in points if p["axis"] == axis or (axis == "partitions" and _shared(p, points))]
         x_key = "files" if axis == "files" else "partitions"
         series: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-        """(label, colour key, store) -> (x, y) values."""
+        """(label, colour key, store) -> (x, y) values; a label ending in "before" is drawn faded."""
+        earlier = (before or {}).get("points") or []
+        for point in earlier:
+            if point.get(key) is not None and (
+                point["axis"] == axis or (axis == "partitions" and _shared(point, earlier))
+            ):
+                label = f"{point['committer']}, before"
+                series.setdefault((label, point["committer"], point["store"]), []).append(
+                    (point[x_key], point[key])
+                )
         for point in on_axis:
             store, x = point["store"], point[x_key]
             if point.get(key) is not None:
@@ -281,7 +308,9 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
                 color=CURVE_COLOURS.get(colour),
                 marker=CURVE_MARKERS.get(store, "o"),
                 fillstyle="none" if baseline else "full",
-                label=f"{label} ({store})",
+                alpha=0.3 if label.endswith("before") else 1.0,
+                # The faded lines stay out of the legend (the title says what they are).
+                label=f"{'_' if label.endswith('before') else ''}{label} ({store})",
                 linewidth=1,
                 markersize=5,
             )
@@ -300,7 +329,8 @@ def curve_chart(doc: dict[str, Any], path: Path) -> bool:
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(CURVE_PANELS) :]:
         ax.set_visible(False)
-    fig.suptitle(f"{doc['title']} (size {doc['size']}, {doc.get('started_at', '')})", fontsize=11)
+    faded = f"; faded: before, size {before['size']}, {before.get('started_at', '')}" if before else ""
+    fig.suptitle(f"{doc['title']} (size {doc['size']}, {doc.get('started_at', '')}{faded})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -365,11 +395,13 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
 def write_report(out: Path) -> Path:
     results = load_results(out)
     has_chart = chart(results, out / "chart.png")
+    before_dir = out / BEFORE_DIR
+    before = {doc["scenario"]: doc for doc in load_results(before_dir)} if before_dir.is_dir() else {}
     for doc in results:
         if doc.get("points"):
-            curve_chart(doc, out / curve_chart_name(doc))
+            curve_chart(doc, out / curve_chart_name(doc), before.get(doc["scenario"]))
     report = out / "REPORT.md"
-    report.write_text(markdown(results, "chart.png" if has_chart else None))
+    report.write_text(markdown(results, "chart.png" if has_chart else None, before))
     return report
 
 
