@@ -220,12 +220,18 @@ def curve_table(points: list[dict[str, Any]]) -> list[str]:
         points,
         key=lambda p: (order.get(p["axis"], 2), p["store"], p["committer"], p["files"], p["partitions"]),
     ):
-        cells = [
-            str(point.get(key, "–")) if unit is None else _num(point.get(key), unit)
-            for _, key, unit in CURVE_COLUMNS
-        ]
+        cells = [_curve_cell(point.get(key), unit) for _, key, unit in CURVE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _curve_cell(value: Any, unit: str | None) -> str:
+    """Text as it is, counts in full (`_num` gives "10.0" for 10), measures as `_num` gives them."""
+    if unit is None:
+        return "–" if value is None else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and unit == "":
+        return f"{value:,}"
+    return _num(value, unit)
 
 
 def curve_chart_name(doc: dict[str, Any]) -> str:

@@ -80,3 +80,44 @@ def test_a_local_point_measures_the_commit_it_made(tmp_path: Path) -> None:
     assert measured["report_listed_files"] == 60
     assert measured["seconds"] > 0 and measured["rss_growth_bytes"] >= 0
     json.dumps(measured)  # what the child prints
+
+
+def _curve_document(started_at: str, success_bytes: int) -> dict:
+    from bench.scale import CurveResult, Level, PointValues
+
+    point = PointValues(Level("files", "s3", 1000, 10, ("magic",)), "magic")
+    point.ours.append(
+        {
+            "seconds": 1.5,
+            "cpu_seconds": 0.5,
+            "requests": 1010,
+            "rss_growth_bytes": 3_000_000,
+            "success_bytes": success_bytes,
+            "record_bytes": 2000,
+            "lists_bytes": 0,
+            "poke_bytes": success_bytes,
+            "poke_requests": 1,
+            "report_page_seconds": 0.1,
+        }
+    )
+    point.raw.append((1.0, 0.4))
+    result = CurveResult("scale", "The curve", "tiny", 1, points=[point.summary()])
+    return {**result.to_json(), "started_at": started_at}
+
+
+def test_the_report_shows_the_curve_beside_its_earlier_run(tmp_path: Path) -> None:
+    from bench.report import write_report
+
+    (tmp_path / "before").mkdir()
+    (tmp_path / "scale.json").write_text(json.dumps(_curve_document("2026-12-01T00:00:00+00:00", 4_321)))
+    (tmp_path / "before" / "scale.json").write_text(
+        json.dumps(_curve_document("2026-11-28T00:00:00+00:00", 987_654))
+    )
+
+    report = write_report(tmp_path).read_text()
+
+    after_row = "| files | magic | embedded S3 | 1,000 | 10 | 1.50 s | 1.00 s |"
+    assert after_row in report and "| 4,321 |" in report
+    before = report.index("Before (`before/scale.json`")
+    assert "| 987,654 |" in report[before:] and "| 4,321 |" not in report[before:]
+    assert (tmp_path / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
