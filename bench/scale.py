@@ -24,7 +24,8 @@ embedded S3 (`bench.s3a_job_commit`, whose `_SUCCESS` is also the baseline for t
 the poke; it needs a Spark session, so `--size tiny` leaves it out). Points up to 1,000 files run
 `--repeat` times, larger ones once: each repetition needs fresh uploads, about a minute per 10k
 files on the embedded S3. The slowest levels run last, and each point's summary is logged as it is
-measured (`scale point: {...}`), so an interrupted run still tells its points.
+measured (`scale point: {...}`), so an interrupted run still tells its points; the 1M-file points
+come first.
 
 Sizes: `tiny` (the smoke test) has every kind of level at 100-1,000 files and no S3A; `small` has
 1k and 10k files on the embedded S3 and local files, both partition counts, and the 1M-file points
@@ -174,20 +175,22 @@ def levels(env: BenchEnv) -> list[Level]:
     large_local_files = env.pick(tiny=[], small=[], full=[100_000, 1_000_000])
     # S3A's commitJob needs a Spark session: `tiny` (seconds, for the smoke test) starts none.
     s3a = env.size != "tiny"
-    # The levels that take longest come last, so an interrupted run has the most points.
-    planned: list[Level] = []
-    for files in small_files:
-        planned.append(Level("files", "s3", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
-        planned.append(Level("files", "local", files, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS))
-    for files in in_process_files:
-        planned.append(Level("files", "in-process", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS))
+    # The 1M-file points first (the headline, and they need no server), then the rest from
+    # the cheapest to the slowest, so an interrupted run has the points that matter most.
+    planned = [
+        Level("files", "in-process", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS) for n in in_process_files
+    ]
+    planned += [Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in small_files]
+    s3_files = [*small_files, *large_s3_files]
+    planned.append(Level("files", "s3", s3_files[0], FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
     for count in partitions:
         planned.append(Level("partitions", "s3", axis_files, count, S3_COMMITTERS))
         planned.append(Level("partitions", "local", axis_files, count, LOCAL_COMMITTERS))
-    for files in large_s3_files:
-        planned.append(Level("files", "s3", files, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
-    for files in large_local_files:
-        planned.append(Level("files", "local", files, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS))
+    # S3A's tasks of 10k files and more are the slowest setup of all (its JVM, through py4j).
+    planned += [Level("files", "s3", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a) for n in s3_files[1:]]
+    planned += [
+        Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in large_local_files
+    ]
     return planned
 
 
