@@ -28,10 +28,11 @@ measured (`scale point: {...}`), so an interrupted run still tells its points; t
 come first.
 
 Sizes: `tiny` (the smoke test) has every kind of level at 100-1,000 files and no S3A; `small` has
-1k and 10k files on the embedded S3 and local files, both partition counts, and the 1M-file points
-on the in-process store: about 30 minutes on a quiet 2-core host, most of it creating 110k uploads
-on the embedded S3 and 2M in process. `full` adds 100k files on the embedded S3 (400k uploads
-with the baselines) and 100k and 1M local files: about 2 hours more.
+1k and 10k files on the embedded S3 (S3A at 1k) and local files, both partition counts, and 1M
+files for magic on the in-process store: about 30 minutes on a quiet 2-core host, most of it
+creating 100k uploads on the embedded S3 and 1M in process. `full` adds partitioned at 1M, S3A at
+10k and 100k, 100k files on the embedded S3 (400k uploads with the baselines) and 100k and 1M local
+files: about 2 hours more.
 """
 
 from __future__ import annotations
@@ -173,21 +174,28 @@ def levels(env: BenchEnv) -> list[Level]:
     partitions = env.pick(tiny=[100], small=[1_000, 10_000], full=[1_000, 10_000])
     large_s3_files = env.pick(tiny=[], small=[], full=[100_000])
     large_local_files = env.pick(tiny=[], small=[], full=[100_000, 1_000_000])
-    # S3A's commitJob needs a Spark session: `tiny` (seconds, for the smoke test) starts none.
-    s3a = env.size != "tiny"
+    # S3A's commitJob needs a Spark session, and its tasks are the slowest setup of all (its JVM,
+    # through py4j): `tiny` (seconds, for the smoke test) starts none, `small` runs it at 1k files.
+    s3a_files = env.pick(tiny=0, small=1_000, full=100_000)
+    # A million files take minutes to prepare per committer: `small` commits them with magic alone.
+    in_process_committers = env.pick(tiny=S3_COMMITTERS, small=("magic",), full=S3_COMMITTERS)
     # The 1M-file points first (the issue's headline, and they need no server), then the rest from
     # the cheapest to the slowest, so an interrupted run has the points that matter most.
     planned = [
-        Level("files", "in-process", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS) for n in in_process_files
+        Level("files", "in-process", n, FILES_AXIS_PARTITIONS, in_process_committers)
+        for n in in_process_files
     ]
     planned += [Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in small_files]
     s3_files = [*small_files, *large_s3_files]
-    planned.append(Level("files", "s3", s3_files[0], FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a))
+    first = s3_files[0]
+    planned.append(Level("files", "s3", first, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=first <= s3a_files))
     for count in partitions:
         planned.append(Level("partitions", "s3", axis_files, count, S3_COMMITTERS))
         planned.append(Level("partitions", "local", axis_files, count, LOCAL_COMMITTERS))
-    # S3A's tasks of 10k files and more are the slowest setup of all (its JVM, through py4j).
-    planned += [Level("files", "s3", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=s3a) for n in s3_files[1:]]
+    planned += [
+        Level("files", "s3", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=n <= s3a_files)
+        for n in s3_files[1:]
+    ]
     planned += [
         Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in large_local_files
     ]
