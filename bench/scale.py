@@ -232,15 +232,24 @@ def run(env: BenchEnv) -> ScenarioResult:
             "store counting the bytes its reads return.",
         ],
     )
-    for level in planned:
-        repetitions = env.repeat if level.files <= 1_000 else 1
-        values = {committer: PointValues(level, committer) for committer in level.committers}
-        for rep in range(repetitions):
-            log(f"scale: {level.label}, repetition {rep + 1}/{repetitions}")
-            _repetition(env, level, rep, values)
-        for point in values.values():
-            _record(result, point)
-            log(f"scale point: {json.dumps(result.points[-1])}")  # kept in the log if the run stops
+    done = 0
+    try:
+        for level in planned:
+            repetitions = env.repeat if level.files <= 1_000 else 1
+            values = {committer: PointValues(level, committer) for committer in level.committers}
+            for rep in range(repetitions):
+                log(f"scale: {level.label}, repetition {rep + 1}/{repetitions}")
+                _repetition(env, level, rep, values)
+            for point in values.values():
+                _record(result, point)
+                log(f"scale point: {json.dumps(result.points[-1])}")  # kept in the log if the run stops
+            done += 1
+    except KeyboardInterrupt:
+        # A run of hours stopped by hand (SIGINT) keeps the levels it finished.
+        log(f"scale: interrupted; keeping the {done} levels measured")
+        result.notes.append(
+            f"Interrupted by hand; not measured: {'; '.join(level.label for level in planned[done:])}."
+        )
     return result
 
 
