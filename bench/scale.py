@@ -216,7 +216,7 @@ def run(env: BenchEnv) -> ScenarioResult:
                 "local files": list(LOCAL_COMMITTERS),
             },
             "conflict modes": CONFLICT_MODES,
-            "files per task": 100,
+            "tasks": {level.label: level.tasks for level in planned},
             "file_size_bytes": len(PAYLOAD),
             "threads": env.threads,
             "baselines": {**RAW_LABELS, "S3A": f"S3A {S3A_COMMITTER} commitJob (embedded S3, files axis)"},
