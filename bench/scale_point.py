@@ -96,19 +96,19 @@ class KeepingFakeS3Client(FakeS3Client):
     never keeps. Local to this benchmark until `bench.fake_s3` keeps them itself.
     """
 
-    _keys: dict[str, SortedList]  # type: ignore[assignment]
+    _keys: dict[str, SortedList]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # Sorted keys that take a new key in O(log n): the stand-in's list takes it with `insort`,
         # moving every later key, and a magic job's upload records sort before its pending files,
         # so a million-file prepare moved terabytes.
-        self._keys = {bucket: SortedList(keys) for bucket, keys in self._keys.items()}  # type: ignore[misc]
+        self._keys = {bucket: SortedList(keys) for bucket, keys in self._keys.items()}
 
     def _store(self, bucket: str, key: str, value: bytes | int) -> None:
         with self._lock:
             if (bucket, key) not in self.objects:
-                self._keys.setdefault(bucket, SortedList()).add(key)  # type: ignore[arg-type]
+                self._keys.setdefault(bucket, SortedList()).add(key)
             self.objects[(bucket, key)] = value
 
     def put_object(self, Bucket: str, Key: str, Body: Any, IfNoneMatch: str | None = None) -> dict:
