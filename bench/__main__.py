@@ -2,7 +2,7 @@
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  s3a_job_commit,report_page,
-                                 table_registration,all}] [--size {tiny,small,full}]
+                                 table_registration,scale,all}] [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -47,6 +47,7 @@ SCENARIOS = {
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
     "table_registration": "bench.table_registration",
+    "scale": "bench.scale",
 }
 SCHEMA_VERSION = 1
 
