@@ -568,7 +568,8 @@ def _success_show(args: argparse.Namespace) -> int:
         ("rows", "?" if data.rows is None else str(data.rows)),
         (
             "partitions",
-            f"{len(partitions)}: {', '.join(partitions[:10])}{' ...' if len(partitions) > 10 else ''}",
+            f"{data.total_partitions}: {', '.join(partitions[:10])}"
+            f"{' ...' if data.total_partitions > min(len(partitions), 10) else ''}",
         ),
         ("description", data.description),
     ]

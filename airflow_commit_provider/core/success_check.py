@@ -115,7 +115,7 @@ def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessDa
 
     Hadoop lists at most 100 files, so past that these are the partitions of the first 100.
     """
-    if data.files is not None or data.partitions or not data.filenames:
+    if data.lists_all_files or data.partitions or not data.filenames:
         return data
     partitions: dict[str, None] = {}
     for name in data.filenames:
@@ -162,10 +162,14 @@ CheckState = Literal["missing", "rejected", "accepted"]
 SUMMARY_PARTITIONS = 100
 
 
-def partitions_summary(partitions: Iterable[str] | None) -> dict[str, Any]:
-    """The partitions part of an XCom summary: XCom stays small however many partitions a job wrote."""
+def partitions_summary(partitions: Iterable[str] | None, count: int | None = None) -> dict[str, Any]:
+    """The partitions part of an XCom summary: XCom stays small however many partitions a job wrote.
+    `count` is how many there are when `partitions` lists only the first (`SuccessData.partitions`)."""
     listed = list(partitions or ())
-    return {"partitions": listed[:SUMMARY_PARTITIONS], "partition_count": len(listed)}
+    return {
+        "partitions": listed[:SUMMARY_PARTITIONS],
+        "partition_count": len(listed) if count is None else count,
+    }
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ class SuccessCheck:
         if self.data is None:
             return None
         summary = self.data.summary()
-        summary.update(partitions_summary(summary.get("partitions")))
+        summary.update(partitions_summary(summary.get("partitions"), summary.get("partition_count")))
         summary["path"] = str(self.path)
         summary["source"] = self.source
         summary["legacy"] = is_legacy(self.data)
@@ -327,7 +331,7 @@ class SuccessExpectations:
             present = {_partition_key(p) for p in data.partitions}
             missing = [p for p in self.required_partitions if _partition_key(p) not in present]
             if missing:
-                capped = data.files is None and len(data.filenames) >= FILENAMES_LIMIT
+                capped = not data.lists_all_files and len(data.filenames) >= FILENAMES_LIMIT
                 note = f" (Hadoop lists only the first {FILENAMES_LIMIT} files)" if capped else ""
                 reasons.append(f"missing partitions: {', '.join(missing)}{note}")
         return reasons

@@ -106,6 +106,13 @@ class Store(abc.ABC):
         data = self.read_bytes(path)
         return data if len(data) <= limit else None
 
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        """Up to `length` bytes of the file from byte `start`: fewer at its end, none past it. What
+        lets a reader take one page of a large file, or its head, without the rest. Stores override
+        this to read only those bytes (one ranged GET on S3); this default reads the whole file."""
+        check_range(path, start, length)
+        return self.read_bytes(path)[start : start + length]
+
     @abc.abstractmethod
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""
@@ -225,3 +232,9 @@ class Store(abc.ABC):
                 f"{purpose} needs a store with {capability.replace('_', ' ')}; "
                 f"{type(self).__name__} does not provide it"
             )
+
+
+def check_range(path: StorePath, start: int, length: int) -> None:
+    """Refuse a negative range (a caller's mistake) before any request is made."""
+    if start < 0 or length < 0:
+        raise ValueError(f"{path}: cannot read {length} bytes from byte {start}")

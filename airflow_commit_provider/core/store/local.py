@@ -27,6 +27,7 @@ from airflow_commit_provider.core.store.base import (
     Store,
     StoreCapabilities,
     UploadedPart,
+    check_range,
 )
 from airflow_commit_provider.core.store.check import ENFORCED
 from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
@@ -83,6 +84,18 @@ class LocalStore(Store):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
             raise FileNotFoundInStoreError(f"no such file: {path}") from error
         return data if len(data) <= limit else None
+
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        check_range(path, start, length)
+        if length == 0:
+            return b""
+        self.statistics.increment("op_get")
+        try:
+            with open(path.key, "rb") as handle:
+                handle.seek(start)
+                return handle.read(length)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            raise FileNotFoundInStoreError(f"no such file: {path}") from error
 
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         if not if_absent:

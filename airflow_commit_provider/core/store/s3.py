@@ -40,6 +40,7 @@ from airflow_commit_provider.core.store.base import (
     StoreCapabilities,
     StoreError,
     UploadedPart,
+    check_range,
 )
 from airflow_commit_provider.core.store.check import chosen_conditional_create
 from airflow_commit_provider.core.store.s3_requests import (
@@ -310,6 +311,20 @@ class S3Store(Store):
                 return b""
             raise
         return data if len(data) <= limit else None
+
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        check_range(path, start, length)
+        if length == 0:
+            return b""
+        bucket, key = _object(path)
+        try:
+            with self._request("op_get", path, "GetObject"):
+                return self.hot.get_object(bucket, key, byte_range=f"bytes={start}-{start + length - 1}")
+        except StoreError as exc:
+            code, status = _code_and_status(exc.__cause__)
+            if code == "InvalidRange" or status == 416:  # `start` at or past the end of the object
+                return b""
+            raise
 
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         self._put(path, data, len(data), if_absent=if_absent)
