@@ -393,6 +393,43 @@ def read_partition_page(
         return list(_partitions(batches, location, first))[offset - first : offset - first + limit]
 
 
+def find_partitions(
+    store: Store, root: StorePath, ref: ListRef, wanted: Iterable[str], source: str | None = None
+) -> set[str]:
+    """Which of the partitions `wanted` the partition list `ref` holds, without reading all of it.
+
+    Through ranged reads: the list's last `TAIL_BYTES` (its footer; the whole list when it is no
+    larger), then, of each row group whose `partition` statistics (min and max, which Parquet keeps
+    in the footer) cover one of `wanted`, the `partition` column alone: one request per such row
+    group, none when the tail held it. The list is sorted by `partition_order_key`, not by the
+    names' own order, so a name may fall within the bounds of a group that does not hold it; the
+    groups read are then checked row by row. Checks the object's size, format and row count as a
+    page read does.
+    """
+    names = set(wanted)
+    location = ref.location(root)
+    with _RangedFile(store, location, ref.bytes, source) as ranged:
+        parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
+        found: set[str] = set()
+        for index in range(parquet.metadata.num_row_groups):
+            statistics = parquet.metadata.row_group(index).column(0).statistics
+            if names - found and _may_hold(statistics, names - found):
+                column = parquet.read_row_group(index, columns=["partition"]).column(0)
+                found.update(name for name in column.to_pylist() if name in names)
+        return found
+
+
+def _may_hold(statistics: Any, names: set[str]) -> bool:
+    """Whether a row group with these column statistics may hold one of `names`: yes, unless its
+    minimum and maximum are known and every name lies outside them."""
+    if statistics is None or not statistics.has_min_max:
+        return True
+    low, high = statistics.min, statistics.max
+    if not isinstance(low, str) or not isinstance(high, str):
+        return True
+    return any(low <= name <= high for name in names)
+
+
 def _page_batches(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[Iterator[pa.RecordBatch], int]:
     """The batches of the row groups rows `offset` to `offset + limit` lie in, and the index of
     their first row."""
