@@ -298,6 +298,7 @@ def test_a_list_of_the_other_kind_or_no_parquet_is_refused(local_root: StorePath
         ({"path": "/abs/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         ({"path": "s3://b/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         ({"path": "a//x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
+        ({"path": "a\x00/x-" + "a" * 64 + ".parquet", "sha256": "a" * 64, "bytes": 1, "entries": 1}, "path"),
         (
             {
                 "path": "_airflow_commit/j/files-" + "b" * 64 + ".parquet",
@@ -372,12 +373,15 @@ def test_a_page_costs_a_few_ranged_reads_and_about_one_row_group(s3_store: Store
 @pytest.mark.slow
 def test_a_million_entries_are_written_and_read_in_bounded_memory(local_root: StorePath) -> None:
     """Python's allocations (tracemalloc) and Arrow's (its memory pool) stay flat: at a million
-    entries they are what they are at a hundred thousand, give or take one row group."""
+    entries they are what they are at ten thousand, give or take one transfer chunk and row group.
+    A warm-up first, so that what pyarrow imports on first use (pandas, some 20 MiB) is not counted."""
     from airflow_commit_provider.core.store.local import LocalStore
 
     store = LocalStore()
+    warm = local_root.join("warm-up")
+    list(iter_file_list(store, warm, write_file_list(store, JobLayout(warm, "job-0"), numbered(warm, 10))))
     peaks = {}
-    for count in (100_000, 1_000_000):
+    for count in (10_000, 1_000_000):
         destination = local_root.join(f"table-{count}")
         tracemalloc.start()
         try:
@@ -388,16 +392,15 @@ def test_a_million_entries_are_written_and_read_in_bounded_memory(local_root: St
             for index, entry in enumerate(iter_file_list(store, destination, ref)):
                 assert entry.size == index
                 read += 1
-                if index % 10_000 == 0:
+                if index % 5_000 == 0:
                     arrow = max(arrow, pa.total_allocated_bytes())
             assert read == count == ref.entries
             peaks[count] = (written, tracemalloc.get_traced_memory()[1], arrow)
         finally:
             tracemalloc.stop()
+        print(f"{count:>9,} entries, a {ref.bytes:,}-byte list: peaks (write, read, Arrow) {peaks[count]}")
         store.delete_tree(destination)
-    small, large = peaks[100_000], peaks[1_000_000]
+    small, large = peaks[10_000], peaks[1_000_000]
     for kind, at_small, at_large in zip(("write", "read", "arrow"), small, large, strict=True):
-        assert at_large < at_small * 1.5 + 4 * 1024**2, (
-            f"{kind}: {at_small:,} bytes at 100k, {at_large:,} at 1M"
-        )
-    assert max(large) < 64 * 1024**2, f"peaks at 1M entries: {large}"
+        assert at_large < at_small + 16 * 1024**2, f"{kind}: {at_small:,} bytes at 10k, {at_large:,} at 1M"
+    assert max(large) < 32 * 1024**2, f"peaks at 1M entries: {large}"

@@ -477,3 +477,23 @@ def test_ours_without_inline_files_is_not_taken_for_hadoops() -> None:
     assert with_hadoop_partitions(hadoops, table).partitions == ["dt=1"]
     reasons = SuccessExpectations(required_partitions=("dt=2",)).verify(ours)
     assert reasons == ["missing partitions: dt=2"], "no note that Hadoop lists only 100 files"
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b'["name", 1]', "expected a JSON object, found '\\['"),
+        (b'{"name": 1, "name": 2, "x"', "member 'name' appears twice"),
+        (b'{"a": ' + b"[" * 70 + b"]" * 70 + b', "b"', "nested deeper than 64 levels"),
+        (b'{"name": "\xff\xfe", "x"', "not valid UTF-8"),
+        (b'{"n": 1' + b"0" * 5000 + b', "x"', "not valid JSON"),
+        (b'{1: 2, "x"', None),  # a member name that is no string: nothing complete yet
+    ],
+)
+def test_a_hostile_prefix_is_refused_naming_the_file(data: bytes, words: str | None) -> None:
+    if words is None:
+        assert parse_prefix(FilePrefix(data, whole=False), "s3://b/t/_SUCCESS").members == {}
+        return
+    with pytest.raises(InvalidCommitDataError, match=words) as caught:
+        parse_prefix(FilePrefix(data, whole=False), "s3://b/t/_SUCCESS")
+    assert str(caught.value).startswith("s3://b/t/_SUCCESS: ") and "\n" not in str(caught.value)

@@ -11,8 +11,10 @@ Size and depth are refused before parsing (a 1 GB manifest, a deeply nested one)
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import mmap
+import tempfile
 import tracemalloc
 from pathlib import Path
 
@@ -30,7 +32,14 @@ from support.fuzzing import (
 )
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.file_list import ListRef
+from airflow_commit_provider.core.formats.file_list import (
+    FileListEntry,
+    ListRef,
+    file_order_key,
+    iter_file_list,
+    read_file_list_page,
+    write_file_list,
+)
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix
 from airflow_commit_provider.core.formats.jsonio import (
@@ -48,6 +57,7 @@ from airflow_commit_provider.core.formats.partition_rows import (
 )
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.manifests import decode_pendingset, decode_task_manifest
@@ -256,6 +266,56 @@ def test_list_references(value: object) -> None:
         assert ref.location(root).is_under(root) and ref.location(root).name.endswith(
             f"-{ref.sha256}.parquet"
         )
+
+
+def _list_fixture() -> tuple[LocalStore, StorePath, bytes]:
+    """A file list of 300 entries (odd and even part ETags, three partitions), written once per process."""
+    global _LIST
+    if _LIST is None:
+        destination = StorePath.parse(tempfile.mkdtemp(prefix="fuzz-file-list-")).join("table")
+        entries = [
+            FileListEntry(
+                destination.join(f"dt={i % 3}", f"part-{i:05d}").uri(), i, f"dt={i % 3}", ("e",) * (i % 2)
+            )
+            for i in range(300)
+        ]
+        entries.sort(key=lambda entry: file_order_key(entry.uri))
+        store = LocalStore()
+        ref = write_file_list(store, JobLayout(destination, JOB), entries)
+        _LIST = (store, destination, store.read_bytes(ref.location(destination)))
+    return _LIST
+
+
+_LIST: tuple[LocalStore, StorePath, bytes] | None = None
+
+
+@FUZZ
+@given(
+    st.lists(st.tuples(st.integers(0, POSITIONS), st.integers(0, 255)), min_size=1, max_size=4), st.booleans()
+)
+def test_file_lists_damaged_under_a_matching_reference(flips: list[tuple[int, int]], page: bool) -> None:
+    """A list damaged by whoever also wrote its reference (so its size and SHA-256 match): read, or
+    refused with an InvalidCommitDataError naming the list; never pyarrow's own error."""
+    store, destination, valid = _list_fixture()
+    data = bytearray(valid)
+    for position, byte in flips:
+        data[position % len(data)] = byte
+    sha = hashlib.sha256(data).hexdigest()
+    location = JobLayout(destination, JOB).file_list(sha)
+    store.write_bytes(location, bytes(data))
+    ref = ListRef(location.relative_to(destination), sha, len(data), 300)
+    if page:
+        read = accepted_or_refused(
+            lambda: read_file_list_page(store, destination, ref, 150, 20),
+            InvalidCommitDataError,
+            str(location),
+        )
+    else:
+        read = accepted_or_refused(
+            lambda: list(iter_file_list(store, destination, ref)), InvalidCommitDataError, str(location)
+        )
+    assert read is None or all(entry.uri and entry.size >= 0 for entry in read)
+    store.delete(location)
 
 
 @FUZZ

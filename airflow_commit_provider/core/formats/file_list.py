@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
+from airflow_commit_provider.core.store.base import StoreError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,14 +54,16 @@ ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 #: Rows a writer turns into Arrow at a time, so it holds few Python objects.
 _CHUNK_ROWS = 4096
-#: Bytes per ranged read when a whole list is fetched to be checked.
-DOWNLOAD_CHUNK = 8 * 1024 * 1024
+#: Bytes per ranged read when a whole list is fetched to be checked, and per write when one is
+#: hashed and uploaded.
+TRANSFER_CHUNK = 8 * 1024 * 1024
 #: The tail a page read fetches first: Parquet's footer (pyarrow reads the last 64 KiB first too).
 TAIL_BYTES = 64 * 1024
 #: Rows a reader converts to Python objects at a time.
 _READ_BATCH_ROWS = 8192
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _T = TypeVar("_T")
 
 
@@ -81,8 +84,9 @@ class ListRef:
     @classmethod
     def from_json(cls, value: object, source: str, field: str) -> ListRef:
         """A reference read from `source`'s `field`, refused naming both unless it is a relative path
-        without `.` or `..` that ends with its own SHA-256 (``...-<sha256>.parquet``): a reference can
-        never lead a reader outside the destination it was found in."""
+        without `.`, `..` or control characters that ends with its own SHA-256
+        (``...-<sha256>.parquet``): a reference can never lead a reader outside the destination it
+        was found in."""
         where = f"{source}: field {field!r}"
         if not isinstance(value, dict):
             raise InvalidCommitDataError(f"{where} is not a list reference (an object)")
@@ -98,6 +102,7 @@ class ListRef:
             or path.startswith("/")
             or "://" in path
             or "\\" in path
+            or _CONTROL.search(path)
             or any(part in ("", ".", "..") for part in path.split("/"))
             or not path.endswith(f"-{sha256}.parquet")
         ):
@@ -245,12 +250,12 @@ class _ListWriter:
             size = self._file.tell()
             self._file.seek(0)
             digest = hashlib.sha256()
-            for chunk in iter(lambda: self._file.read(DOWNLOAD_CHUNK), b""):
+            for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
                 digest.update(chunk)
             location = self._location(digest.hexdigest())
             self._file.seek(0)
             with store.open_write(location) as stream:
-                for chunk in iter(lambda: self._file.read(DOWNLOAD_CHUNK), b""):
+                for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
                     stream.write(chunk)
             return ListRef(
                 location.relative_to(self._layout.destination), digest.hexdigest(), size, self.rows
@@ -356,7 +361,7 @@ def iter_file_list(
     location = ref.location(root)
     with _fetch_verified(store, location, ref, source) as local:
         parquet = _open(local, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
-        yield from _entries(parquet.iter_batches(batch_size=_READ_BATCH_ROWS), location, 0)
+        yield from _entries(_batches(parquet, location, source), location, 0)
 
 
 def iter_partitions(
@@ -366,7 +371,7 @@ def iter_partitions(
     location = ref.location(root)
     with _fetch_verified(store, location, ref, source) as local:
         parquet = _open(local, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
-        yield from _partitions(parquet.iter_batches(batch_size=_READ_BATCH_ROWS), location, 0)
+        yield from _partitions(_batches(parquet, location, source), location, 0)
 
 
 def read_file_list_page(
@@ -378,8 +383,9 @@ def read_file_list_page(
     location = ref.location(root)
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
-        batches, first = _page_batches(parquet, offset, limit)
-        return list(_entries(batches, location, first))[offset - first : offset - first + limit]
+        groups, first = _page_groups(parquet, offset, limit)
+        entries = _entries(_batches(parquet, location, source, groups), location, first)
+        return list(entries)[offset - first : offset - first + limit]
 
 
 def read_partition_page(
@@ -389,8 +395,9 @@ def read_partition_page(
     location = ref.location(root)
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
-        batches, first = _page_batches(parquet, offset, limit)
-        return list(_partitions(batches, location, first))[offset - first : offset - first + limit]
+        groups, first = _page_groups(parquet, offset, limit)
+        partitions = _partitions(_batches(parquet, location, source, groups), location, first)
+        return list(partitions)[offset - first : offset - first + limit]
 
 
 def find_partitions(
@@ -414,8 +421,8 @@ def find_partitions(
         for index in range(parquet.metadata.num_row_groups):
             statistics = parquet.metadata.row_group(index).column(0).statistics
             if names - found and _may_hold(statistics, names - found):
-                column = parquet.read_row_group(index, columns=["partition"]).column(0)
-                found.update(name for name in column.to_pylist() if name in names)
+                for batch in _batches(parquet, location, source, [index], ["partition"]):
+                    found.update(name for name in batch.column(0).to_pylist() if name in names)
         return found
 
 
@@ -430,9 +437,8 @@ def _may_hold(statistics: Any, names: set[str]) -> bool:
     return any(low <= name <= high for name in names)
 
 
-def _page_batches(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[Iterator[pa.RecordBatch], int]:
-    """The batches of the row groups rows `offset` to `offset + limit` lie in, and the index of
-    their first row."""
+def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list[int], int]:
+    """The row groups rows `offset` to `offset + limit` lie in, and the index of their first row."""
     if offset < 0 or limit < 0:
         raise ValueError(f"a page starts at an entry >= 0 and has >= 0 entries, not {offset} and {limit}")
     groups: list[int] = []
@@ -444,9 +450,32 @@ def _page_batches(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[Ite
                 first = start
             groups.append(index)
         start += rows
-    if not groups:
-        return iter(()), offset
-    return iter(parquet.read_row_groups(groups).to_batches(max_chunksize=_READ_BATCH_ROWS)), first
+    return groups, first if groups else offset
+
+
+def _batches(
+    parquet: pq.ParquetFile,
+    location: StorePath,
+    source: str | None,
+    groups: list[int] | None = None,
+    columns: list[str] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The list's rows in batches (of the row groups `groups`, else of all; of the `columns`, else
+    of all), a damaged page refused naming the list; the store's own errors pass as they are."""
+    import pyarrow as pa
+
+    try:
+        if groups is None:
+            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS, columns=columns)
+        elif groups:
+            table = parquet.read_row_groups(groups, columns=columns)
+            yield from table.to_batches(max_chunksize=_READ_BATCH_ROWS)
+    except StoreError:
+        raise
+    except (pa.ArrowException, OSError) as error:
+        raise InvalidCommitDataError(
+            f"{_named(location, source)}: cannot be read: {_one_line(error)}"
+        ) from error
 
 
 def _entries(batches: Iterable[pa.RecordBatch], location: StorePath, first: int) -> Iterator[FileListEntry]:
@@ -502,8 +531,12 @@ def _open(
 
     try:
         parquet = pq.ParquetFile(file, pre_buffer=True)
+    except StoreError:
+        raise
     except (pa.ArrowException, OSError) as error:
-        raise InvalidCommitDataError(f"{_named(location, source)}: not a Parquet file: {error}") from error
+        raise InvalidCommitDataError(
+            f"{_named(location, source)}: not a Parquet file: {_one_line(error)}"
+        ) from error
     metadata = parquet.schema_arrow.metadata or {}
     found = metadata.get(FORMAT_KEY.encode(), b"").decode("utf-8", "replace")
     if found != fmt:
@@ -522,14 +555,14 @@ def _open(
 def _fetch_verified(
     store: Store, location: StorePath, ref: ListRef, source: str | None
 ) -> Iterator[IO[bytes]]:
-    """The list fetched into an unlinked local temporary file by ranged reads of `DOWNLOAD_CHUNK`,
+    """The list fetched into an unlinked local temporary file by ranged reads of `TRANSFER_CHUNK`,
     hashed as it arrives, and refused unless it has exactly `ref.bytes` bytes and `ref.sha256`.
     Reads at most one byte more than the reference says, however large the object is."""
     with tempfile.TemporaryFile(prefix="airflow-commit-list-") as local:
         digest = hashlib.sha256()
         size = 0
         while size <= ref.bytes:
-            chunk = store.read_range(location, size, min(DOWNLOAD_CHUNK, ref.bytes + 1 - size))
+            chunk = store.read_range(location, size, min(TRANSFER_CHUNK, ref.bytes + 1 - size))
             if not chunk:
                 break
             digest.update(chunk)
@@ -594,6 +627,10 @@ class _RangedFile(io.RawIOBase):
         view[: len(data)] = data
         self._position += len(data)
         return len(data)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 def _named(location: StorePath, source: str | None) -> str:

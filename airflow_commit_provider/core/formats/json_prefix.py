@@ -95,11 +95,9 @@ def _members(text: str, source: str) -> PrefixMembers:
     while index < len(text):
         try:
             name, index = _DECODER.raw_decode(text, index)
-            if not isinstance(name, str):
-                raise InvalidCommitDataError(f"{source}: a member name must be a string, found {name!r}")
             index = _skip(text, index)
-            if not text.startswith(":", index):
-                break
+            if not isinstance(name, str) or not text.startswith(":", index):
+                break  # not a member (damage or the prefix's end: the whole file will tell)
             value, index = _DECODER.raw_decode(text, _skip(text, index + 1))
         except json.JSONDecodeError:
             break  # cut short (or damaged) here: the members before it stand

@@ -125,7 +125,8 @@ class SuccessData:
     iostatistics: IOStatistics = field(default_factory=IOStatistics)
     partitions: list[str] = field(default_factory=list)
     """The partitions written, sorted: all of them, or past the caps the first ones
-    (`InlinePartitions`), and then `partition_count` and `partition_list` say the rest."""
+    (`InlinePartitions`), and then `partition_count` and `partition_list` say the rest. Written as
+    given: the writer caps them."""
     file_count: int | None = None
     total_bytes: int | None = None
     rows: int | None = None
