@@ -15,13 +15,14 @@ R = TypeVar("R")
 
 
 class CountingStore(DelegatingStore):
-    """Every call by name (`calls`); for reads, what each read (`paths_read`), the largest single
-    read and all bytes read."""
+    """Every call by name (`calls`); for reads, how often each path was read (`paths_read`) and how
+    many of its bytes (`bytes_by_path`), the largest single read and all bytes read."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
         self.calls: Counter[str] = Counter()
         self.paths_read: Counter[StorePath] = Counter()
+        self.bytes_by_path: Counter[StorePath] = Counter()
         self.bytes_read = 0
         self.largest_read = 0
 
@@ -37,6 +38,7 @@ class CountingStore(DelegatingStore):
 
     def _read(self, path: StorePath, data: bytes) -> bytes:
         self.paths_read[path] += 1
+        self.bytes_by_path[path] += len(data)
         self.bytes_read += len(data)
         self.largest_read = max(self.largest_read, len(data))
         return data
@@ -44,4 +46,5 @@ class CountingStore(DelegatingStore):
     def reset(self) -> None:
         self.calls.clear()
         self.paths_read.clear()
+        self.bytes_by_path.clear()
         self.bytes_read = self.largest_read = 0
