@@ -2,11 +2,14 @@
 
 `S3Store(client=FakeS3Client(...))` runs every line of the store and of the committers; only the
 server is replaced. It answers the calls S3Store makes, with S3's shapes (1000-key listing pages
-as lists of dicts, 404/412 ClientErrors, multipart upload IDs). To keep its own memory out of the
-measurement it never holds large bodies (only objects under `KEEP_BYTES` are kept; bigger ones
-are read through in chunks, as botocore streams a file body, and only their size is kept), and
-deletes are no-ops (freeing memory mid-measurement would hide the committer's growth). Its
-objects can be saved to and loaded from a pickle, so the job is prepared in another process.
+in key order and 1000-upload pages of pending uploads in key then upload order, as lists of dicts;
+404/412 ClientErrors, multipart upload IDs). To keep its own memory out of the measurement it
+keeps no data bodies: a data file's body is read through in chunks, as botocore streams a file
+body, and only its size is kept (a read serves that many zeros). Every body the protocol reads
+back is kept whole (`keeps_body`: job directories, records, lists, `_SUCCESS`, manifests and
+pendingsets, whatever their size: a 5,000-file pendingset is about 3.7 MB). Deletes are no-ops
+(freeing memory mid-measurement would hide the committer's growth). Its objects can be saved to
+and loaded from a pickle, so the job is prepared in another process.
 """
 
 from __future__ import annotations
@@ -21,9 +24,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-KEEP_BYTES = 1024 * 1024
 PAGE = 1000
+#: Directories whose files the protocol reads back: Hadoop's and our job directories, and our records
+#: (outcomes, job records, the file and partition lists).
+_PROTOCOL_DIRS = ("_temporary/", "__magic_job-", "_airflow_commit/")
+#: Files the protocol reads back wherever they are: markers, manifests, pendingsets, lists.
+_PROTOCOL_SUFFIXES = ("/_SUCCESS", ".json", ".pending", ".pendingset", ".parquet")
 _MTIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def keeps_body(key: str) -> bool:
+    """Whether the protocol may read `key` back, so its body must be kept: all but data files."""
+    return any(f"/{part}" in f"/{key}" for part in _PROTOCOL_DIRS) or f"/{key}".endswith(_PROTOCOL_SUFFIXES)
 
 
 def _error(code: str, status: int, operation: str) -> ClientError:
@@ -38,14 +50,15 @@ class FakeS3Client:
         objects: dict[tuple[str, str], bytes | int] | None = None,
         uploads: dict[str, tuple[str, str]] | None = None,
     ):
-        # (bucket, key) -> body (small objects) or size (large ones); keys sorted per bucket
+        # (bucket, key) -> body (protocol files) or size (data files)
         self.objects: dict[tuple[str, str], bytes | int] = objects or {}
         #: Pending multipart uploads: upload ID -> (bucket, key), as job commit lists them.
         self.uploads: dict[str, tuple[str, str]] = uploads or {}
-        self._keys: dict[str, list[str]] = {}
-        for bucket, key in sorted(self.objects):
-            self._keys.setdefault(bucket, []).append(key)
         self._lock = threading.Lock()
+        # Sorted views for listings, made again only after something new was created (sorting once
+        # per listing instead of inserting in order: a million inserts into a sorted list take minutes).
+        self._keys: dict[str, list[str]] | None = None
+        self._upload_keys: dict[str, list[tuple[str, str]]] | None = None
 
     # Persistence ------------------------------------------------------------------------------
     def save(self, path: str) -> None:
@@ -61,22 +74,42 @@ class FakeS3Client:
     def _store(self, bucket: str, key: str, value: bytes | int) -> None:
         with self._lock:
             if (bucket, key) not in self.objects:
-                bisect.insort(self._keys.setdefault(bucket, []), key)
+                self._keys = None
             self.objects[(bucket, key)] = value
+
+    def _sorted_keys(self, bucket: str) -> list[str]:
+        with self._lock:
+            if self._keys is None:
+                self._keys = {}
+                for owner, key in sorted(self.objects):
+                    self._keys.setdefault(owner, []).append(key)
+            return self._keys.get(bucket, [])
+
+    def _sorted_uploads(self, bucket: str) -> list[tuple[str, str]]:
+        """(key, upload ID) of every upload created, sorted; those since completed or aborted stay
+        in it (removing one from the middle of a million costs a copy) and listings skip them."""
+        with self._lock:
+            if self._upload_keys is None:
+                self._upload_keys = {}
+                for upload, (owner, key) in self.uploads.items():
+                    self._upload_keys.setdefault(owner, []).append((key, upload))
+                for listed in self._upload_keys.values():
+                    listed.sort()
+            return self._upload_keys.get(bucket, [])
 
     def put_object(self, Bucket: str, Key: str, Body: Any, IfNoneMatch: str | None = None) -> dict:
         if IfNoneMatch == "*" and (Bucket, Key) in self.objects:
             raise _error("PreconditionFailed", 412, "PutObject")
+        keep = keeps_body(Key)
         if isinstance(Body, (bytes, bytearray, memoryview)):
-            size = len(Body)
-            value: bytes | int = bytes(Body) if size <= KEEP_BYTES else size
+            value: bytes | int = bytes(Body) if keep else len(Body)
         else:
             chunks, size = [], 0
             while chunk := Body.read(256 * 1024):
                 size += len(chunk)
-                if size <= KEEP_BYTES:
+                if keep:
                     chunks.append(chunk)
-            value = b"".join(chunks) if size <= KEEP_BYTES else size
+            value = b"".join(chunks) if keep else size
         self._store(Bucket, Key, value)
         return {"ETag": '"fake"'}
 
@@ -100,7 +133,7 @@ class FakeS3Client:
     def list_objects_v2(
         self, Bucket: str, Prefix: str = "", ContinuationToken: str | None = None, MaxKeys: int = PAGE
     ) -> dict:
-        keys = self._keys.get(Bucket, [])
+        keys = self._sorted_keys(Bucket)
         start = (
             bisect.bisect_right(keys, ContinuationToken)
             if ContinuationToken
@@ -139,6 +172,7 @@ class FakeS3Client:
         upload_id = uuid.uuid4().hex
         with self._lock:
             self.uploads[upload_id] = (Bucket, Key)
+            self._upload_keys = None
         return {"UploadId": upload_id}
 
     def upload_part(self, Bucket: str, Key: str, UploadId: str, PartNumber: int, Body: Any) -> dict:
@@ -157,18 +191,38 @@ class FakeS3Client:
     def list_parts(self, Bucket: str, Key: str, UploadId: str, **_: Any) -> dict:
         return {"Parts": [], "IsTruncated": False}
 
-    def list_multipart_uploads(self, Bucket: str, Prefix: str = "", **_: Any) -> dict:
-        """Every pending upload under `Prefix` in one page."""
-        with self._lock:
-            pending = sorted(
-                (key, upload) for upload, (bucket, key) in self.uploads.items() if bucket == Bucket
-            )
-        uploads = [
-            {"Key": key, "UploadId": upload, "Initiated": _MTIME}
-            for key, upload in pending
-            if key.startswith(Prefix)
-        ]
-        return {"Uploads": uploads, "IsTruncated": False}
+    def list_multipart_uploads(
+        self,
+        Bucket: str,
+        Prefix: str = "",
+        KeyMarker: str | None = None,
+        UploadIdMarker: str | None = None,
+        MaxUploads: int = PAGE,
+    ) -> dict:
+        """Pending uploads under `Prefix` after the markers, a page at a time, in key then upload
+        ID order (AWS orders a key's uploads by initiation time; IDs will do here)."""
+        listed = self._sorted_uploads(Bucket)
+        if KeyMarker is None:
+            index = bisect.bisect_left(listed, (Prefix, ""))
+        elif UploadIdMarker is None:  # AWS: uploads of keys after the key marker
+            index = bisect.bisect_left(listed, (KeyMarker + "\0", ""))
+        else:
+            index = bisect.bisect_right(listed, (KeyMarker, UploadIdMarker))
+        page: list[dict[str, Any]] = []
+        while index < len(listed) and listed[index][0].startswith(Prefix):
+            key, upload = listed[index]
+            if upload in self.uploads:
+                if len(page) == MaxUploads:
+                    last = page[-1]
+                    return {
+                        "Uploads": page,
+                        "IsTruncated": True,
+                        "NextKeyMarker": last["Key"],
+                        "NextUploadIdMarker": last["UploadId"],
+                    }
+                page.append({"Key": key, "UploadId": upload, "Initiated": _MTIME})
+            index += 1
+        return {"Uploads": page, "IsTruncated": False}
 
     def close(self) -> None:
         return None

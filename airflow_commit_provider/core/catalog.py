@@ -15,12 +15,12 @@ SparkSession, registers through a Thrift metastore (``core.hive_metastore_catalo
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME, partition_path, unescape_path_name
-from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.formats.success import InlinePartitions, SuccessData
 from airflow_commit_provider.core.job_records import save_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import log
@@ -65,9 +65,10 @@ class Catalog(Protocol):
         """The table's description; TableNotFoundError if it does not exist."""
         ...
 
-    def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+    def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
         """Add each partition that is missing, set the location of one that differs; never touch
-        other partitions. Idempotent: registering again changes nothing."""
+        other partitions. Idempotent: registering again changes nothing. `partitions` may be a
+        stream of any length (a job's partition list): consume it once."""
         ...
 
 
@@ -87,14 +88,21 @@ def register_committed(
     """
     if not record.registration_pending or record.table is None:
         return record
-    partitions = [
-        Partition(partition_values(path), destination.join(path)) for path in record.partitions if path
-    ]
-    catalog.register_partitions(record.table, partitions)
-    registered = replace(record, registered_partitions=sorted(record.partitions))
-    save_job_record(store, destination, registered)
-    log.info("job %s: registered %d partitions of %s", record.job_id, len(partitions), record.table)
-    return registered
+    registered = InlinePartitions()
+
+    def partitions() -> Iterator[Partition]:
+        for path in record.iter_all_partitions(store, destination, str(destination)):
+            if path:
+                registered.add(path)
+                yield Partition(partition_values(path), destination.join(path))
+
+    catalog.register_partitions(record.table, partitions())
+    done = replace(
+        record, registered_partitions=registered.names, registered_partition_count=registered.count
+    )
+    save_job_record(store, destination, done)
+    log.info("job %s: registered %d partitions of %s", record.job_id, registered.count, record.table)
+    return done
 
 
 def register_table_partitions(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -98,9 +98,10 @@ class HiveMetastoreCatalog:
         )
         return describe_table(name, table)
 
-    def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+    def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
         """Add the missing partitions in one batch (``ifNotExists``: a concurrent add is no
         error), then set, in one batch, the location of each existing one that differs."""
+        partitions = list(partitions)  # read more than once below
         if not partitions:
             return
         database, table_name = split_table_name(name)

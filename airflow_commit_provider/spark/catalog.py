@@ -9,7 +9,7 @@ are quoted as Spark SQL string literals.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from airflow_commit_provider.core.catalog import (
@@ -46,10 +46,11 @@ class SparkCatalog:
             columns=tuple((column.name, column.dataType) for column in columns),
         )
 
-    def register_partitions(self, name: str, partitions: Sequence[Partition]) -> None:
+    def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
         """One ``SHOW PARTITIONS``, one batched ``ADD IF NOT EXISTS``, then, for each partition
         that existed before, a ``DESCRIBE`` of its location and ``SET LOCATION`` if it differs
         (a partition just added has the location given)."""
+        partitions = list(partitions)  # read more than once below
         if not partitions:
             return
         if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):

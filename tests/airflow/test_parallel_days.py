@@ -153,7 +153,7 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
             if status.path.name != "_SUCCESS"
         }
         marker = load_success(store, partition)
-        assert {f.uri: f.size for f in marker.iter_files()} == data_files
+        assert {f.uri: f.size for f in marker.iter_all_files(store, partition)} == data_files
         assert (marker.file_count, marker.total_bytes) == (len(data_files), sum(data_files.values()))
         assert all(job_id in uri for uri in data_files), "every file of the day is its own job's"
         ids = []

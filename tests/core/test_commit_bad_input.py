@@ -242,7 +242,10 @@ def test_duplicate_destination_across_tasks_is_refused(commit_env: CommitEnv, na
     results[1] = dataclasses.replace(results[1], digest=manifest_digest(written))
     with pytest.raises(InvalidCommitDataError, match="duplicate destination") as caught:
         job.committer.commit_job(results)
-    assert manifest.name in str(caught.value) or attempts[0].handle.task_id in str(caught.value)
+    donor_manifest = job.committer.layout.manifest_path(attempts[0].handle.task_id)
+    assert manifest.name in str(caught.value) and donor_manifest.name in str(caught.value), (
+        f"the error names both manifests: {caught.value}"
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in UPLOAD_COMMITTERS])

@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
+from airflow_commit_provider.core.sorted_spool import key_order
 from airflow_commit_provider.core.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -133,22 +134,23 @@ class FileListEntry:
     part_etags: tuple[str, ...] = ()
 
 
-def file_order_key(uri: str) -> str:
-    """What the file list is sorted by: the key a URI names (percent-decoded), whose code point order
-    is the UTF-8 byte order S3 lists keys in. All URIs of one list share their scheme and bucket."""
-    return unquote(uri, errors="surrogateescape") if "%" in uri else uri
+def file_order_key(uri: str) -> bytes:
+    """What the file list is sorted by: the key a URI names (percent-decoded) in the UTF-8 byte order
+    S3 lists keys in (`sorted_spool.key_order`, job commit's order). All URIs of one list share their
+    scheme and bucket."""
+    return key_order(unquote(uri, errors="surrogateescape") if "%" in uri else uri)
 
 
-def partition_order_key(partition: str) -> str:
+def partition_order_key(partition: str) -> bytes:
     """What the partition list is sorted by: the order in which one pass over the sorted file list
     finishes the partitions. As their files' keys list (``x=1.5`` before ``x=1``: ``x=1.5/...`` lists
     before ``x=1/...``), and a partition after those inside it (``a=1/b=2`` before ``a=1``, whose
-    own files list around them)."""
-    return partition + _AFTER_ITS_SUBDIRECTORIES
+    own files list around them): the partition as a directory, then a byte no UTF-8 key holds."""
+    return key_order(partition + "/") + _AFTER_ITS_SUBDIRECTORIES
 
 
-#: After everything inside a directory: `/` and then the highest code point.
-_AFTER_ITS_SUBDIRECTORIES = "/\U0010ffff"
+#: After everything inside a directory: after `/`, a byte that no UTF-8 text holds.
+_AFTER_ITS_SUBDIRECTORIES = b"\xff"
 
 
 # Writing ---------------------------------------------------------------------------------------
@@ -282,7 +284,7 @@ class FileListWriter(_ListWriter):
 
     def __init__(self, layout: JobLayout) -> None:
         super().__init__(file_list_schema(), FILE_LIST_FORMAT, layout, layout.file_list, ["partition"])
-        self._last: str | None = None
+        self._last: bytes | None = None
 
     def add(self, entry: FileListEntry) -> None:
         """Append one file; ValueError (a writer's mistake, before anything is uploaded) when it is
@@ -310,7 +312,7 @@ class PartitionListWriter(_ListWriter):
 
     def __init__(self, layout: JobLayout) -> None:
         super().__init__(partition_list_schema(), PARTITION_LIST_FORMAT, layout, layout.partition_list, [])
-        self._last: str | None = None
+        self._last: bytes | None = None
 
     def add(self, partition: str, stats: PartitionStats) -> None:
         if not isinstance(partition, str) or not partition:

@@ -344,7 +344,8 @@ class SuccessData:
     @classmethod
     def from_prefix(cls, prefix: FilePrefix, source: str) -> SuccessData:
         """Parse the first bytes of a file (`json_prefix.read_prefix`): the fields complete in them,
-        named in `read_fields` (None when the prefix held the whole object)."""
+        named in `read_fields` (None when the prefix held the whole object). The others hold their
+        defaults, so a caller looks at `read_fields` first; `read_head` does, for a check."""
         if prefix.whole:
             return cls.from_bytes(prefix.data, source)
         parsed = parse_prefix(prefix, source)

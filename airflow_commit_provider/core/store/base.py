@@ -127,7 +127,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
-        """Every visible file under `directory`, recursively, in no set order."""
+        """Every visible file under `directory`, recursively, in key order (UTF-8 bytes) as far as
+        the store keeps it: S3 (and the local store, `LocalStore`) list in that order, but some S3
+        servers do not (SeaweedFS lists a directory's files right after its name, before a sibling
+        like ``a-b`` beside ``a/``). A caller that merges a listing with something sorted sorts the
+        listing itself (`core.sorted_spool.spooled`), as job commit does."""
 
     def list_child_dirs(self, directory: StorePath) -> list[str]:
         """Sorted names of the directories directly under `directory`.
@@ -146,15 +150,23 @@ class Store(abc.ABC):
         """Delete one file; a missing file is not an error."""
 
     def delete_files(self, paths: Iterable[StorePath]) -> None:
-        """Delete many files; stores override this to batch."""
+        """Delete many files, streaming `paths` (a generator of a million holds one at a time);
+        stores override this to batch."""
         for path in paths:
             self.delete(path)
 
     def delete_tree(self, directory: StorePath) -> int:
-        """Delete everything under `directory`; returns the number of files deleted."""
-        paths = [status.path for status in self.list_files(directory)]
-        self.delete_files(paths)
-        return len(paths)
+        """Delete everything under `directory` as it is listed; returns the number of files deleted."""
+        deleted = 0
+
+        def listed() -> Iterator[StorePath]:
+            nonlocal deleted
+            for status in self.list_files(directory):
+                deleted += 1
+                yield status.path
+
+        self.delete_files(listed())
+        return deleted
 
     @abc.abstractmethod
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
@@ -196,7 +208,8 @@ class Store(abc.ABC):
         return completed_future(self.abort_multipart_upload, path, upload_id)
 
     def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
-        """Pending uploads under `directory`, with directory-boundary semantics."""
+        """Pending uploads under `directory`, with directory-boundary semantics, in no set order (AWS
+        lists them by key, SeaweedFS by upload ID)."""
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({directory})")
 
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
