@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, NoReturn, TypeVar
 
 from airflow_commit_provider.core.cleanup import (
+    DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
     NoProgress,
@@ -32,6 +33,7 @@ from airflow_commit_provider.core.cleanup import (
     parse_duration,
     parse_scope,
     prune_records,
+    reindex_records,
 )
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import (
@@ -77,6 +79,12 @@ def _duration(text: str) -> Any:
         return parse_duration(text, "--older-than")
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error).split(": ", 1)[1]) from error
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number (0 or more), got {text!r}")
+    return int(text)
 
 
 def _positive(text: str) -> int:
@@ -160,12 +168,44 @@ def build_parser() -> argparse.ArgumentParser:
         "records", help="per-job commit records under <destination>/_airflow_commit/"
     ).add_subparsers(dest="command", required=True)
     aged = _scoped_parser(common, DEFAULT_RECORDS_OLDER_THAN)
-    records.add_parser("list", parents=[aged], help="list jobs with records, and which may go").set_defaults(
-        handler=_records_list
+    policy = _Parser(add_help=False)
+    policy.add_argument(
+        "--keep-newest",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="also keep the N newest of the jobs older than --older-than (default 0)",
+    )
+    policy.add_argument(
+        "--max-job-duration",
+        type=_duration,
+        default=DEFAULT_MAX_JOB_DURATION,
+        metavar="DURATION",
+        help="the longest a job runs; --older-than may not be shorter, so that no abort outcome "
+        f"still fencing an orphaned driver goes (default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
     )
     records.add_parser(
-        "prune", parents=[aged, destructive], help="delete the records of jobs older than --older-than"
+        "list", parents=[aged, policy], help="list jobs with records, and which may go"
+    ).set_defaults(handler=_records_list)
+    records.add_parser(
+        "prune",
+        parents=[aged, policy, destructive],
+        help="delete every file of the jobs older than --older-than but the --keep-newest newest, "
+        "and index the jobs kept that lack an index entry",
     ).set_defaults(handler=_records_prune)
+    reindex = records.add_parser(
+        "reindex",
+        parents=[common],
+        help="write the records index entries that decided jobs lack (jobs from before the index)",
+    )
+    reindex.add_argument("url", help="the destination: s3://bucket/prefix, file:///path or a path")
+    reindex.add_argument(
+        "--allow-bucket-root", action="store_true", help="allow a destination that is a whole bucket"
+    )
+    reindex.add_argument(
+        "--dry-run", action="store_true", help="report which jobs lack an entry, write nothing"
+    )
+    reindex.set_defaults(handler=_records_reindex)
 
     doctor = groups.add_parser(
         "doctor",
@@ -678,7 +718,13 @@ def _files_reasons(files: FilesCheck) -> list[str]:
 
 # records ----------------------------------------------------------------------------------
 def _find_records(args: argparse.Namespace, store: Store, progress: Progress) -> Any:
-    return find_job_records(store, progress=progress, **_selection(args))
+    return find_job_records(
+        store,
+        progress=progress,
+        keep_newest=args.keep_newest,
+        max_job_duration=args.max_job_duration,
+        **_selection(args),
+    )
 
 
 def _print_jobs(jobs: Sequence[Any], limit: int | None = None) -> None:
@@ -700,10 +746,11 @@ def _records_list(args: argparse.Namespace) -> int:
     def describe(listing: Any) -> None:
         _print_jobs(listing.jobs)
         print(
-            f"{len(listing.jobs)} jobs with records in {listing.records_dir}; {len(listing.stale)} older than "
-            f"{_age_text(args)} ({format_size(sum(job.bytes for job in listing.stale))}); kept: "
-            f"{len(listing.kept('recent'))} recent, {len(listing.kept('committing'))} committing, "
-            f"{len(listing.kept('unreadable'))} unreadable"
+            f"{len(listing.jobs)} jobs with records in {listing.records_dir}; {len(listing.stale)} may go "
+            f"({format_size(sum(job.bytes for job in listing.stale))}); kept: "
+            f"{len(listing.kept('recent'))} younger than {_age_text(args)}, {len(listing.kept('newest'))} of the "
+            f"newest, {len(listing.kept('committing'))} committing, {len(listing.kept('unreadable'))} unreadable; "
+            f"{sum(job.unindexed for job in listing.jobs)} without an index entry"
         )
 
     return _show(args, _find_records, describe)
@@ -717,12 +764,33 @@ def _records_prune(args: argparse.Namespace) -> int:
         targets=lambda listing: listing.stale,
         preview=_print_jobs,
         question=lambda listing: (
-            f"Prune the records of {len(listing.stale)} jobs older than {_age_text(args)} "
+            f"Prune the records of {len(listing.stale)} jobs older than {_age_text(args)}"
+            f"{f' (keeping the {args.keep_newest} newest of those)' if args.keep_newest else ''} "
             f"in {listing.records_dir}?"
         ),
         declined="Nothing pruned.",
         act=prune_records,
     )
+
+
+def _records_reindex(args: argparse.Namespace) -> int:
+    _scope(args)
+    with _open(args, args.url).session() as store, _progress(args) as progress:
+        report = reindex_records(
+            store,
+            args.url,
+            dry_run=args.dry_run,
+            allow_bucket_root=args.allow_bucket_root,
+            threads=args.threads,
+            progress=progress,
+        )
+    if args.json:
+        _emit(report.to_json())
+    else:
+        print(report.describe())
+        for job_id, error in sorted(report.errors.items()):
+            print(f"FAILED {job_id}: {error}", file=sys.stderr)
+    return 1 if report.errors else 0
 
 
 # doctor -----------------------------------------------------------------------------------

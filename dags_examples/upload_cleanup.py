@@ -7,10 +7,13 @@ safe: their uploads and trees are younger than the threshold, and a tree written
 cleanup runs is left alone. A job past its commit point keeps its uploads and tree whatever their
 age, since rolling it forward needs them (the report counts them: finish such jobs).
 
-It also prunes the per-job commit records in each root's `_airflow_commit/` once they are older
-than `records_older_than` (30 days by default): sensors and Airflow retries read them, so they
-must outlive any sensor wait and any job. A job whose commit is still being rolled forward keeps
-its records whatever their age.
+It also prunes the per-job commit records in each root's `_airflow_commit/` by a policy: a job's
+files go once they are older than `records_older_than` (30 days by default), except the
+`records_keep_newest` newest of those jobs (0 by default). Sensors and Airflow retries read them,
+so they must outlive any sensor wait and any job: `records_older_than` may not be shorter than
+`records_max_job_duration` (the longest a job runs, 7 days by default), or the run fails before
+touching anything. A job whose commit is still being rolled forward keeps its records whatever
+their age, and the jobs kept that lack a records index entry get one.
 
 Table roots come from the run's `roots` param or else the Airflow Variable `commit_cleanup_roots`
 (a JSON list such as `["s3://lake/warehouse/events", "s3://lake/warehouse/users"]`). Each root is
@@ -28,7 +31,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, Variable, task
 
-from airflow_commit_provider.core.cleanup import as_timedelta, parse_scope
+from airflow_commit_provider.core.cleanup import as_timedelta, parse_scope, record_policy
 from airflow_commit_provider.operators import (
     AbortMultipartUploadsOperator,
     CleanupTemporaryOperator,
@@ -73,6 +76,18 @@ with DAG(
         "records_older_than": Param(
             "30d", type="string", description="Minimum age of the job records pruned: 30d, 12h"
         ),
+        "records_keep_newest": Param(
+            0,
+            type="integer",
+            minimum=0,
+            description="Of the jobs older than that, how many of the newest to keep",
+        ),
+        "records_max_job_duration": Param(
+            "7d",
+            type="string",
+            description="The longest a job runs; records_older_than may not be shorter (abort outcomes fence "
+            "orphaned drivers)",
+        ),
         "dry_run": Param(False, type="boolean", description="Report what would be reclaimed, change nothing"),
     },
     tags=["commit-protocols", "cleanup"],
@@ -88,7 +103,12 @@ with DAG(
             raise ValueError(f"{ROOTS_VARIABLE}: expected a JSON list of table roots, got {roots!r}")
         older_than = params.get("older_than") or Variable.get(OLDER_THAN_VARIABLE, default=DEFAULT_OLDER_THAN)
         as_timedelta(older_than, "older_than")
-        as_timedelta(params.get("records_older_than", "30d"), "records_older_than")
+        record_policy(
+            params.get("records_older_than", "30d"),
+            params.get("records_keep_newest", 0),
+            params.get("records_max_job_duration", "7d"),
+            arguments="records_",
+        )
         return [str(parse_scope(root, argument=f"{ROOTS_VARIABLE}[{i}]")) for i, root in enumerate(roots)]
 
     roots = table_roots()
@@ -106,6 +126,8 @@ with DAG(
         task_id="prune_commit_records",
         aws_conn_id=AWS_CONN_ID,
         older_than="{{ params.records_older_than }}",
+        keep_newest="{{ params.records_keep_newest }}",
+        max_job_duration="{{ params.records_max_job_duration }}",
         dry_run="{{ params.dry_run }}",
     ).expand(scope=roots)
     uploads >> trees
@@ -134,6 +156,8 @@ with DAG(
             "record_jobs_pruned": sum(r["pruned"] + r["would_prune"] for r in records_done),
             "record_bytes": sum(r["bytes"] for r in records_done),
             "record_jobs_kept_committing": sum(r["kept_committing"] for r in records_done),
+            "record_jobs_kept_newest": sum(r["kept_newest"] for r in records_done),
+            "record_jobs_indexed": sum(r["indexed"] for r in records_done),
         }
         summary["bytes_reclaimed"] = summary["upload_bytes"] + summary["tree_bytes"] + summary["record_bytes"]
         for r in uploads_done:

@@ -15,7 +15,7 @@ sizes), and what its committer counted and timed (`iostatistics`) and noted (`di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
@@ -26,20 +26,22 @@ from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
 from airflow_commit_provider.core.job_control import JobState, JobStatus, inspect_job
-from airflow_commit_provider.core.job_records import group_job_records
-from airflow_commit_provider.core.layout import RECORDS_DIR
+from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout, is_job_id
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.records_index import newest_jobs
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 from airflow_commit_provider.core.success_check import hadoop_listed_path
 from airflow_commit_provider.core.task_key import TryOrigin
 
 __all__ = [
+    "CommitPage",
     "CommitReport",
     "CommitSummary",
     "ListedFile",
     "PartitionReport",
     "TaskReport",
+    "list_commit_page",
     "list_commits",
     "load_commit",
 ]
@@ -146,23 +148,68 @@ class CommitReport:
     """Built from the table's `_SUCCESS` alone: the job left no records of ours."""
 
 
+@dataclass(frozen=True)
+class CommitPage:
+    """One page of a destination's list of commits, newest first."""
+
+    commits: list[CommitSummary]
+    after: str | None
+    """The cursor of the next (older) page, or None on the last page."""
+
+
 def list_commits(
     store: Store, destination: str | StorePath, limit: int = 50, threads: int = 8
 ) -> list[CommitSummary]:
-    """The `limit` most recent jobs with records under `destination`, newest first.
+    """The `limit` most recent jobs with records under `destination`, newest first (`list_commit_page`'s first page)."""
+    return list_commit_page(store, destination, limit, threads=threads).commits
 
-    One listing of the records directory, then the records of those jobs (a few reads each).
-    The table's `_SUCCESS` is read too, up to `LISTED_SUCCESS_BYTES`: when it names a job without
+
+def list_commit_page(
+    store: Store,
+    destination: str | StorePath,
+    limit: int = 50,
+    after: str | None = None,
+    threads: int = 8,
+) -> CommitPage:
+    """The `limit` jobs of `destination` that follow the cursor `after` (the newest without one).
+
+    The jobs come from the records index (`records_index.newest_jobs`): one listing of at most
+    `limit` keys, whatever the number of jobs; then each job's records are read (GET-only,
+    `inspect_job`). A job whose records were pruned meanwhile is left out. On the first page the
+    table's `_SUCCESS` is read too, up to `LISTED_SUCCESS_BYTES`: when it names a job without
     records (Hadoop's committers keep none), that job made the table's latest commit and is listed first.
     """
     root = StorePath.parse(destination)
-    grouped, _ = group_job_records(store, root.join(RECORDS_DIR))
-    newest = sorted(grouped, key=lambda job: max(status.modified for _, status in grouped[job]), reverse=True)
-    statuses = parallel_map(newest[:limit], lambda job_id: inspect_job(store, root, job_id), threads)
-    success, _ = _table_success(store, root, LISTED_SUCCESS_BYTES)
-    unrecorded = success is not None and success.job_id and success.job_id not in grouped
-    latest = [_summary_of_success(success)] if success is not None and unrecorded else []
-    return (latest + [_summary(status) for status in statuses])[:limit]
+    success = _table_success(store, root, LISTED_SUCCESS_BYTES)[0] if after is None else None
+    page = newest_jobs(store, root, limit, after)
+    jobs, cursor = page.jobs, page.after
+    job_ids = list(dict.fromkeys(job_id for _, job_id in jobs))
+    statuses = parallel_map(job_ids, lambda job_id: inspect_job(store, root, job_id), threads)
+    known = {status.job_id: status for status in statuses if status.state is not JobState.UNKNOWN}
+    latest = _unrecorded(store, root, success, known, set(job_ids))
+    if latest is not None and len(jobs) >= limit:  # the table's latest commit takes the last place
+        jobs = jobs[: limit - 1]
+        cursor = jobs[-1][0] if jobs else ""
+    shown = dict.fromkeys(job_id for _, job_id in jobs if job_id in known)
+    summaries = [_summary(known[job_id]) for job_id in shown]
+    return CommitPage(([latest] if latest is not None else []) + summaries, cursor)
+
+
+def _unrecorded(
+    store: Store,
+    root: StorePath,
+    success: SuccessData | None,
+    known: Mapping[str, JobStatus],
+    listed: set[str],
+) -> CommitSummary | None:
+    """The job `success` names, when it has no records of ours: unknown on the page, or off the
+    page and without an outcome."""
+    if success is None or not success.job_id or success.job_id in known:
+        return None
+    outcome = JobLayout(root, success.job_id).outcome if is_job_id(success.job_id) else None
+    if success.job_id not in listed and outcome is not None and store.get_status(outcome) is not None:
+        return None
+    return _summary_of_success(success)
 
 
 def load_commit(

@@ -14,7 +14,14 @@ from collections.abc import Callable
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
-from airflow_commit_provider.core.layout import JobLayout, parse_record_name, validate_job_id
+from airflow_commit_provider.core.layout import (
+    RECORDS_INDEX_DIR,
+    JobLayout,
+    is_job_id,
+    parse_index_entry_name,
+    parse_record_name,
+    validate_job_id,
+)
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, Store
 
@@ -57,22 +64,44 @@ def load_job_record(
 def group_job_records(
     store: Store, records_dir: StorePath, advance: Callable[[], None] = lambda: None
 ) -> tuple[dict[str, list[tuple[str, FileStatus]]], int]:
-    """One listing of a records directory: its record files by job ID (with their kind: outcome,
-    success, delivered), and how many files there are not records (left alone by everyone).
+    """One listing of a records directory: the files of each job by job ID, with their kind, and
+    how many files are no job's (left alone by everyone).
 
-    `advance` is called once per file listed (a progress bar's tick).
+    A job's files are its records (outcome, success, delivered: `RECORD_KINDS`), its entry in the
+    records index (kind ``index``) and the files of its lists folder `<jobId>/` (kind ``lists``).
+    A folder counts as a job's lists only when that job has a record or an index entry: a folder
+    of no known job (a job still running, or anything else) is left alone. `advance` is called once
+    per file listed (a progress bar's tick).
     """
     grouped: dict[str, list[tuple[str, FileStatus]]] = {}
+    folders: dict[str, list[FileStatus]] = {}
     unrecognised = 0
     for status in store.list_files(records_dir):
         advance()
-        parsed = parse_record_name(status.path.name) if status.path.parent == records_dir else None
+        parsed = job_file(status.path.relative_to(records_dir))
         if parsed is None:
             unrecognised += 1
-            continue
-        name, kind = parsed
-        grouped.setdefault(name, []).append((kind, status))
+        elif parsed[1] == "lists":
+            folders.setdefault(parsed[0], []).append(status)
+        else:
+            grouped.setdefault(parsed[0], []).append((parsed[1], status))
+    for job_id, files in folders.items():
+        if job_id in grouped:
+            grouped[job_id].extend(("lists", status) for status in files)
+        else:
+            unrecognised += len(files)
     return grouped, unrecognised
+
+
+def job_file(relative: str) -> tuple[str, str] | None:
+    """(job ID, kind) of a path relative to the records directory, or None when it is no job's."""
+    top, _, below = relative.partition("/")
+    if not below:
+        return parse_record_name(top)
+    if top == RECORDS_INDEX_DIR:
+        entry = parse_index_entry_name(below)
+        return None if entry is None else (entry[0], "index")
+    return (top, "lists") if is_job_id(top) else None
 
 
 def save_job_record(

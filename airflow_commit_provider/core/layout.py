@@ -24,6 +24,13 @@ FILE_LIST_PREFIX = "files-"
 PARTITION_LIST_PREFIX = "partitions-"
 LIST_SUFFIX = ".parquet"
 RECORD_KINDS = {"outcome": ".outcome.json", "success": ".success.json", "delivered": ".delivered.json"}
+RECORDS_INDEX_DIR = "_index"
+"""The records index under the records directory: one create-only entry per decided job
+(`core.records_index`). No job ID starts with `_`, so it is never a job's lists folder."""
+#: Digits of an index entry's inverted decision time: epoch milliseconds below 10^13 (the year 2286).
+INDEX_TIME_DIGITS = 13
+_LATEST_INDEXED_MILLIS = 10**INDEX_TIME_DIGITS - 1
+_INDEX_ENTRY = re.compile(rf"([0-9]{{{INDEX_TIME_DIGITS}}})-({_JOB_ID.pattern})\.json")
 
 
 def validate_job_id(job_id: str) -> str:
@@ -74,7 +81,8 @@ class JobLayout:
     @property
     def lists_dir(self) -> StorePath:
         """Where the job keeps what grows with it (its file list, its partition list), beside its
-        records: written before the commit point, deleted with the job's work on abort."""
+        records: written before the commit point, deleted with the job's work on abort; a committed
+        job's stay until its records are pruned."""
         return self.records_dir.join(self.job_id)
 
     def file_list(self, sha256: str) -> StorePath:
@@ -90,6 +98,10 @@ class JobLayout:
     def delivery_marker(self) -> StorePath:
         """Written by the orchestrator when the try that ran this job succeeded."""
         return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['delivered']}")
+
+    def index_entry(self, decided_at: int) -> StorePath:
+        """The job's entry in the records index, for the decision made at `decided_at` (epoch ms)."""
+        return self.records_dir.join(RECORDS_INDEX_DIR, index_entry_name(self.job_id, decided_at))
 
     @property
     def success_marker(self) -> StorePath:
@@ -167,3 +179,21 @@ def parse_record_name(name: str) -> tuple[str, str] | None:
             job_id = name[: -len(suffix)]
             return (job_id, kind) if _JOB_ID.fullmatch(job_id) else None
     return None
+
+
+def index_entry_name(job_id: str, decided_at: int) -> str:
+    """`<10^13 - 1 - decided_at, 13 digits>-<jobId>.json`: S3 lists keys in ascending order, so
+    the newest decisions come first (ties in job ID order). Times outside 0 to 10^13 - 1 ms are
+    clamped, so every name has the same width and sorts by time."""
+    inverted = _LATEST_INDEXED_MILLIS - min(max(decided_at, 0), _LATEST_INDEXED_MILLIS)
+    return f"{inverted:0{INDEX_TIME_DIGITS}d}-{validate_job_id(job_id)}.json"
+
+
+def parse_index_entry_name(name: str) -> tuple[str, int] | None:
+    """(job ID, decision time in epoch ms) of an index entry's file name, or None for anything else."""
+    match = _INDEX_ENTRY.fullmatch(name)
+    return None if match is None else (match[2], _LATEST_INDEXED_MILLIS - int(match[1]))
+
+
+def is_job_id(name: str) -> bool:
+    return isinstance(name, str) and _JOB_ID.fullmatch(name) is not None

@@ -18,6 +18,7 @@ from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
 
 from airflow_commit_provider import lineage
 from airflow_commit_provider.core.cleanup import (
+    DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
     abort_pending_uploads,
@@ -25,6 +26,7 @@ from airflow_commit_provider.core.cleanup import (
     clean_stale_temp_trees,
     parse_scope,
     prune_old_records,
+    record_policy,
 )
 from airflow_commit_provider.core.options import parse_bool
 from airflow_commit_provider.core.paths import StorePath
@@ -184,27 +186,46 @@ class CleanupTemporaryOperator(_CleanupOperator):
 
 
 class PruneCommitRecordsOperator(_CleanupOperator):
-    """Delete the per-job records in `<scope>/_airflow_commit/` of jobs older than `older_than`.
+    """Delete the per-job records in `<scope>/_airflow_commit/` by a policy: every job younger than
+    `older_than` stays, and of the older ones the `keep_newest` newest.
 
-    Each committed or aborted job leaves its outcome, its record and perhaps a delivery marker
-    there; sensors (of parallel backfills) and Airflow retries read them, so keep them longer
-    than any sensor waits or any job runs: 30 days by default. A job's records go together and
-    only when the newest of them is older than `older_than`; a job whose commit is still being
-    rolled forward (an outcome saying commit, no record yet) keeps them, and so does one whose
-    outcome cannot be read. Records written while the operator runs are left alone. Returns counts,
-    bytes and sample job IDs.
+    Each committed or aborted job leaves its outcome, its records index entry, its record, its
+    file and partition lists and perhaps a delivery marker there; sensors (of parallel backfills)
+    and Airflow retries read them, so keep them longer than any sensor waits or any job runs: 30
+    days by default. An abort outcome fences an orphaned driver, so `older_than` may not be shorter
+    than `max_job_duration`, the longest a job runs (7 days unless given): such a policy is refused.
+    A job's files go together and only when the newest of them is older than `older_than`; a job
+    whose commit is still being rolled forward (an outcome saying commit, no record yet) keeps them,
+    and so does one whose outcome cannot be read. Files written while the operator runs are left
+    alone. The jobs kept that lack a records index entry get one. Returns counts, bytes and sample
+    job IDs.
 
     :param scope: the destination (table root) whose records to prune (templated).
     :param older_than: `30d`, `12h`, seconds or a timedelta (templated; default 30 days).
+    :param keep_newest: of the jobs older than `older_than`, how many of the newest to keep too
+        (templated; default 0).
+    :param max_job_duration: the longest a job runs, setup to decision (templated; default 7 days).
     :param job_id: only that job's records (templated).
     """
 
+    template_fields: Sequence[str] = (*_CleanupOperator.template_fields, "keep_newest", "max_job_duration")
     ui_color = "#dce9f4"
 
     def __init__(
-        self, *, older_than: str | float | timedelta = DEFAULT_RECORDS_OLDER_THAN, **kwargs: Any
+        self,
+        *,
+        older_than: str | float | timedelta = DEFAULT_RECORDS_OLDER_THAN,
+        keep_newest: int | str = 0,
+        max_job_duration: str | float | timedelta = DEFAULT_MAX_JOB_DURATION,
+        **kwargs: Any,
     ) -> None:
         super().__init__(older_than=older_than, **kwargs)
+        self.keep_newest = keep_newest
+        self.max_job_duration = max_job_duration
+        if not any(is_template(value) for value in (older_than, keep_newest, max_job_duration)):
+            record_policy(older_than, keep_newest, max_job_duration)  # refused at DAG parse time
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> RecordPruneReport:
-        return prune_old_records(store, path, **options)
+        return prune_old_records(
+            store, path, keep_newest=self.keep_newest, max_job_duration=self.max_job_duration, **options
+        )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.commit_report import CommitPage, list_commit_page, load_commit
 from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
@@ -31,13 +31,23 @@ def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int
         "--page", type=positive, default=1, help="page of the file list, 100 files each (default 1)"
     )
     parser.add_argument("--limit", type=positive, default=20, help="recent commits listed (default 20)")
+    parser.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="list the commits older than those a previous list ended with (it prints the cursor)",
+    )
     return parser
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
     """List the destination's recent commits (unless --job names one), then report one of them."""
     destination = StorePath.parse(args.url)
-    commits = [] if args.job else list_commits(store, destination, limit=args.limit, threads=args.threads)
+    listed = (
+        CommitPage([], None)
+        if args.job
+        else list_commit_page(store, destination, limit=args.limit, after=args.after, threads=args.threads)
+    )
+    commits = listed.commits
     job_id = args.job or (commits[0].job_id if commits else None)
     if job_id is None:
         raise ValueError(f"{destination.join(RECORDS_DIR).uri()}: no job records, so no commit to report")
@@ -45,7 +55,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
     if args.json:
         print(
             json.dumps(
-                {"commits": [dataclasses.asdict(c) for c in commits], "report": dataclasses.asdict(report)},
+                {
+                    "commits": [dataclasses.asdict(c) for c in commits],
+                    "after": listed.after,
+                    "report": dataclasses.asdict(report),
+                },
                 indent=2,
                 default=str,
             )
@@ -54,6 +68,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
         console = Console()
         if commits:
             print_commits(console, destination.uri(), commits)
+        if listed.after is not None:
+            console.print(f"older commits: --after {listed.after}", markup=False, highlight=False)
         print_commit(console, report)
     if args.html:
         Path(args.html).write_text(render_commit(report, commits), encoding="utf-8")

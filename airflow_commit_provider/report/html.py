@@ -30,11 +30,13 @@ def render_commit(
     *,
     page_link: Callable[[int], str] | None = None,
     job_link: Callable[[str], str] | None = None,
+    older_link: str | None = None,
 ) -> str:
     """The page of one commit, under the destination's recent `commits` when given.
 
-    `page_link(n)` gives the address of page n of the file list and `job_link(job)` that of another
-    commit's page (the UI's; a stand-alone file has no links and holds the page it was made with).
+    `page_link(n)` gives the address of page n of the file list, `job_link(job)` that of another
+    commit's page and `older_link` that of the next page of commits (the UI's; a stand-alone file
+    has no links and holds the page it was made with).
     """
     view = commit_view(report)
     context: dict[str, Any] = {
@@ -47,6 +49,7 @@ def render_commit(
             for c in commits
         ],
         "commit_columns": SUMMARY_COLUMNS,
+        "older_link": older_link,
     }
     return _ENVIRONMENT.get_template("commit.html.j2").render(context)
 

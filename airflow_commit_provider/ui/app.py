@@ -16,7 +16,7 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.commit_report import list_commit_page, load_commit
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM
@@ -49,13 +49,18 @@ def task_commit_page(
     map_index: int = -1,
     job: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1)] = 1,
+    commits_after: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
-    """The commit of the task instance's latest try, or another commit (`job`) to the same destination."""
+    """The commit of the task instance's latest try, or another commit (`job`) to the same
+    destination, under a page of its recent commits (older ones after the cursor `commits_after`)."""
     target = _report_target(dag_id, run_id, task_id, map_index)
     destination, job_id = target["destination"], job or target["job_id"]
     store = CommitStoreHook(aws_conn_id=target.get("aws_conn_id")).get_store(destination)
     try:
-        commits = list_commits(store, destination, limit=RECENT_COMMITS)
+        try:
+            commits = list_commit_page(store, destination, limit=RECENT_COMMITS, after=commits_after)
+        except ValueError as error:
+            raise HTTPException(status_code=400, detail=str(error)) from None
         try:
             report = load_commit(store, destination, job_id, page=page - 1)
         except ValueError as error:
@@ -65,13 +70,15 @@ def task_commit_page(
 
     def address(**query: Any) -> str:
         base = {"map_index": map_index} if map_index >= 0 else {}
-        return "?" + urlencode({**base, **query})
+        listed = {"commits_after": commits_after} if commits_after is not None else {}
+        return "?" + urlencode({**base, **listed, **query})
 
     html = render_commit(
         report,
-        commits,
+        commits.commits,
         page_link=lambda number: address(job=job_id, page=number + 1),
         job_link=lambda other: address(job=other),
+        older_link=None if commits.after is None else address(job=job_id, commits_after=commits.after),
     )
     return HTMLResponse(html)
 

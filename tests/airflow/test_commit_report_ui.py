@@ -10,6 +10,8 @@ Part of the compatibility run (Airflow 3.1.1), whose API app is built the same w
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +21,11 @@ import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
 from fake_spark import install_fake_spark
 
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
 from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, URL_PREFIX
+from airflow_commit_provider.ui.app import RECENT_COMMITS
 from airflow_commit_provider.ui.link import CommitReportLink
 
 DAY = datetime(2024, 3, 1, tzinfo=timezone.utc)
@@ -95,3 +101,19 @@ def test_the_page_of_a_committed_try_is_behind_airflow_login(
     assert 'data-testid="files"' in page.text and f"part-00001-{written['job_id']}.csv" in page.text
     other = api_client.get(f"{link}?job=no-such-job", headers={"Authorization": f"Bearer {viewer_token()}"})
     assert other.status_code == 404 and "no records of job 'no-such-job'" in other.text
+
+    # More commits than the page lists: the older ones are a link away (the records index's cursor).
+    table = StorePath.parse(destination)
+    older = {f"older-{n:02d}": 1_700_000_000_000 + n for n in range(RECENT_COMMITS)}
+    clone_jobs(LocalStore(), table, written["job_id"], older)
+    headers = {"Authorization": f"Bearer {viewer_token()}"}
+    page = api_client.get(link, headers=headers)
+    found = re.search(r'href="([^"]*)" data-testid="older-commits"', page.text)
+    assert page.status_code == 200 and found is not None, page.text
+    rest = api_client.get(link.split("?")[0] + html.unescape(found[1]), headers=headers)
+    assert rest.status_code == 200 and f"Commit {written['job_id']} (committed)" in rest.text
+    rows = re.compile(r">(older-[0-9]{2})</a></td>")  # a row's first cell: its job, linked
+    assert rows.findall(page.text) == [f"older-{n:02d}" for n in range(RECENT_COMMITS - 1, 0, -1)]
+    assert rows.findall(rest.text) == ["older-00"], "the next page: the rest, newest first"
+    bad = api_client.get(f"{link.split('?')[0]}?commits_after=x", headers=headers)
+    assert bad.status_code == 400 and "is not a cursor of a list of commits" in bad.text

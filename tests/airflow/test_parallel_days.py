@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from airflow_commit_provider.core.job_records import group_job_records
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
@@ -166,6 +167,7 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
     assert list(store.list_multipart_uploads(table)) == [], "nothing pending"
     top = {status.path.relative_to(table).split("/", 1)[0] for status in store.list_files(table)}
     assert top == {"_SUCCESS", RECORDS_DIR, *(f"dt={day}" for day in DAYS)}, "no temporary tree left"
-    records = {status.path.name for status in store.list_files(table.join(RECORDS_DIR))}
-    assert records == {f"{job}.{kind}.json" for job in jobs.values() for kind in ("outcome", "success")}
+    grouped, unrecognised = group_job_records(store, table.join(RECORDS_DIR))
+    kinds = {job_id: sorted(kind for kind, _ in files) for job_id, files in grouped.items()}
+    assert unrecognised == 0 and kinds == {job: ["index", "outcome", "success"] for job in jobs.values()}
     store.close()

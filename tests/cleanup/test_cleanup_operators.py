@@ -13,6 +13,8 @@ from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, re
 from support.committed_jobs import commit, interrupt_after_commit_point
 from support.openlineage import lineage_events
 
+from airflow_commit_provider.core.job_control import inspect_job
+from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
@@ -159,6 +161,7 @@ def test_operators_take_and_template_the_amazon_providers_aws_arguments(
         threads=3,
         botocore_config={"connect_timeout": 7},
         **TEMPLATED_AWS_ARGUMENTS,
+        **({"max_job_duration": "0s"} if operator is PruneCommitRecordsOperator else {}),
     )
     assert isinstance(op, AwsBaseOperator)
     render_aws_arguments(op, aws_test_conn)
@@ -211,12 +214,17 @@ def test_prune_records_operator_keeps_young_and_committing_jobs(
     assert op.older_than == timedelta(days=30), "records are kept a month unless told otherwise"
     report = op.execute(context={})
     assert (report["pruned"], report["kept_recent"], report["kept_committing"]) == (0, 2, 0)
-    assert keys_under(store, records) == before
-    report = PruneCommitRecordsOperator(task_id="prune", scope=f"file://{root.key}", older_than="0s").execute(
-        {}
+    # job-c's driver died before its index entry; the prune indexed the job it kept.
+    entry = JobLayout(root, "job-c").index_entry(inspect_job(store, root, "job-c").outcome.timestamp)
+    assert report["indexed"] == 1 and keys_under(store, records) == before | {entry.relative_to(records)}
+    with pytest.raises(ValueError, match=r"^older_than: 0s is shorter than max_job_duration 7d: "):
+        PruneCommitRecordsOperator(task_id="prune", scope=root.key, older_than="0s")
+    op = PruneCommitRecordsOperator(
+        task_id="prune", scope=f"file://{root.key}", older_than="0s", max_job_duration="0s"
     )
+    report = op.execute({})
     assert (report["pruned"], report["kept_committing"], report["sample"]) == (1, 1, ["job-a"])
-    assert keys_under(store, records) == {"job-c.outcome.json"}
+    assert keys_under(store, records) == {"job-c.outcome.json", entry.relative_to(records)}
     assert "job-a" in "".join(keys_under(store, root)), "the output stays"
     json.dumps(report)  # XCom-safe
     logged = capsys.readouterr().out  # the task logger (structlog) writes to stdout here
@@ -268,7 +276,9 @@ def test_example_dag_reclaims_and_reports(
     outside = keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10"))
 
     dag = DagBag(dag_folder=str(DAG_FILE)).dags["upload_cleanup"]
-    run = dag.test(run_conf={"older_than": "0s", "records_older_than": "0s"})
+    run = dag.test(
+        run_conf={"older_than": "0s", "records_older_than": "0s", "records_max_job_duration": "0s"}
+    )
     assert run.state == "success"
     states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
     assert set(states.values()) == {"success"} and len(states) == 8
@@ -279,9 +289,12 @@ def test_example_dag_reclaims_and_reports(
         "lake/t10/part-0",
     ], "the upload of the job past its commit point stays, however old"
     assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t2")) == {"data/f"}
-    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t1/_airflow_commit")) == {
-        "job-committing.outcome.json"
-    }, "the done job's records went; the commit in progress kept its decision"
+    assert {
+        key.split("/")[0] if key.startswith("_index/") else key
+        for key in keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t1/_airflow_commit"))
+    } == {"job-committing.outcome.json", "_index"}, (
+        "the done job's files went; the commit in progress kept its decision"
+    )
     assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10")) == outside
     summary = next(ti for ti in run.get_task_instances() if ti.task_id == "report").xcom_pull(
         task_ids="report"
@@ -290,6 +303,7 @@ def test_example_dag_reclaims_and_reports(
     assert summary["trees_deleted"] == 1 and summary["tree_bytes"] == 10
     assert (summary["uploads_kept_committing"], summary["trees_kept_committing"]) == (1, 1)
     assert summary["record_jobs_pruned"] == 1 and summary["record_jobs_kept_committing"] == 1
+    assert summary["record_jobs_indexed"] == 1, "the job whose driver died before its entry was indexed"
     assert summary["bytes_reclaimed"] == 2010 + summary["record_bytes"] and summary["record_bytes"] > 0
 
     # OpenLineage: each task's DROP names what it removed, never its table (t1 is map index 0).
@@ -310,10 +324,11 @@ def test_example_dag_reclaims_and_reports(
     assert (statistics["size"], statistics["fileCount"]) == (10, 1)
     records = dropped("prune_commit_records", 0)
     assert records["name"] == "lake/t1/_airflow_commit"
-    assert all(
-        name.startswith("lake/t1/_airflow_commit/job-done.")
-        for name in records["inputFacets"]["subset"]["inputCondition"]["locations"]
-    )
+    locations = records["inputFacets"]["subset"]["inputCondition"]["locations"]
+    assert len(locations) == 3 and all(
+        name.startswith("lake/t1/_airflow_commit/job-done.") or name.endswith("-job-done.json")
+        for name in locations
+    ), "job-done's outcome, record and index entry"
     reported = [
         dataset["name"]
         for task_id in ("abort_stale_uploads", "clean_stale_temp_trees", "prune_commit_records")

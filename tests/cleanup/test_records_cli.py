@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from cleanup_support import Terminal, assert_one_line_error, keys_under, run
 from support.committed_jobs import commit, interrupt_after_commit_point, set_up
 
+from airflow_commit_provider.core.job_records import group_job_records
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
@@ -132,10 +134,19 @@ def test_a_bad_record_is_an_error_naming_the_file(
 
 # records list / prune ---------------------------------------------------------------------------
 def _age(table: StorePath, job_id: str, days: float) -> None:
+    """Set back the modification time of every file of the job (records, index entry)."""
     stamp = (datetime.now(timezone.utc) - timedelta(days=days)).timestamp()
-    for name in os.listdir(os.path.join(table.key, RECORDS_DIR)):
-        if name.startswith(f"{job_id}."):
-            os.utime(os.path.join(table.key, RECORDS_DIR, name), (stamp, stamp))
+    grouped, _ = group_job_records(LocalStore(), table.join(RECORDS_DIR))
+    for _kind, status in grouped[job_id]:
+        os.utime(status.path.key, (stamp, stamp))
+
+
+def _records(store: LocalStore, table: StorePath) -> set[str]:
+    """The records directory's files, an index entry shown as `<job>.index.json`."""
+    return {
+        re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key)
+        for key in keys_under(store, table.join(RECORDS_DIR))
+    }
 
 
 def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table: StorePath) -> None:
@@ -147,20 +158,25 @@ def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table
     assert code == 0
     rows = {line.split()[-1]: line.split()[0] for line in out.splitlines()[1:-1]}
     assert rows == {"job-a": "prunable", "job-b": "kept:recent", "job-c": "kept:committing"}
-    assert "3 jobs with records" in out and "1 older than 30d" in out and "1 committing" in out
+    assert "3 jobs with records" in out and "1 may go" in out and "1 committing" in out
+    assert "1 without an index entry" in out, "job-c's driver died before writing its entry"
 
     code, out, _ = run(capsys, "records", "prune", table.key, "--older-than", "30d", "--dry-run")
     assert code == 0 and "Would prune the records of 1 jobs older than 30d" in out
-    assert len(keys_under(store, table.join(RECORDS_DIR))) == 5
+    assert len(keys_under(store, table.join(RECORDS_DIR))) == 7
 
     code, out, _ = run(capsys, "records", "prune", table.key, "--yes", "--json")
     report = json.loads(out)
     assert (code, report["pruned"], report["kept_recent"], report["kept_committing"]) == (0, 1, 1, 1)
     assert report["older_than_seconds"] == 30 * 86400, "records are kept 30 days unless told otherwise"
-    assert keys_under(store, table.join(RECORDS_DIR)) == {
+    assert (report["keep_newest"], report["max_job_duration_seconds"]) == (0, 7 * 86400)
+    assert report["indexed"] == 1
+    assert _records(store, table) == {
         "job-b.outcome.json",
+        "job-b.index.json",
         "job-b.success.json",
         "job-c.outcome.json",
+        "job-c.index.json",
     }
 
 
@@ -169,16 +185,41 @@ def test_records_prune_asks_first(
 ) -> None:
     before = keys_under(LocalStore(), table.join(RECORDS_DIR))
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    code, _, err = run(capsys, "records", "prune", table.key, "--older-than", "0s")
+    now = ("--older-than", "0s", "--max-job-duration", "0s")
+    code, _, err = run(capsys, "records", "prune", table.key, *now)
     assert code == 2 and "pass --yes" in err
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
-    code, out, err = run(capsys, "records", "prune", table.key, "--older-than", "0s")
+    code, out, err = run(capsys, "records", "prune", table.key, *now)
     assert code == 1 and "Nothing pruned." in err and "job-a" in out
     assert keys_under(LocalStore(), table.join(RECORDS_DIR)) == before
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
-    code, out, _ = run(capsys, "records", "prune", table.key, "--older-than", "0s")
+    code, out, _ = run(capsys, "records", "prune", table.key, *now)
     assert code == 0 and "Pruned the records of 2 jobs" in out
     assert keys_under(LocalStore(), table.join(RECORDS_DIR)) == set()
+
+
+def test_records_reindex_writes_the_entries_of_jobs_from_before_the_index(
+    capsys: pytest.CaptureFixture[str], table: StorePath
+) -> None:
+    store = LocalStore()
+    entries = {key for key in keys_under(store, table.join(RECORDS_DIR)) if key.startswith("_index/")}
+    store.delete_tree(table.join(RECORDS_DIR, "_index"))  # as the jobs of an older release left them
+    code, out, _ = run(capsys, "records", "reindex", table.key, "--dry-run")
+    assert code == 0 and "Would index 2 jobs" in out and "(0 already indexed)" in out
+    assert _records(store, table) == {f"job-{j}.{kind}.json" for j in "ab" for kind in ("outcome", "success")}
+    code, out, _ = run(capsys, "records", "reindex", table.key, "--json")
+    report = json.loads(out)
+    assert (code, report["indexed"], sorted(report["jobs"]), report["failed"]) == (
+        0,
+        2,
+        ["job-a", "job-b"],
+        0,
+    )
+    assert {
+        key for key in keys_under(store, table.join(RECORDS_DIR)) if key.startswith("_index/")
+    } == entries, "the very entries the drivers wrote: named by the decision time in the outcome"
+    code, out, _ = run(capsys, "records", "reindex", table.key)
+    assert code == 0 and "Indexed 0 jobs" in out and "(2 already indexed)" in out
 
 
 @pytest.mark.s3
@@ -192,7 +233,16 @@ def test_records_prune_on_s3_respects_the_directory_boundary(
     neighbour = keys_under(s3_store, dataset10)
     base = ("--endpoint-url", s3_env)
     code, out, _ = run(
-        capsys, "records", "prune", f"s3://{s3_bucket}/out/dataset1", "--older-than", "1h", "--yes", *base
+        capsys,
+        "records",
+        "prune",
+        f"s3://{s3_bucket}/out/dataset1",
+        "--older-than",
+        "1h",
+        "--max-job-duration",
+        "1h",
+        "--yes",
+        *base,
     )
     assert code == 0 and "Pruned the records of 0 jobs" in out and "kept 1 recent" in out, "young: kept"
     code, out, _ = run(
@@ -205,6 +255,8 @@ def test_records_prune_on_s3_respects_the_directory_boundary(
         "prune",
         f"s3://{s3_bucket}/out/dataset1",
         "--older-than",
+        "0s",
+        "--max-job-duration",
         "0s",
         "--yes",
         "--json",
@@ -221,6 +273,14 @@ def test_records_prune_on_s3_respects_the_directory_boundary(
         (["records", "prune", "s3://b", "--yes"], ["empty prefix", "--allow-bucket-root"]),
         (["records", "list", "s3://b/t", "--older-than", "30"], ["--older-than", "invalid duration '30'"]),
         (["records", "purge", "s3://b/t"], ["invalid choice"]),
+        (
+            ["records", "prune", "s3://b/t", "--older-than", "1d", "--yes"],
+            ["older_than: 1d is shorter than max_job_duration 7d", "orphaned driver"],
+        ),
+        (
+            ["records", "list", "s3://b/t", "--keep-newest", "-1"],
+            ["--keep-newest", "expected a whole number"],
+        ),
     ],
 )
 def test_records_errors_are_one_line(

@@ -497,14 +497,18 @@ def test_outcome_and_record_requests_per_job(commit_env: CommitEnv) -> None:
     create_committer(name, counting, env.dest, job.job_id, env.options()).commit_job(results)
     records = [call for call in counting.calls if "/_airflow_commit/" in call.path]
     markers = [call for call in counting.calls if call.path.endswith("/_SUCCESS") and "/dt=" in call.path]
+    # The outcome read, the file list written (before the commit point), the outcome created (the
+    # commit point), its index entry created, the record written.
     assert [call.op for call in records] == [
         "read_bytes",
         "open_write",
         "write_close",
         "write_bytes_if_absent",
+        "write_bytes_if_absent",
         "write_bytes",
     ]
     assert "/files-" in records[1].path
+    assert "/_airflow_commit/_index/" in records[4].path
     partitions = 2
     assert len([call for call in markers if call.op == "write_bytes"]) == partitions
     assert len([call for call in markers if call.op != "write_bytes"]) <= partitions  # stale markers deleted

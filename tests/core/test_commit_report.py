@@ -3,6 +3,7 @@ jobs run by the real committers, on both stores, read from the jobs' records alo
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, s
 from support.workload import JobRun
 
 from airflow_commit_provider.cli import main
-from airflow_commit_provider.core.commit_report import list_commits, load_commit
+from airflow_commit_provider.core.commit_report import list_commit_page, list_commits, load_commit
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record, save_job_record
@@ -320,3 +321,43 @@ def test_the_cli_names_what_is_missing(commit_env: CommitEnv, capsys: pytest.Cap
     assert error.count("\n") == 1 and "_airflow_commit: no job records" in error
     assert main(["report", env.dest.uri(), "--job", "job-that-never-ran"]) == 2
     assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
+
+
+def test_the_cli_and_the_page_list_older_commits_after_a_cursor(
+    commit_env: CommitEnv,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = commit_env
+    store_arguments = cli_store_arguments(env, request, monkeypatch)
+    jobs = []
+    for day in range(3):
+        job = JobRun.create("partitioned", env.store, env.dest, env.options())
+        job.committer.setup_job()
+        job.committer.commit_job([job.run_task(0, 0, [f"dt={day}/a.csv"]).result])
+        jobs.append(job.job_id)
+
+    assert main(["report", env.dest.uri(), "--limit", "2", "--json", *store_arguments]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [c["job_id"] for c in first["commits"]] == [jobs[2], jobs[1]] and first["after"]
+    argv = ["report", env.dest.uri(), "--limit", "2", "--after", first["after"], *store_arguments]
+    assert main([*argv, "--json"]) == 0
+    older = json.loads(capsys.readouterr().out)
+    assert ([c["job_id"] for c in older["commits"]], older["after"]) == ([jobs[0]], None)
+    assert older["report"]["summary"]["job_id"] == jobs[0], "the first commit of the page is reported"
+    assert main(["report", env.dest.uri(), "--limit", "2", *store_arguments]) == 0
+    assert f"older commits: --after {first['after']}" in capsys.readouterr().out
+
+    assert main(["report", env.dest.uri(), "--after", "not-a-cursor", *store_arguments]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "after: 'not-a-cursor' is not a cursor of a list of commits" in error
+
+    page = list_commit_page(env.store, env.dest, limit=2)
+    html = render_commit(
+        load_commit(env.store, env.dest, jobs[2]), page.commits, older_link="?commits_after=x"
+    )
+    assert 'data-testid="older-commits"' in html and 'href="?commits_after=x"' in html
+    assert 'data-testid="older-commits"' not in render_commit(
+        load_commit(env.store, env.dest, jobs[2]), page.commits
+    )

@@ -190,6 +190,29 @@ def test_list_child_dirs_is_one_level_and_respects_directory_boundary(store_root
     assert store.list_child_dirs(root.join("missing")) == []
 
 
+def test_list_page_is_in_key_order_after_a_key_and_respects_directory_boundary(store_root: StoreRoot) -> None:
+    store, root = store_root
+    scope = root.join("index")
+    names = ["b", "a/z", "c", "a/y", "ab", "é"]  # key order: a/y a/z ab b c é (UTF-8 bytes)
+    for name in names:
+        store.write_bytes(scope.join(name), name.encode())
+    store.write_bytes(root.join("index0", "a"), b"x")
+    store.write_bytes(root.join("index.txt"), b"x")
+
+    def page(limit: int, after: str = "") -> list[str]:
+        return [status.path.relative_to(scope) for status in store.list_page(scope, limit=limit, after=after)]
+
+    assert page(3) == ["a/y", "a/z", "ab"]
+    assert page(3, after="ab") == ["b", "c", "é"]
+    assert page(2, after="a/y") == ["a/z", "ab"]
+    assert page(10, after="c") == ["é"]
+    assert page(10, after="é") == []
+    assert store.list_page(root.join("missing"), limit=5) == []
+    assert [s.size for s in store.list_page(scope, limit=1)] == [3]
+    with pytest.raises(ValueError, match=r"^limit: a page holds at least 1 file, got 0$"):
+        store.list_page(scope, limit=0)
+
+
 def test_list_files_of_missing_directory_is_empty(store_root: StoreRoot) -> None:
     store, root = store_root
     assert listed(store, root.join("nothing", "here")) == set()
@@ -435,6 +458,18 @@ def test_s3_listings_follow_every_page(s3_store: Store, s3_bucket: str) -> None:
     path, upload_id = next(iter(uploads))
     etags = [s3_store.upload_part(path, upload_id, n, b"x") for n in range(1, 6)]
     assert [part.etag for part in s3_store.list_parts(path, upload_id)] == etags
+
+
+def test_s3_list_page_is_one_request_up_to_1000_keys(s3_store: Store, s3_bucket: str) -> None:
+    root = StorePath("s3", s3_bucket, "paged")
+    for i in range(5):
+        s3_store.write_bytes(root.join(f"f{i}"), b"x")
+    before = s3_store.statistics.snapshot().get("op_list", 0)
+    assert [s.path.name for s in s3_store.list_page(root, limit=2, after="f0")] == ["f1", "f2"]
+    assert s3_store.statistics.snapshot()["op_list"] == before + 1
+    s3_store.list_page_size = 2  # type: ignore[attr-defined]  # pages of 2 keys: continued to the limit
+    assert [s.path.name for s in s3_store.list_page(root, limit=3, after="f0")] == ["f1", "f2", "f3"]
+    assert s3_store.statistics.snapshot()["op_list"] == before + 3
 
 
 def test_s3_delete_files_batches_by_1000(s3_store: Store, s3_bucket: str) -> None:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SUCCESS_NAME, SuccessData
-from airflow_commit_provider.core.layout import RECORD_KINDS, RECORDS_DIR
+from airflow_commit_provider.core.layout import RECORD_KINDS, RECORDS_DIR, RECORDS_INDEX_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 
@@ -160,9 +160,15 @@ def assert_aborted(
     )
     assert not new_markers, f"aborted job left {new_markers} in {dest}"
     new_records = sorted(
-        name for name in records if name not in preexisting and not name.endswith(RECORD_KINDS["outcome"])
+        name
+        for name in records
+        if name not in preexisting
+        and not name.endswith(RECORD_KINDS["outcome"])
+        and not name.startswith(f"{RECORDS_DIR}/{RECORDS_INDEX_DIR}/")
     )
-    assert not new_records, f"aborted job left job records {new_records} in {dest}"
+    assert not new_records, (
+        f"aborted job left job records {new_records} (beyond its outcome and index entry) in {dest}"
+    )
     files.update({name: data for name, data in records.items() if name in preexisting})
     visible = files
     extra = sorted(set(visible) - set(preexisting))

@@ -69,6 +69,11 @@ class DelegatingStore(Store):
             self._delegate("list_files", directory, False, lambda: list(self.inner.list_files(directory)))
         )
 
+    def list_page(self, directory: StorePath, *, limit: int, after: str = "") -> list[FileStatus]:
+        return self._delegate(
+            "list_page", directory, False, lambda: self.inner.list_page(directory, limit=limit, after=after)
+        )
+
     def list_child_dirs(self, directory: StorePath) -> list[str]:
         return self._delegate(
             "list_child_dirs", directory, False, lambda: self.inner.list_child_dirs(directory)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size
 from airflow_commit_provider.core.cleanup.durations import (
+    DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
     as_timedelta,
@@ -14,12 +15,16 @@ from airflow_commit_provider.core.cleanup.durations import (
     parse_duration,
 )
 from airflow_commit_provider.core.cleanup.records import (
+    IndexReport,
     JobRecords,
     RecordListing,
+    RecordPolicy,
     RecordPruneReport,
     find_job_records,
     prune_old_records,
     prune_records,
+    record_policy,
+    reindex_records,
 )
 from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
 from airflow_commit_provider.core.cleanup.temp_trees import (
@@ -42,14 +47,17 @@ from airflow_commit_provider.core.cleanup.uploads import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_JOB_DURATION",
     "DEFAULT_OLDER_THAN",
     "DEFAULT_RECORDS_OLDER_THAN",
     "AbortOutcome",
     "AbortReport",
+    "IndexReport",
     "JobRecords",
     "NoProgress",
     "Progress",
     "RecordListing",
+    "RecordPolicy",
     "RecordPruneReport",
     "ScopeError",
     "TempCleanReport",
@@ -72,4 +80,6 @@ __all__ = [
     "parse_scope",
     "prune_old_records",
     "prune_records",
+    "record_policy",
+    "reindex_records",
 ]

@@ -13,6 +13,9 @@ from datetime import timedelta
 DEFAULT_OLDER_THAN = timedelta(hours=24)
 #: Job records are read by sensors and Airflow retries long after the job: kept a month by default.
 DEFAULT_RECORDS_OLDER_THAN = timedelta(days=30)
+#: The longest a job may run, setup to decision, unless told: an abort outcome fences an orphaned
+#: driver for that long, so job records are never pruned younger than this.
+DEFAULT_MAX_JOB_DURATION = timedelta(days=7)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TERM = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")

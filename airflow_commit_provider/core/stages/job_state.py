@@ -39,12 +39,17 @@ import json
 from collections.abc import Callable
 from enum import Enum
 
+from airflow_commit_provider.core import records_index
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
-from airflow_commit_provider.core.store.base import FileAlreadyExistsError, FileNotFoundInStoreError
+from airflow_commit_provider.core.store.base import (
+    FileAlreadyExistsError,
+    FileNotFoundInStoreError,
+    StoreError,
+)
 
 
 class JobState(str, Enum):
@@ -132,7 +137,17 @@ def overrule_unreadable_outcome(
 
 
 def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
-    """Make `proposal` the job's outcome unless one exists; returns whichever decision stands."""
+    """Make `proposal` the job's outcome unless one exists; returns whichever decision stands.
+
+    The standing decision then gets its entry in the records index, if it has none yet (a driver
+    that died between its outcome and its entry leaves that to whoever decides next).
+    """
+    standing = _create_outcome(ctx, proposal)
+    _index(ctx, standing)
+    return standing
+
+
+def _create_outcome(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
     try:
         ctx.store.write_bytes(ctx.layout.outcome, proposal.to_bytes(), if_absent=True)
     except FileAlreadyExistsError:
@@ -151,6 +166,20 @@ def decide(ctx: JobContext, proposal: JobOutcome) -> JobOutcome:
             )
         return standing
     return proposal
+
+
+def _index(ctx: JobContext, outcome: JobOutcome) -> None:
+    """Write the decision's records index entry. The decision stands without it, so a store error
+    here is logged, not raised: the job is then listed from the records folder until an entry is
+    written (by the next decision about it, or the next records prune)."""
+    try:
+        records_index.write_entry(ctx.store, ctx.layout, outcome)
+    except StoreError as error:
+        log.warning(
+            "job %s: its records index entry was not written (%s); `airflow-commit records reindex` writes it",
+            ctx.job_id,
+            error,
+        )
 
 
 def job_is_active(ctx: JobContext) -> bool:

@@ -7,6 +7,7 @@ correct on before any data is written (the zero-rename paper's first requirement
 from __future__ import annotations
 
 import abc
+import heapq
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -132,6 +133,21 @@ class Store(abc.ABC):
         servers do not (SeaweedFS lists a directory's files right after its name, before a sibling
         like ``a-b`` beside ``a/``). A caller that merges a listing with something sorted sorts the
         listing itself (`core.sorted_spool.spooled`), as job commit does."""
+
+    def list_page(self, directory: StorePath, *, limit: int, after: str = "") -> list[FileStatus]:
+        """The first `limit` files under `directory` (recursively) whose path relative to it sorts
+        after `after`, in key order (UTF-8 byte order, as S3 lists): one page of a listing that is
+        resumed from its last key, such as the records index.
+
+        This default lists every file below and keeps `limit` of them (in memory bounded by
+        `limit`); S3 asks for that page alone.
+        """
+        if limit < 1:
+            raise ValueError(f"limit: a page holds at least 1 file, got {limit!r}")
+        later = (
+            status for status in self.list_files(directory) if status.path.relative_to(directory) > after
+        )
+        return heapq.nsmallest(limit, later, key=lambda status: status.path.relative_to(directory))
 
     def list_child_dirs(self, directory: StorePath) -> list[str]:
         """Sorted names of the directories directly under `directory`.

@@ -405,6 +405,29 @@ class S3Store(Store):
                 return sorted(name for name in names if name)
             kwargs["ContinuationToken"] = _next_marker(page, kwargs, directory, "NextContinuationToken")
 
+    def list_page(self, directory: StorePath, *, limit: int, after: str = "") -> list[FileStatus]:
+        """ListObjectsV2 with StartAfter and MaxKeys: one request for a page of up to 1,000 keys (or
+        `list_page_size`); a larger page follows the continuation tokens."""
+        if limit < 1:
+            raise ValueError(f"limit: a page holds at least 1 file, got {limit!r}")
+        bucket = _bucket(directory)
+        prefix = directory.dir_prefix()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if after:
+            kwargs["StartAfter"] = prefix + after
+        page: list[FileStatus] = []
+        while True:
+            kwargs["MaxKeys"] = min(limit - len(page), self.list_page_size or limit)
+            with self._request("op_list", directory, "ListObjectsV2"):
+                answer = self.client.list_objects_v2(**kwargs)
+            for entry in answer.get("Contents", ()):
+                if entry["Key"].startswith(prefix) and not _is_directory_marker(entry):
+                    page.append(_status(directory, entry))
+            if len(page) >= limit or not answer.get("IsTruncated"):
+                return page[:limit]
+            kwargs.pop("StartAfter", None)
+            kwargs["ContinuationToken"] = _next_marker(answer, kwargs, directory, "NextContinuationToken")
+
     def _list_objects(self, directory: StorePath) -> Iterator[dict[str, Any]]:
         """Raw ListObjectsV2 entries under the directory (markers included), page by page."""
         bucket = _bucket(directory)
