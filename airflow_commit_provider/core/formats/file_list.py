@@ -386,8 +386,8 @@ def read_file_list_page(
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        entries = _entries(_batches(parquet, location, source, groups), location, first)
-        return list(entries)[offset - first : offset - first + limit]
+        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
+        return list(_entries(batches, location, offset))
 
 
 def read_partition_page(
@@ -398,8 +398,8 @@ def read_partition_page(
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        partitions = _partitions(_batches(parquet, location, source, groups), location, first)
-        return list(partitions)[offset - first : offset - first + limit]
+        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
+        return list(_partitions(batches, location, offset))
 
 
 def find_partitions(
@@ -437,6 +437,20 @@ def _may_hold(statistics: Any, names: set[str]) -> bool:
     if not isinstance(low, str) or not isinstance(high, str):
         return True
     return any(low <= name <= high for name in names)
+
+
+def _page_rows(batches: Iterable[pa.RecordBatch], skip: int, limit: int) -> Iterator[pa.RecordBatch]:
+    """The `limit` rows of `batches` after their first `skip`, sliced in Arrow: a page of 100 rows
+    in a row group of 65,536 becomes 100 Python objects, not the group's."""
+    for batch in batches:
+        if limit <= 0:
+            return
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        rows = batch.slice(skip, limit)
+        skip, limit = 0, limit - rows.num_rows
+        yield rows
 
 
 def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list[int], int]:
