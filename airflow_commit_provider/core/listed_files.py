@@ -18,7 +18,7 @@ from typing import Any
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
-from airflow_commit_provider.core.paths import InvalidPathError, StorePath
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath, is_hidden
 from airflow_commit_provider.core.sorted_spool import join_sorted, key_order, spooled
 from airflow_commit_provider.core.store.base import Store
 
@@ -161,6 +161,5 @@ def _visible(store: Store, directory: StorePath, progress: Progress) -> Iterator
     for count, status in enumerate(store.list_files(directory), 1):
         if count % _PROGRESS_STEP == 0:
             progress.advance(_PROGRESS_STEP)
-        relative = status.path.relative_to(directory)
-        if not any(part.startswith(("_", ".")) for part in relative.split("/")):
+        if not is_hidden(status.path.relative_to(directory)):
             yield key_order(status.path.key), str(status.path), status.size
