@@ -477,15 +477,13 @@ def _batches(
     columns: list[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The list's rows in batches (of the row groups `groups`, else of all; of the `columns`, else
-    of all), a damaged page refused naming the list; the store's own errors pass as they are."""
+    of all), a damaged page refused naming the list; the store's own errors pass as they are.
+    Decoded as they are taken: a page that ends early in its row group decodes no further."""
     import pyarrow as pa
 
     try:
-        if groups is None:
-            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS, columns=columns)
-        elif groups:
-            table = parquet.read_row_groups(groups, columns=columns)
-            yield from table.to_batches(max_chunksize=_READ_BATCH_ROWS)
+        if groups is None or groups:
+            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS, row_groups=groups, columns=columns)
     except StoreError:
         raise
     except (pa.ArrowException, OSError) as error:
