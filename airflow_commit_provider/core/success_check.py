@@ -51,6 +51,7 @@ __all__ = [
     "CheckState",
     "SuccessCheck",
     "SuccessExpectations",
+    "WrittenPartitions",
     "hadoop_listed_path",
     "is_legacy",
     "load_success",
