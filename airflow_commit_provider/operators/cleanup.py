@@ -20,6 +20,8 @@ from airflow_commit_provider import lineage
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
+    PROGRESS_LOG_INTERVAL,
+    LoggingProgress,
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
@@ -60,6 +62,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         allow_bucket_root: bool = False,
         threads: int = 16,
         sample_size: int = 20,
+        progress_interval: float = PROGRESS_LOG_INTERVAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -70,6 +73,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
         self.sample_size = sample_size
+        self.progress_interval = progress_interval
         # What this try did, for OpenLineage.
         self._report: CleanupReport[Any, Any] | None = None
         # Fail at DAG parse time when nothing is left to render.
@@ -88,6 +92,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         path, age, job_id, dry_run = self._resolve()
         self._report = None
         store = self._store(path)
+        progress = LoggingProgress(self.log, self.progress_interval)
         try:
             report = self._clean(
                 store,
@@ -97,9 +102,12 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
                 dry_run=dry_run,
                 allow_bucket_root=self.allow_bucket_root,
                 threads=self.threads,
+                progress=progress,
             )
         finally:
+            progress.close()
             store.close()
+        report.close()  # its counts and kept outcomes stay; the local spools go
         self._report = report
         self.log.info("%s", report.describe())
         failure = report.failure_message()

@@ -24,6 +24,7 @@ again. So `older_than` must exceed the longest a job can live (30 days by defaul
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -141,6 +142,12 @@ class RecordOutcome:
     def label(self) -> str:
         return self.job.job_id
 
+    @property
+    def measures(self) -> Mapping[str, int]:
+        if self.status not in RecordPruneReport.ACTED:
+            return {}
+        return {"files": len(self.job.files), "bytes": self.job.bytes}
+
     def failure_json(self) -> dict[str, Any]:
         return {"job_id": self.job.job_id, "error": self.error}
 
@@ -154,7 +161,7 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
     ACTION = ("prune", "pruned")
     ITEMS = "the records of {} jobs"
 
-    def _counts(self, acted: list[RecordOutcome]) -> dict[str, Any]:
+    def _counts(self) -> dict[str, Any]:
         listing = self.listing
         return {
             "jobs_found": len(listing.jobs),
@@ -165,9 +172,9 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
             "kept_committing": len(listing.kept(COMMITTING)),
             "kept_unreadable": len(listing.kept(UNREADABLE)),
             "changed": self.count(CHANGED),
-            "failed": len(self.failed),
-            "files": sum(len(o.job.files) for o in acted),
-            "bytes": sum(o.job.bytes for o in acted),
+            "failed": self.count(FAILED),
+            "files": self.totals["files"],
+            "bytes": self.totals["bytes"],
             "unrecognised": listing.unrecognised,
         }
 
@@ -273,25 +280,31 @@ def prune_records(
     dry_run: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    keep_outcomes: bool = False,
 ) -> RecordPruneReport:
     """Delete the records of the listing's stale jobs; with `dry_run` only report them.
 
     The records directory is listed once more; jobs whose files changed are left alone. Then all
     the outcomes go in one batch, and the other files in a second (a few requests in all on S3).
+    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's `--json`).
     """
     del threads  # deletes are batched by the store; kept for the same signature as the others
 
-    def prune_all(jobs: list[JobRecords] | Any, bar: Progress) -> list[RecordOutcome]:
-        return _prune(store, listing, list(jobs), bar)
+    def prune_all(jobs: Iterable[JobRecords], record: Callable[[Any], None], bar: Progress) -> None:
+        for outcome in _prune(store, listing, list(jobs), bar):
+            record(outcome)
 
+    stale = listing.stale
     return RecordPruneReport.run_all(
         listing,
-        listing.stale,
+        stale,
         prune_all,
         lambda job: RecordOutcome(job, WOULD_PRUNE),
         dry_run=dry_run,
         description="Pruning job records",
+        total=len(stale),
         progress=progress,
+        keep_outcomes=keep_outcomes,
     )
 
 
@@ -338,6 +351,7 @@ def prune_old_records(
     dry_run: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    keep_outcomes: bool = False,
     **find_options: Any,
 ) -> RecordPruneReport:
     """Find then prune (or, with `dry_run`, report) the records of old jobs under `scope`.
@@ -345,4 +359,6 @@ def prune_old_records(
     `find_options` are those of `find_job_records` (older_than, job_id, now, allow_bucket_root).
     """
     listing = find_job_records(store, scope, threads=threads, progress=progress, **find_options)
-    return prune_records(store, listing, dry_run=dry_run, threads=threads, progress=progress)
+    return prune_records(
+        store, listing, dry_run=dry_run, threads=threads, progress=progress, keep_outcomes=keep_outcomes
+    )
