@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from airflow_commit_provider.core.store.base import NoSuchUploadError, StoreError
 
@@ -39,6 +38,12 @@ class NoProgress:
         return None
 
 
+class InfoLog(Protocol):
+    """A logger's `info`: the standard library's or the task logger Airflow gives an operator."""
+
+    def info(self, event: Any, *args: Any) -> Any: ...
+
+
 class LoggingProgress:
     """Progress as log lines, for the operators: a line at most every `interval` seconds while a
     step runs, and one when it ends, with counts and the rate (``Aborting uploads: 120,000 of
@@ -46,7 +51,7 @@ class LoggingProgress:
 
     def __init__(
         self,
-        log: logging.Logger,
+        log: InfoLog,
         interval: float = PROGRESS_LOG_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
