@@ -13,9 +13,10 @@ Nor is `_airflow_commit/`, the records directory, ever a temporary tree.
 Memory does not grow with files: a tree is summed up as it is listed (counts, bytes, newest
 write and an order-free digest of its files and uploads, which the second listing must match),
 and the listing of trees is spooled on local disk. Only the summaries of the trees in the
-container being listed are in memory at once (one per job). Files are deleted as the tree is
-listed, `DELETE_CHUNK` at a time, so an interrupted run leaves a tree partly deleted but never
-shields it: what is left is as old as before, and the next run deletes it.
+container being listed are in memory at once (one per job). The files deleted are those the
+second listing checked (their keys spooled on local disk), `DELETE_CHUNK` at a time, so an
+interrupted run leaves a tree partly deleted but never shields it: what is left is as old as
+before, and the next run deletes it.
 """
 
 from __future__ import annotations
@@ -455,8 +456,9 @@ def _delete_tree(
     if not tree.path.is_under(scope) or not (tree_kind(tree.path.name) or tree_kind(tree.path.parent.name)):
         raise AssertionError(f"refusing to delete {tree.path}: not a temporary tree under {scope}")
     deleted = 0
+    keys: Spool[str] = Spool()
     try:
-        contents = _contents(store, tree)
+        contents = _contents(store, tree, keys)
         if contents.fingerprint != tree.fingerprint:
             if contents.files or contents.uploads:
                 return TreeOutcome(tree, ACTIVE)  # written to (or committed from) since it was listed
@@ -465,8 +467,8 @@ def _delete_tree(
         aborted, error = _abort_tree_uploads(store, tree, upload_threads)
         if error is not None:
             return TreeOutcome(tree, FAILED, uploads_aborted=aborted, error=error)
-        for chunk in batches(_files_to_delete(store, tree), DELETE_CHUNK):
-            store.delete_files(chunk)
+        for chunk in batches(keys, DELETE_CHUNK):  # the files just checked, as they were listed
+            store.delete_files([StorePath(tree.path.scheme, tree.path.bucket, key) for key in chunk])
             deleted += len(chunk)
             progress.advance(len(chunk))
         if not tree.loose:
@@ -475,13 +477,8 @@ def _delete_tree(
     except StoreError as error:
         return TreeOutcome(tree, FAILED, error=one_line(error))
     finally:
+        keys.close()
         progress.advance(max(0, tree.files - deleted))  # the files of a tree left alone count as done
-
-
-def _files_to_delete(store: Store, tree: TempTree) -> Iterator[StorePath]:
-    for status in store.list_files(tree.path):
-        if not tree.loose or status.path.parent == tree.path:
-            yield status.path
 
 
 def _abort_tree_uploads(store: Store, tree: TempTree, threads: int) -> tuple[int, str | None]:
@@ -504,12 +501,13 @@ def _abort_tree_uploads(store: Store, tree: TempTree, threads: int) -> tuple[int
     return aborted, error
 
 
-def _contents(store: Store, tree: TempTree) -> _Contents:
-    """The tree as it is now, summed up as when it was listed."""
+def _contents(store: Store, tree: TempTree, keys: Spool[str]) -> _Contents:
+    """The tree as it is now, summed up as when it was listed; its files' keys go to `keys`."""
     contents = _Contents()
     for status in store.list_files(tree.path):
         if not tree.loose or status.path.parent == tree.path:  # a container's job trees are their own
             contents.add_file(status)
+            keys.append(status.path.key)
     if store.capabilities.multipart_upload:
         for upload in _uploads_in(store, tree.path, loose=tree.loose):
             contents.add_upload(upload)
