@@ -188,8 +188,7 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
         """Count one outcome, keep it if it is among the smallest acted on or the first failures."""
         with self._lock:
             self.counts[outcome.status] += 1
-            for name, value in outcome.measures.items():  # Counter.update(mapping) is a Python loop too
-                self.totals[name] += value
+            self.totals.update(outcome.measures)
             if outcome.status == FAILED and len(self.failed) < FAILURES_LISTED:
                 self.failed.append(outcome)
             if outcome.status in self.ACTED:
