@@ -46,7 +46,15 @@ __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCo
 
 class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
     """The Amazon provider's operator arguments (``aws_conn_id``, ``region_name``, ``verify``,
-    ``botocore_config``) and templating, over a :class:`CommitStoreHook`."""
+    ``botocore_config``) and templating, over a :class:`CommitStoreHook`.
+
+    Memory does not grow with what is cleaned (a million uploads or files): listings are spooled
+    on the worker's local disk, and the returned report holds counts, bytes and a sample.
+
+    :param threads: requests in flight.
+    :param sample_size: names of removed items in the returned report (at most 200).
+    :param progress_interval: seconds between progress lines (counts and rate) in the task log.
+    """
 
     aws_hook_class = CommitStoreHook
     # `dry_run` is kept as `dry_run_flag`: an attribute `dry_run` would hide `BaseOperator.dry_run()`.
