@@ -11,6 +11,7 @@ makes the store go down, or the process die, after K requests.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from airflow_commit_provider.core.cleanup import (
     clean_stale_temp_trees,
 )
 from airflow_commit_provider.core.cleanup import temp_trees as temp_trees_module
+from airflow_commit_provider.core.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
@@ -129,6 +131,24 @@ def test_deleting_a_temporary_tree_takes_the_same_memory_at_ten_times_the_files(
         assert requests["op_delete"] == -(-count // 1000), "one DeleteObjects per 1,000 files"
         report.close()
     assert peaks[LARGE] <= peaks[SMALL] + SLACK, {n: f"{p / 2**20:.1f} MiB" for n, p in peaks.items()}
+
+
+def test_the_spool_and_the_key_set_keep_items_on_local_disk() -> None:
+    spool = Spool(range(2500))  # more than one pickled block
+    assert os.fstat(spool._file.fileno()).st_nlink == 0, "unlinked: a killed process leaves no file"
+    reading = iter(spool)
+    assert [next(reading) for _ in range(3)] == [0, 1, 2]
+    spool.extend(range(2500, 2600))  # appends do not disturb a reading under way, which ends where it began
+    assert list(reading) == list(range(3, 2500))
+    assert list(spool) == list(range(2600)) and len(spool) == 2600 and spool.head(2) == [0, 1]
+    spool.close()
+
+    keys = KeySet(f"key-{i:05d}" for i in range(2500, -1, -1))
+    keys.update(["key-00007", "another"])  # already there: still once
+    assert len(keys) == 2502 and "key-02500" in keys and "key-2500" not in keys
+    assert list(keys) == ["another", *(f"key-{i:05d}" for i in range(2501))], "sorted, over several pages"
+    keys.close()
+    assert [len(batch) for batch in batches(range(2500), 1000)] == [1000, 1000, 500]
 
 
 # Interrupted runs ---------------------------------------------------------------------------------
