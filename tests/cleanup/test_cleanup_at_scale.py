@@ -11,6 +11,7 @@ makes the store go down, or the process die, after K requests.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
 import tracemalloc
@@ -31,6 +32,7 @@ from cleanup_support import (
     store_down,
     write_files,
 )
+from openlineage.client.serde import Serde
 from support.faults import FaultInjectingStore, SimulatedCrash
 
 from airflow_commit_provider import cli
@@ -46,6 +48,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.lineage import FACET_LOCATIONS, removal_lineage
 from airflow_commit_provider.operators import CleanupTemporaryOperator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +98,11 @@ def test_aborting_uploads_takes_the_same_memory_at_ten_times_the_count() -> None
         )
         assert (report.aborted, report.count("failed"), report.listing.count) == (count, 0, count)
         assert list(client.uploads) == ["upload-neighbour"], "only out/dataset1 was in scope"
-        assert len(report.to_json()["sample"]) == 20
+        # What leaves the worker stays small: the XCom report, and the lineage dataset's facets.
+        assert len(json.dumps(report.to_json())) < 4096 and len(report.to_json()["sample"]) == 20
+        [dropped] = (Serde.to_dict(d) for d in removal_lineage(report).inputs)
+        assert dropped["inputFacets"]["inputStatistics"]["fileCount"] == count
+        assert len(dropped["inputFacets"]["subset"]["inputCondition"]["locations"]) == FACET_LOCATIONS
         report.close()
     assert peaks[LARGE] <= peaks[SMALL] + SLACK, {n: f"{p / 2**20:.1f} MiB" for n, p in peaks.items()}
 
