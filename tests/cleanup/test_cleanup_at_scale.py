@@ -297,7 +297,9 @@ def test_progress_counts_every_file_listed_and_deleted(tmp_path: Path) -> None:
     report = clean_stale_temp_trees(store, table, older_than="0s", progress=progress)
     assert report.to_json()["deleted"] == 3
     assert progress.step("Scanning temporary trees") == (None, 30)
-    assert progress.step("Deleting files of temporary trees") == (30, 30)
+    assert progress.step("Checking and deleting temporary files") == (60, 60), (
+        "each file listed, then deleted"
+    )
 
 
 class _Lines:
@@ -337,5 +339,5 @@ def test_the_operators_log_progress(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert op.execute(context={})["files"] == 12
     logged = capsys.readouterr().out  # the task logger (structlog) writes to stdout here
     assert "Scanning temporary trees: done: 12 in " in logged, logged
-    assert "Deleting files of temporary trees: done: 12 of 12 (100%) in " in logged
+    assert "Checking and deleting temporary files: done: 24 of 24 (100%) in " in logged
     assert "/s" in logged

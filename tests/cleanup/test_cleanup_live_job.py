@@ -66,7 +66,7 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
         _write(attempt, f"day=3/part-{len(live_attempts):05d}-{live_id}-c000.json")
 
     # 1. The hourly cleanup: real clock, 1 h threshold. Everything is young: nothing is touched.
-    progress = InterleavingProgress(live_step, ("Aborting uploads", "Deleting files of temporary trees"))
+    progress = InterleavingProgress(live_step, ("Aborting uploads", "Checking and deleting temporary files"))
     uploads = abort_pending_uploads(s3_store, table, older_than="1h", progress=progress)
     trees = clean_stale_temp_trees(s3_store, table, older_than="1h", progress=progress)
     assert (uploads.aborted, uploads.listing.too_recent, trees.to_json()["deleted"]) == (0, 3, 0)

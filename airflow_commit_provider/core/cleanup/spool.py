@@ -86,20 +86,25 @@ class Spool(Generic[T]):
 
 
 class KeySet:
-    """A set of strings in a private SQLite database on local disk (deleted when closed).
+    """A set of strings in a private SQLite database on local disk, in the spool's temp directory.
 
     For the membership tests a cleanup makes against sets as large as the scope: did this run
     abort that upload, did this job record that upload ID. SQLite keeps a small page cache
-    (2 MiB by default) and pages the rest to its temporary file.
+    (2 MiB by default) and pages the rest to its file, which is unlinked once open (with no
+    journal, nothing else of it has a name) and so goes when the set is closed or the process ends.
     """
 
     def __init__(self, keys: Iterable[str] = ()) -> None:
-        # "" opens a temporary on-disk database that SQLite deletes when it is closed. Calls
-        # come from one thread at a time (the cleanup's own), never at once.
-        self._db = sqlite3.connect("", check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=OFF")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("CREATE TABLE keys (key TEXT PRIMARY KEY) WITHOUT ROWID")
+        descriptor, path = tempfile.mkstemp(prefix="airflow-commit-cleanup-", suffix=".keys")
+        os.close(descriptor)
+        try:
+            # Calls come from one thread at a time (the cleanup's own), never at once.
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=OFF")
+            self._db.execute("PRAGMA synchronous=OFF")
+            self._db.execute("CREATE TABLE keys (key TEXT PRIMARY KEY) WITHOUT ROWID")  # the file is open now
+        finally:
+            os.unlink(path)
         self.update(keys)
 
     def add(self, key: str) -> None:

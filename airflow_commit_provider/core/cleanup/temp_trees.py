@@ -55,6 +55,9 @@ CONTAINERS = {TEMPORARY_DIR: "temporary", MAGIC_DIR: "magic"}
 DELETE_CHUNK = 1000
 
 DELETED, WOULD_DELETE, ACTIVE, GONE = "deleted", "would-delete", "active", "vanished"
+#: The progress step of a tree delete: each file is listed once more (the check that no job wrote
+#: to the tree meanwhile), then deleted; two steps a file.
+CHECK_AND_DELETE = "Checking and deleting temporary files"
 
 
 def tree_kind(name: str) -> str | None:
@@ -443,8 +446,8 @@ def clean_temp_trees(
         act_all,
         lambda tree: TreeOutcome(tree, WOULD_DELETE, tree.files, tree.bytes),
         dry_run=dry_run,
-        description="Deleting files of temporary trees",
-        total=listing.stale_files,
+        description=CHECK_AND_DELETE,
+        total=2 * listing.stale_files,
         progress=progress,
         keep_outcomes=keep_outcomes,
     )
@@ -455,10 +458,11 @@ def _delete_tree(
 ) -> TreeOutcome:
     if not tree.path.is_under(scope) or not (tree_kind(tree.path.name) or tree_kind(tree.path.parent.name)):
         raise AssertionError(f"refusing to delete {tree.path}: not a temporary tree under {scope}")
-    deleted = 0
+    done = 0  # steps of CHECK_AND_DELETE counted for this tree: each file is listed once more, then deleted
     keys: Spool[str] = Spool()
     try:
-        contents = _contents(store, tree, keys)
+        contents = _contents(store, tree, keys, progress)
+        done += min(contents.files, tree.files)  # as `_contents` advanced
         if contents.fingerprint != tree.fingerprint:
             if contents.files or contents.uploads:
                 return TreeOutcome(tree, ACTIVE)  # written to (or committed from) since it was listed
@@ -469,7 +473,7 @@ def _delete_tree(
             return TreeOutcome(tree, FAILED, uploads_aborted=aborted, error=error)
         for chunk in batches(keys, DELETE_CHUNK):  # the files just checked, as they were listed
             store.delete_files([StorePath(tree.path.scheme, tree.path.bucket, key) for key in chunk])
-            deleted += len(chunk)
+            done += len(chunk)
             progress.advance(len(chunk))
         if not tree.loose:
             store.delete_tree(tree.path)  # what no listing shows: directory markers, empty local directories
@@ -478,7 +482,7 @@ def _delete_tree(
         return TreeOutcome(tree, FAILED, error=one_line(error))
     finally:
         keys.close()
-        progress.advance(max(0, tree.files - deleted))  # the files of a tree left alone count as done
+        progress.advance(max(0, 2 * tree.files - done))  # a tree left alone counts as done
 
 
 def _abort_tree_uploads(store: Store, tree: TempTree, threads: int) -> tuple[int, str | None]:
@@ -501,13 +505,16 @@ def _abort_tree_uploads(store: Store, tree: TempTree, threads: int) -> tuple[int
     return aborted, error
 
 
-def _contents(store: Store, tree: TempTree, keys: Spool[str]) -> _Contents:
+def _contents(store: Store, tree: TempTree, keys: Spool[str], progress: Progress) -> _Contents:
     """The tree as it is now, summed up as when it was listed; its files' keys go to `keys`."""
     contents = _Contents()
-    for status in store.list_files(tree.path):
-        if not tree.loose or status.path.parent == tree.path:  # a container's job trees are their own
-            contents.add_file(status)
-            keys.append(status.path.key)
+    for page in batches(store.list_files(tree.path), DELETE_CHUNK):
+        before = contents.files
+        for status in page:
+            if not tree.loose or status.path.parent == tree.path:  # a container's job trees are their own
+                contents.add_file(status)
+                keys.append(status.path.key)
+        progress.advance(max(0, min(contents.files, tree.files) - min(before, tree.files)))
     if store.capabilities.multipart_upload:
         for upload in _uploads_in(store, tree.path, loose=tree.loose):
             contents.add_upload(upload)
