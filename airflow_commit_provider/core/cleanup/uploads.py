@@ -317,8 +317,10 @@ def _list_old_uploads(
                 listing.too_recent += 1
                 continue
             candidates.append(UploadInfo(pending.path, pending.upload_id, pending.initiated, age))
-            parts = pending.path.relative_to(scope).split("/")[:-1]
-            seen.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+            parent = pending.path.relative_to(scope).rpartition("/")[0]
+            if parent and parent not in seen:  # a page's uploads share few directories
+                parts = parent.split("/")
+                seen.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
         directories.update(seen)
 
 
@@ -500,11 +502,14 @@ def abort_and_verify(
                 return
             repeat: Spool[AbortOutcome] = Spool()
             try:
-                for outcome in round_.aborted:
-                    if outcome.upload.identity in still:
-                        repeat.append(outcome)
-                    else:
-                        yield outcome
+                if not len(still):  # the usual answer: every abort took effect, nothing to look up
+                    yield from round_.aborted
+                else:
+                    for outcome in round_.aborted:
+                        if outcome.upload.identity in still:
+                            repeat.append(outcome)
+                        else:
+                            yield outcome
             finally:
                 still.close()
                 round_.close()
