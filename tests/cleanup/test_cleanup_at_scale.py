@@ -2,8 +2,8 @@
 the count, progress while it runs, and a second run that finishes what an interrupted one left.
 
 Memory is measured through the in-process S3 stand-in (`bench/fake_s3.py`: the real S3Store over
-a boto3-shaped client, since 100k real uploads would take longer to make than the suite runs), at
-10k and at 100k items: the peak of the Python heap (tracemalloc) must not grow with the count.
+a boto3-shaped client, since 50k real uploads would take longer to make than the suite runs), at
+5k and at 50k items: the peak of the Python heap (tracemalloc) must not grow with the count.
 Everything else runs on the real stores (the embedded S3 and local files), with a wrapper that
 makes the store go down, or the process die, after K requests.
 """
@@ -57,9 +57,10 @@ if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not
 
 from bench.fake_s3 import FakeS3Client  # noqa: E402
 
-SMALL, LARGE = 10_000, 100_000
+SMALL, LARGE = 5_000, 50_000
 #: What the larger run's heap peak may exceed the smaller one's by. Anything kept per item would
-#: exceed it: 90,000 more items at even 50 bytes each are 4.3 MiB.
+#: exceed it: 45,000 more uploads or file statuses (each a few hundred bytes with its strings) are
+#: over 10 MiB, and even a reference apiece to them keeps them all alive.
 SLACK = 1024 * 1024
 #: After the fake store's fixed `Initiated` and modification times (2026-01-01): everything is old.
 LATER = datetime(2026, 1, 3, tzinfo=timezone.utc)
