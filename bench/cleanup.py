@@ -55,7 +55,7 @@ MIB = 1024 * 1024
 
 def run(env: BenchEnv) -> ScenarioResult:
     s3_counts = env.pick(tiny=[20], small=[1000], full=[1000, 10_000, 100_000])
-    fake_counts = env.pick(tiny=[2000, 20_000], small=[10_000, 100_000], full=[10_000, 100_000, 1_000_000])
+    fake_counts = env.pick(tiny=[1000, 10_000], small=[10_000, 100_000], full=[10_000, 100_000, 1_000_000])
     result = ScenarioResult(
         "cleanup",
         "Cleanup at scale: aborting orphaned uploads, deleting temporary trees (embedded S3; in-process store)",
