@@ -347,6 +347,7 @@ def _notes(result: ScenarioResult, s3_counts: list[int], fake_counts: list[int])
     )
     result.notes.append(
         "Memory: ours keeps the listing in a local spool and what it must look up (the uploads it "
-        "aborted, a job's upload IDs) in a local SQLite set, so its RSS growth is the same at 10k and 1M; "
-        "the raw loop holds its whole listing (and, aborting, a future per upload)."
+        "aborted, a job's upload IDs) in a local SQLite set, so its RSS growth is the same at "
+        f"{_label(fake_counts[0])} and {_label(fake_counts[-1])} items; the raw loop holds its whole listing "
+        "(and, aborting, a future per upload)."
     )
