@@ -1,15 +1,16 @@
-"""An in-process stand-in for the boto3 S3 client, for measuring the memory of a 100k-file job commit.
+"""An in-process stand-in for the boto3 S3 client, for measuring memory past 100k files or uploads.
 
 `S3Store(client=FakeS3Client(...))` runs every line of the store and of the committers; only the
 server is replaced. It answers the calls S3Store makes, with S3's shapes (1000-key listing pages
 in key order and 1000-upload pages of pending uploads in key then upload order, as lists of dicts;
-404/412 ClientErrors, multipart upload IDs). To keep its own memory out of the measurement it
+one-level listings with a delimiter; 404/412 ClientErrors, multipart upload IDs). To keep its own memory out of the measurement it
 keeps no data bodies: a data file's body is read through in chunks, as botocore streams a file
 body, and only its size is kept (a read serves that many zeros). Every body the protocol reads
 back is kept whole (`keeps_body`: job directories, records, lists, `_SUCCESS`, manifests and
 pendingsets, whatever their size: a 5,000-file pendingset is about 3.7 MB). Deletes are no-ops
-(freeing memory mid-measurement would hide the committer's growth). Its objects can be saved to
-and loaded from a pickle, so the job is prepared in another process.
+unless asked for (freeing memory mid-measurement would hide the committer's growth; a cleanup's
+measurement asks, `deletes=True`). Its objects can be saved to and loaded from a pickle, so the
+job is prepared in another process.
 """
 
 from __future__ import annotations
@@ -49,9 +50,15 @@ class FakeS3Client:
         self,
         objects: dict[tuple[str, str], bytes | int] | None = None,
         uploads: dict[str, tuple[str, str]] | None = None,
+        *,
+        deletes: bool = False,
     ):
         # (bucket, key) -> body (protocol files) or size (data files)
         self.objects: dict[tuple[str, str], bytes | int] = objects or {}
+        #: Whether deletes take effect (a cleanup's measurement checks what it deleted); by default
+        #: they are no-ops, for the reason in the module docstring. A deleted key stays in the sorted
+        #: view until something new is created, and listings skip it.
+        self.deletes = deletes
         #: Pending multipart uploads: upload ID -> (bucket, key), as job commit lists them.
         self.uploads: dict[str, tuple[str, str]] = uploads or {}
         self._lock = threading.Lock()
@@ -131,9 +138,16 @@ class FakeS3Client:
         return {"ContentLength": size, "LastModified": _MTIME, "ETag": '"fake"'}
 
     def list_objects_v2(
-        self, Bucket: str, Prefix: str = "", ContinuationToken: str | None = None, MaxKeys: int = PAGE
+        self,
+        Bucket: str,
+        Prefix: str = "",
+        ContinuationToken: str | None = None,
+        MaxKeys: int = PAGE,
+        Delimiter: str | None = None,
     ) -> dict:
         keys = self._sorted_keys(Bucket)
+        if Delimiter is not None:
+            return self._list_level(Bucket, keys, Prefix, Delimiter)
         start = (
             bisect.bisect_right(keys, ContinuationToken)
             if ContinuationToken
@@ -141,30 +155,63 @@ class FakeS3Client:
         )
         page: list[dict[str, Any]] = []
         index = start
-        while index < len(keys) and len(page) < MaxKeys and keys[index].startswith(Prefix):
-            key = keys[index]
-            value = self.objects.get((Bucket, key), b"")
-            size = len(value) if isinstance(value, bytes) else value
-            page.append(
-                {
-                    "Key": key,
-                    "LastModified": _MTIME,
-                    "ETag": '"fake"',
-                    "Size": size,
-                    "StorageClass": "STANDARD",
-                }
-            )
+        more = False  # another key follows a full page (a deleted key does not count)
+        while index < len(keys) and keys[index].startswith(Prefix):
+            if (Bucket, keys[index]) in self.objects:
+                if len(page) == MaxKeys:
+                    more = True
+                    break
+                page.append(self._entry(Bucket, keys[index]))
             index += 1
-        more = index < len(keys) and keys[index].startswith(Prefix)
         result: dict[str, Any] = {"Contents": page, "IsTruncated": more, "KeyCount": len(page)}
         if more:
             result["NextContinuationToken"] = page[-1]["Key"]
         return result
 
+    def _list_level(self, bucket: str, keys: list[str], prefix: str, delimiter: str) -> dict:
+        """One level under `prefix` in one page: its keys, and each directory once. The keys below
+        a directory are skipped, so a million files below cost one step per directory."""
+        contents: list[dict[str, Any]] = []
+        directories: list[dict[str, str]] = []
+        index = bisect.bisect_left(keys, prefix)
+        while index < len(keys) and keys[index].startswith(prefix):
+            rest = keys[index][len(prefix) :]
+            cut = rest.find(delimiter)
+            if cut < 0:
+                if (bucket, keys[index]) in self.objects:
+                    contents.append(self._entry(bucket, keys[index]))
+                index += 1
+            else:
+                directory = prefix + rest[: cut + len(delimiter)]
+                directories.append({"Prefix": directory})
+                index = bisect.bisect_left(keys, directory + "\U0010ffff")
+        return {
+            "Contents": contents,
+            "CommonPrefixes": directories,
+            "IsTruncated": False,
+            "KeyCount": len(contents) + len(directories),
+        }
+
+    def _entry(self, bucket: str, key: str) -> dict[str, Any]:
+        value = self.objects.get((bucket, key), b"")
+        size = len(value) if isinstance(value, bytes) else value
+        return {
+            "Key": key,
+            "LastModified": _MTIME,
+            "ETag": '"fake"',
+            "Size": size,
+            "StorageClass": "STANDARD",
+        }
+
     def delete_object(self, Bucket: str, Key: str) -> dict:
+        if self.deletes:
+            self.objects.pop((Bucket, Key), None)
         return {}
 
     def delete_objects(self, Bucket: str, Delete: dict) -> dict:
+        if self.deletes:
+            for entry in Delete["Objects"]:
+                self.objects.pop((Bucket, entry["Key"]), None)
         return {"Deleted": [], "Errors": []}
 
     # Multipart uploads ----------------------------------------------------------------------
@@ -198,6 +245,7 @@ class FakeS3Client:
         KeyMarker: str | None = None,
         UploadIdMarker: str | None = None,
         MaxUploads: int = PAGE,
+        **_: Any,
     ) -> dict:
         """Pending uploads under `Prefix` after the markers, a page at a time, in key then upload
         ID order (AWS orders a key's uploads by initiation time; IDs will do here)."""

@@ -183,8 +183,8 @@ def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, Sto
     listing = find_job_records(store, dest, older_than="30d", now=datetime.now(timezone.utc) + 2 * MONTH)
     assert len(listing.stale) == 2
     mark_delivered(store, dest, "job-a")  # job-a's try is being marked delivered right now
-    report = prune_records(store, listing).to_json(details=True)
-    assert {job["job_id"]: job["status"] for job in report["jobs"]} == {"job-a": "changed", "job-b": "pruned"}
+    report = prune_records(store, listing, keep_outcomes=True)
+    assert {o.job.job_id: o.status for o in report.outcomes} == {"job-a": "changed", "job-b": "pruned"}
     assert records(store, dest) == {
         "job-a.outcome.json",
         "job-a.index.json",
@@ -246,9 +246,9 @@ def test_temp_tree_cleanup_never_treats_records_as_a_temp_tree(
     commit(store, dest, "job-a")
     write_files(store, dest, ["_temporary/dead/00/f", "dt=2/_temporary/dead/f"])
     before = records(store, dest)
-    report = clean_stale_temp_trees(store, dest, older_than="0s", nested=nested).to_json(details=True)
-    assert report["deleted"] == (2 if nested else 1)
-    assert all(RECORDS_DIR not in tree["url"] for tree in report["trees"])
+    report = clean_stale_temp_trees(store, dest, older_than="0s", nested=nested, keep_outcomes=True)
+    assert report.to_json()["deleted"] == (2 if nested else 1)
+    assert all(RECORDS_DIR not in str(o.tree.path) for o in report.outcomes)
     assert records(store, dest) == before
 
 
