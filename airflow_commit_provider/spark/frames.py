@@ -155,13 +155,19 @@ def empty_file_schema(data_schema: Any, line_column: str | None, timezone: str |
     if line_column is not None:
         return pa.schema([(line_column, pa.string())])
     try:
-        import inspect
-
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        if "timezone" not in inspect.signature(to_arrow_schema).parameters:
-            return to_arrow_schema(data_schema)  # PySpark 4.0: timestamps are always UTC-adjusted
-        return to_arrow_schema(data_schema, timezone=timezone or "UTC")
+        return arrow_schema(data_schema, timezone or "UTC")
     except Exception:  # an exotic type pyspark cannot map: no empty file, as for a partitioned write
         log.debug("no Arrow schema for %s", data_schema, exc_info=True)
         return None
+
+
+def arrow_schema(spark_schema: Any, timezone: str) -> Any:
+    """pyspark's Arrow form of a Spark schema, timestamps in `timezone`; raises for a type it
+    cannot map."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" not in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(spark_schema)  # PySpark 4.0: timestamps are always UTC-adjusted
+    return to_arrow_schema(spark_schema, timezone=timezone)
