@@ -1,6 +1,6 @@
 """Benchmarks: `python -m bench` (or `make bench`) runs every scenario and writes the report.
 
-    python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
+    python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,arrow_batches,
                                  s3a_job_commit,report_page,
                                  table_registration,all}] [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
@@ -44,6 +44,7 @@ SCENARIOS = {
     "cleanup": "bench.cleanup",
     "datasource": "bench.datasource",
     "s3a_writes": "bench.s3a_writes",
+    "arrow_batches": "bench.arrow_batches",
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
     "table_registration": "bench.table_registration",
