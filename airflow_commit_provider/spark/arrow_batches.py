@@ -102,10 +102,11 @@ def write_job_batches(spark: Any, schema: StructType) -> Iterator[None]:
     The settings are local properties of this thread, which Spark hands each task of the job as
     its SQL conf (``ReadOnlySQLConf``) unless the session sets the key itself (its value is then
     propagated instead): concurrent writes in other threads and other jobs of the session keep
-    their own. A session that sets either Arrow key keeps its batches as they are; a Spark Connect
-    session (no local properties) keeps Spark's measurement."""
-    conf = _job_conf(spark, schema)
+    their own. A byte limit the session sets is used as it is; a row limit it sets is kept, and the
+    measurement skipped only if that many rows fit in `BATCH_BYTES`. A Spark Connect session (no
+    local properties) keeps Spark's measurement."""
     context = cfg.spark_context(spark)
+    conf = None if context is None else _job_conf(spark, schema)
     if conf is None or context is None:
         yield
         return
