@@ -14,7 +14,8 @@ A schema whose every column has a fixed Arrow width (numbers, booleans, dates, t
 day-time intervals, decimals, and structs of them) makes a batch of n rows n times its row width
 in bytes, so a row limit of ``BATCH_BYTES // row width`` keeps the same byte bound with no
 measurement (`unmeasured_conf`). Strings, binary, arrays, maps and variants can be any size: only
-the measurement bounds a batch of them (1 MB rows would otherwise make 10,000-row batches of 10 GB).
+the measurement bounds a batch of them (1 MB rows would otherwise make 10,000-row batches of 10 GB),
+except strings the write itself bounds (the partition keys ``write_committed`` adds).
 
 Where the settings go: `write_job_batches` sets them for the one Spark job of a ``write_committed``
 (local properties of the calling thread, which executors read as the job's SQL conf). A Python data
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.spark import config as cfg
@@ -50,20 +51,32 @@ SPARK_RECORDS_PER_BATCH = 10_000
 UNMEASURED = cfg.ARROW_UNMEASURED_BATCHES
 
 
-def fixed_row_bytes(schema: StructType) -> int | None:
+def max_row_bytes(schema: StructType, bounded_strings: Mapping[str, int] | None = None) -> int | None:
     """The most Arrow bytes one row of `schema` takes in a batch sent to Python, or None when a
-    column has no fixed width (string, binary, array, map, variant) or no Arrow form.
+    column's size has no bound (string, binary, array, map, variant) or it has no Arrow form.
 
-    Counted as Spark lays the row out for a Python task: every column inside one struct, each
-    column's values and a validity bit (counted as a whole byte, so the figure is never low)."""
+    `bounded_strings` names top-level string columns whose values the write itself holds to at
+    most that many UTF-8 bytes (the partition keys: `frames.PARTITION_VALUE_BYTES`). Counted as
+    Spark lays the row out for a Python task: every column inside one struct, each column's values
+    and a validity bit (counted as a whole byte, so the figure is never low), a string's offset."""
     import pyarrow as pa
 
     try:
         arrow = arrow_schema(schema, "UTC")  # a timestamp's width does not depend on its zone
     except Exception:  # a type pyspark cannot carry in Arrow: Spark's measurement decides
         return None
-    bits = _fixed_bits(pa.struct(list(arrow)))
-    return None if bits is None else -(-bits // 8)
+    bounded = bounded_strings or {}
+    bits = 8  # the struct holding the row
+    for field in arrow:
+        if field.name in bounded and pa.types.is_string(field.type):
+            # validity, the value's bytes and its offset (8 bytes: large_string's, never less)
+            width: int | None = 8 + 8 * (bounded[field.name] + 8)
+        else:
+            width = _fixed_bits(field.type)
+        if width is None:
+            return None
+        bits += width
+    return -(-bits // 8)
 
 
 def _fixed_bits(arrow_type: Any) -> int | None:
@@ -82,11 +95,13 @@ def _fixed_bits(arrow_type: Any) -> int | None:
         return None
 
 
-def unmeasured_conf(schema: StructType, records_per_batch: int) -> dict[str, str] | None:
+def unmeasured_conf(
+    schema: StructType, records_per_batch: int, bounded_strings: Mapping[str, int] | None = None
+) -> dict[str, str] | None:
     """The Arrow settings that bound a batch of `schema` to `BATCH_BYTES` without measuring it:
     Spark's measurement off and at most ``BATCH_BYTES // row width`` rows (fewer if
     `records_per_batch` says so); None when only the measurement bounds it."""
-    width = fixed_row_bytes(schema)
+    width = max_row_bytes(schema, bounded_strings)
     if width is None:
         return None
     limit = max(1, BATCH_BYTES // max(width, 1))
@@ -95,9 +110,12 @@ def unmeasured_conf(schema: StructType, records_per_batch: int) -> dict[str, str
 
 
 @contextlib.contextmanager
-def write_job_batches(spark: Any, schema: StructType) -> Iterator[None]:
+def write_job_batches(
+    spark: Any, schema: StructType, bounded_strings: Mapping[str, int] | None = None
+) -> Iterator[None]:
     """For the Spark job a ``write_committed`` runs in this thread: batches of `schema` bounded
-    without Spark's per-row measurement when the schema allows it (`unmeasured_conf`).
+    without Spark's per-row measurement when the schema allows it (`unmeasured_conf`;
+    `bounded_strings` as for `max_row_bytes`).
 
     The settings are local properties of this thread, which Spark hands each task of the job as
     its SQL conf (``ReadOnlySQLConf``) unless the session sets the key itself (its value is then
@@ -106,7 +124,7 @@ def write_job_batches(spark: Any, schema: StructType) -> Iterator[None]:
     measurement skipped only if that many rows fit in `BATCH_BYTES`. A Spark Connect session (no
     local properties) keeps Spark's measurement."""
     context = cfg.spark_context(spark)
-    conf = None if context is None else _job_conf(spark, schema)
+    conf = None if context is None else _job_conf(spark, schema, bounded_strings or {})
     if conf is None or context is None:
         yield
         return
@@ -120,13 +138,15 @@ def write_job_batches(spark: Any, schema: StructType) -> Iterator[None]:
             context.setLocalProperty(key, value)
 
 
-def _job_conf(spark: Any, schema: StructType) -> dict[str, str] | None:
+def _job_conf(spark: Any, schema: StructType, bounded_strings: Mapping[str, int]) -> dict[str, str] | None:
     """What `write_job_batches` sets for the job: nothing if the session (or this thread) sets the
     byte limit; only the byte limit if it sets the row limit and those rows fit in `BATCH_BYTES`."""
     if _chosen(spark, cfg.ARROW_MAX_BYTES_PER_BATCH) is not None:
         return None
     records = _chosen(spark, cfg.ARROW_MAX_RECORDS_PER_BATCH)
-    conf = unmeasured_conf(schema, SPARK_RECORDS_PER_BATCH if records is None else int(records))
+    conf = unmeasured_conf(
+        schema, SPARK_RECORDS_PER_BATCH if records is None else int(records), bounded_strings
+    )
     if conf is None or records is None:
         return conf
     if int(records) <= 0 or int(conf[cfg.ARROW_MAX_RECORDS_PER_BATCH]) < int(records):

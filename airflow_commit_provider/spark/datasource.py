@@ -96,7 +96,13 @@ from airflow_commit_provider.core.table_checks import check_write
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.arrow_batches import unmeasure_session
 from airflow_commit_provider.spark.formats import file_format
-from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
+from airflow_commit_provider.spark.frames import (
+    HIDDEN_PREFIX,
+    PARTITION_VALUE_BYTES,
+    empty_file_schema,
+    partition_value_too_long,
+    resolve_partition_columns,
+)
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
 from airflow_commit_provider.spark.tables import schema_columns
 from airflow_commit_provider.spark.task_config import TaskConfig
@@ -443,13 +449,17 @@ def _task_config(
 
 
 def _with_partition_keys(config: TaskConfig, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The batch with its partition values as strings ('' as null, as Spark), sorted by them, so
-    the task writer sees each partition directory's rows as one run."""
+    """The batch with its partition values as strings ('' as null, as Spark; longer than
+    `PARTITION_VALUE_BYTES` refused, as by ``write_committed``), sorted by them, so the task writer
+    sees each partition directory's rows as one run."""
     if not config.partitioned:
         return batch
     keys = []
     for column in config.partition_columns:
         as_string = pc.cast(batch.column(column), pa.string())
+        longest = pc.max(pc.binary_length(as_string)).as_py()
+        if longest is not None and longest > PARTITION_VALUE_BYTES:
+            raise ValueError(partition_value_too_long(column))
         keys.append(pc.if_else(pc.equal(as_string, ""), pa.scalar(None, pa.string()), as_string))
     with_keys = pa.RecordBatch.from_arrays(
         [*batch.columns, *keys], names=[*batch.schema.names, *config.key_columns]

@@ -53,7 +53,7 @@ from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.arrow_batches import write_job_batches
 from airflow_commit_provider.spark.catalog import SparkCatalog
-from airflow_commit_provider.spark.frames import prepare_frame
+from airflow_commit_provider.spark.frames import PARTITION_VALUE_BYTES, prepare_frame
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 from airflow_commit_provider.spark.summary import WriteRun, WriteSummary, summarise
 from airflow_commit_provider.spark.tables import plan_committed_write
@@ -225,7 +225,11 @@ def _run_tasks(
                 ),
             },
         ),
-        write_job_batches(prepared.sparkSession, prepared.schema),
+        write_job_batches(
+            prepared.sparkSession,
+            prepared.schema,
+            dict.fromkeys(task_config.key_columns, PARTITION_VALUE_BYTES),
+        ),
     ):
         collected = prepared.mapInArrow(
             functools.partial(_write_partition, task_config, instrumentation), _result_schema()

@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 from spark_hooks import BatchLog, instrumented_write, observed_data_source
+from spark_support import visible_files
+from support.invariants import assert_nothing_left_behind
 
-from airflow_commit_provider.spark import arrow_batches, register_data_source
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.spark import arrow_batches, register_data_source, write_committed
 from airflow_commit_provider.spark.config import (
     ARROW_MAX_BYTES_PER_BATCH,
     ARROW_MAX_RECORDS_PER_BATCH,
@@ -69,10 +73,10 @@ def _wide_df(spark: Any, rows: int) -> Any:
     )
 
 
-def _logged_write(df: Any, path: Path, batch_log: BatchLog) -> list[dict[str, Any]]:
+def _logged_write(df: Any, path: Path, batch_log: BatchLog, **arguments: Any) -> list[dict[str, Any]]:
     """``write_committed`` of `df` to `path`; the non-empty batches its tasks received."""
     instrumentation = WriteInstrumentation(task=TaskInstrumentation(received_batch=batch_log))
-    summary = instrumented_write(df, str(path), instrumentation, format="parquet")
+    summary = instrumented_write(df, str(path), instrumentation, format="parquet", **arguments)
     assert summary.rows == df.count()
     return [entry for entry in batch_log.read() if entry["rows"]]
 
@@ -87,7 +91,7 @@ def _same_rows(spark: Any, written: Any, path: Path) -> None:
     assert digests(spark.read.parquet(str(path))) == digests(written)
 
 
-def test_only_fixed_width_columns_give_a_row_a_fixed_size():
+def test_only_columns_of_bounded_size_give_a_row_a_bound():
     from pyspark.sql import types as T
 
     fixed = T.StructType(
@@ -105,7 +109,7 @@ def test_only_fixed_width_columns_give_a_row_a_fixed_size():
     )
     # bits: the row's struct 8; values plus a validity byte each: 64+8, 64+8, 1+8, 32+8, 64+8,
     # 128+8; the nested struct 8 + (32+8) + (16+8)
-    assert arrow_batches.fixed_row_bytes(fixed) == -(-(8 + 72 + 72 + 9 + 40 + 72 + 136 + 8 + 40 + 24) // 8)
+    assert arrow_batches.max_row_bytes(fixed) == -(-(8 + 72 + 72 + 9 + 40 + 72 + 136 + 8 + 40 + 24) // 8)
     for variable in (
         T.StringType(),
         T.BinaryType(),
@@ -114,7 +118,10 @@ def test_only_fixed_width_columns_give_a_row_a_fixed_size():
         T.StructType([T.StructField("name", T.StringType())]),
     ):
         schema = T.StructType([*fixed.fields, T.StructField("v", variable)])
-        assert arrow_batches.fixed_row_bytes(schema) is None, variable
+        assert arrow_batches.max_row_bytes(schema) is None, variable
+    # A string the write itself bounds: its bytes, a validity byte and an 8-byte offset.
+    keyed = T.StructType([T.StructField("id", T.LongType()), T.StructField("key", T.StringType())])
+    assert arrow_batches.max_row_bytes(keyed, {"key": 100}) == -(-(8 + 72 + 8 + 8 * 108) // 8)
 
 
 def test_fixed_width_rows_reach_python_unmeasured_in_batches_within_the_bound(
@@ -126,7 +133,7 @@ def test_fixed_width_rows_reach_python_unmeasured_in_batches_within_the_bound(
     spark = spark_row_limit_unset
     monkeypatch.setattr(arrow_batches, "BATCH_BYTES", 16 * 1024)
     df = _numeric_df(spark, 4000)
-    width = arrow_batches.fixed_row_bytes(df.schema)
+    width = arrow_batches.max_row_bytes(df.schema)
     assert width is not None
 
     batches = _logged_write(df, tmp_path / "out", batch_log)
@@ -151,6 +158,38 @@ def test_the_session_row_limit_is_kept_and_the_measurement_skipped(spark, tmp_pa
 
     assert max(entry["rows"] for entry in batches) == int(spark.conf.get(ARROW_MAX_RECORDS_PER_BATCH))
     assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
+
+
+def test_a_partitioned_write_bounds_its_partition_keys_and_skips_the_measurement(spark, tmp_path, batch_log):
+    """Partition values become strings in the rows sent to Python; the write holds them to
+    PARTITION_VALUE_BYTES, so a fixed-width frame partitioned by a string stays unmeasured."""
+    df = _numeric_df(spark, 400).selectExpr("*", "concat('2024-01-0', CAST(id % 3 + 1 AS STRING)) AS dt")
+
+    batches = _logged_write(df, tmp_path / "out", batch_log, partition_by=["dt"])
+
+    assert sum(entry["rows"] for entry in batches) == 400
+    assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
+    read = spark.read.parquet(str(tmp_path / "out"))
+    assert sorted(tuple(row) for row in read.select(*df.columns).collect()) == sorted(
+        tuple(row) for row in df.collect()
+    )
+
+
+@pytest.mark.parametrize("route", ["write_committed", "df.write.format('committed')"])
+def test_a_partition_value_longer_than_any_path_is_refused_and_nothing_is_committed(spark, tmp_path, route):
+    df = spark.range(6, numPartitions=1).selectExpr("id", "IF(id = 4, repeat('x', 1025), 'short') AS part")
+    out = tmp_path / "out"
+
+    with pytest.raises(Exception, match="partition column 'part' has a value of more than 1024 bytes"):
+        if route == "write_committed":
+            write_committed(df, str(out), partition_by="part")
+        else:
+            register_data_source(spark)
+            df.write.format("committed").mode("append").option("partition_by", "part").save(str(out))
+
+    dest = StorePath.parse(str(out))
+    assert visible_files(LocalStore(), dest) == {}
+    assert_nothing_left_behind(LocalStore(), dest)
 
 
 def test_a_byte_limit_the_session_sets_is_used_as_it_is(spark, tmp_path, batch_log):
