@@ -253,9 +253,9 @@ def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[
     end.append(clock())
 
 
-#: Spark 4's per-row Arrow batch measurement off in the session (`config.ARROW_MAX_BYTES_PER_BATCH`
-#: says why it matters; `ArrowWriter.sizeInBytes` sets the value count of every vector, for
-#: `mapInArrow`'s one struct column all the fields), as `write_committed` has it for its own jobs.
+#: Spark 4's per-row Arrow batch measurement off in the session (`spark.arrow_batches` says what it
+#: costs), as `write_committed` has it for its own job on fixed-width frames and as
+#: `register_data_source(spark, unmeasured_arrow_batches=True)` sets it for a session.
 ARROW_BYTE_CHECK_OFF = {ARROW_MAX_BYTES_PER_BATCH: ARROW_UNMEASURED_BATCHES}
 
 #: S3Store counters that are one HTTP request each.

@@ -21,6 +21,7 @@ ORDER = (
     "cleanup",
     "datasource",
     "s3a_writes",
+    "arrow_batches",
     "s3a_job_commit",
     "report_page",
     "report_file_pages",
