@@ -3,7 +3,8 @@
 Built from the job's records under `_airflow_commit/` (its decision, its record, its delivery
 marker) and the table's `_SUCCESS`, never from a listing of the table: a report costs a few reads
 whether the job wrote ten files or 100,000. The record keeps totals per task, phase and partition;
-the file list is paged out of `_SUCCESS` while that is still the job's.
+the file list is paged out of `_SUCCESS` while that is still the job's, and the partitions are paged
+too (`partition_rows`), so a report of a job that wrote 10,000 partitions shows one page of them.
 
 A job with no records of ours - one of Hadoop's own committers (engine="hadoop"), or ours once its
 records were pruned - is reported from the `_SUCCESS` that names it, while that is the table's:
@@ -13,7 +14,7 @@ sizes), and what its committer counted and timed (`iostatistics`) and noted (`di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
@@ -39,9 +40,11 @@ __all__ = [
     "TaskReport",
     "list_commits",
     "load_commit",
+    "partition_count",
+    "partition_rows",
 ]
 
-#: Files per page of a report's file list.
+#: Files per page of a report's file list, and partitions per page of its partition table.
 PAGE_SIZE = 100
 #: How much of the table's `_SUCCESS` the list of commits reads: Hadoop's, which name 100 files at
 #: most, take a few KiB; ours list every file, and their jobs are listed from their records.
@@ -124,6 +127,7 @@ class CommitReport:
     tasks: tuple[TaskReport, ...]
     phases: tuple[CommitPhase, ...]
     partitions: tuple[PartitionReport, ...]
+    """Page `partition_page` of the partitions the job wrote, in path order."""
     success: dict[str, object] | None
     lost_attempts: tuple[LostAttempt, ...] = ()
     """The attempts that were not their task's commit, as the job record keeps them."""
@@ -140,6 +144,10 @@ class CommitReport:
     statistics: CommitStatistics | None = None
     from_success: bool = False
     """Built from the table's `_SUCCESS` alone: the job left no records of ours."""
+    partition_page: int = 0
+    partition_pages: int = 1
+    partition_count: int = 0
+    """How many partitions the job wrote (the partition table pages through them)."""
 
 
 def list_commits(
@@ -162,27 +170,38 @@ def list_commits(
 
 
 def load_commit(
-    store: Store, destination: str | StorePath, job_id: str, page: int = 0, page_size: int = PAGE_SIZE
+    store: Store,
+    destination: str | StorePath,
+    job_id: str,
+    page: int = 0,
+    page_size: int = PAGE_SIZE,
+    partition_page: int = 0,
 ) -> CommitReport:
-    """The report of job `job_id` under `destination`, with page `page` of its files.
+    """The report of job `job_id` under `destination`, with page `page` of its files and page
+    `partition_page` of its partitions.
 
     A job without records is reported from the table's `_SUCCESS` when that names it. Raises
-    ValueError naming the job when neither the records nor the `_SUCCESS` know it.
+    ValueError naming the job when neither the records nor the `_SUCCESS` know it, or naming the
+    list whose page is out of range.
     """
     root = StorePath.parse(destination)
     status = inspect_job(store, root, job_id)
     if status.state is JobState.UNKNOWN:
-        return _report_of_success(store, root, job_id, page, page_size)
+        return _report_of_success(store, root, job_id, page, page_size, partition_page)
     record, outcome = status.record, status.outcome
     files, files_missing = _committed_files(store, root, job_id) if record is not None else ([], None)
-    first, pages = _page(files, job_id, page, page_size)
+    first, pages = _page(len(files), job_id, page, page_size, "file list")
+    partitions = _partition_page(record, job_id, partition_page, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary(status),
         conflict_mode=outcome.conflict_mode if outcome is not None else None,
         tasks=_tasks(outcome),
         phases=tuple(record.phases or ()) if record is not None else (),
-        partitions=_partitions(record),
+        partitions=partitions.rows,
+        partition_page=partition_page,
+        partition_pages=partitions.pages,
+        partition_count=partitions.count,
         success=record.summary() if record is not None else None,
         lost_attempts=tuple(record.lost_attempts or ()) if record is not None else (),
         lost_attempts_left_out=dict(record.lost_attempts_left_out or {}) if record is not None else {},
@@ -196,21 +215,27 @@ def load_commit(
     )
 
 
-def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, page_size: int) -> CommitReport:
+def _report_of_success(
+    store: Store, root: StorePath, job_id: str, page: int, page_size: int, partition_page: int
+) -> CommitReport:
     """The report of a job without records, from the table's `_SUCCESS` if that names it."""
     success, problem = _table_success(store, root)
     if success is None or success.job_id != job_id:
         found = problem or f"{root.join(SUCCESS_FILENAME)} names job {success.job_id if success else ''!r}"
         raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}, and {found}")
     files = _listed_files(success, root)
-    first, pages = _page(files, job_id, page, page_size)
+    first, pages = _page(len(files), job_id, page, page_size, "file list")
+    partitions = _partition_page(success, job_id, partition_page, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary_of_success(success),
         conflict_mode=None,
         tasks=(),
         phases=tuple(success.phases or ()),
-        partitions=_partitions(success),
+        partitions=partitions.rows,
+        partition_page=partition_page,
+        partition_pages=partitions.pages,
+        partition_count=partitions.count,
         success=success.summary(),
         files_page=tuple(files[first : first + page_size]),
         page=page,
@@ -222,11 +247,12 @@ def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, pa
     )
 
 
-def _page(files: Sequence[object], job_id: str, page: int, page_size: int) -> tuple[int, int]:
-    """(index of the page's first file, number of pages), or a ValueError for a page out of range."""
-    pages = max(1, -(-len(files) // page_size))
+def _page(count: int, job_id: str, page: int, page_size: int, listed: str) -> tuple[int, int]:
+    """(index of the page's first entry, number of pages) of `count` entries, or a ValueError for a
+    page out of range naming the `listed` list."""
+    pages = max(1, -(-count // page_size))
     if not 0 <= page < pages:
-        raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
+        raise ValueError(f"page {page} of job {job_id!r}: the {listed} has pages 0 to {pages - 1}")
     return page * page_size, pages
 
 
@@ -288,9 +314,39 @@ def _tasks(outcome: JobOutcome | None) -> tuple[TaskReport, ...]:
     )
 
 
-def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
-    stats = (record.partition_stats or {}) if record is not None else {}
-    return tuple(PartitionReport(name, s.files, s.bytes, s.rows) for name, s in sorted(stats.items()))
+@dataclass(frozen=True)
+class _PartitionPage:
+    rows: tuple[PartitionReport, ...]
+    pages: int
+    count: int
+
+
+def _partition_page(record: SuccessData | None, job_id: str, page: int, page_size: int) -> _PartitionPage:
+    """Page `page` of the job's partitions, with the number of pages and of partitions."""
+    count = partition_count(record)
+    first, pages = _page(count, job_id, page, page_size, "partition table")
+    rows = () if record is None else tuple(partition_rows(record, first, page_size))
+    return _PartitionPage(rows, pages, count)
+
+
+def partition_count(record: SuccessData | None) -> int:
+    """How many partitions the job wrote, as its record's statistics count them."""
+    return len(record.partition_stats or {}) if record is not None else 0
+
+
+def partition_rows(record: SuccessData, first: int, count: int) -> Iterator[PartitionReport]:
+    """The job's partitions `first` to `first + count` in path order, with what each received.
+
+    They come from the record's ``partitionStats``, which lists every partition of the records
+    written so far. Past ``PARTITIONS_LIMIT`` partitions a record lists only the inline ones and
+    the rest are rows of its partition list (``docs/bounded-commits.md``: ``partitionList``), read a
+    page at a time through ranged reads, never whole: that reader takes the store and the
+    destination too.
+    """
+    stats = record.partition_stats or {}
+    for name in sorted(stats)[first : first + count]:
+        found = stats[name]
+        yield PartitionReport(name, found.files, found.bytes, found.rows)
 
 
 def _committed_files(store: Store, root: StorePath, job_id: str) -> tuple[list[CommittedFile], str | None]:

@@ -49,15 +49,17 @@ def task_commit_page(
     map_index: int = -1,
     job: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1)] = 1,
+    partition_page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
-    """The commit of the task instance's latest try, or another commit (`job`) to the same destination."""
+    """The commit of the task instance's latest try, or another commit (`job`) to the same
+    destination, with page `page` of its files and `partition_page` of its partitions."""
     target = _report_target(dag_id, run_id, task_id, map_index)
     destination, job_id = target["destination"], job or target["job_id"]
     store = CommitStoreHook(aws_conn_id=target.get("aws_conn_id")).get_store(destination)
     try:
         commits = list_commits(store, destination, limit=RECENT_COMMITS)
         try:
-            report = load_commit(store, destination, job_id, page=page - 1)
+            report = load_commit(store, destination, job_id, page=page - 1, partition_page=partition_page - 1)
         except ValueError as error:
             raise HTTPException(status_code=404, detail=str(error)) from None
     finally:
@@ -70,7 +72,8 @@ def task_commit_page(
     html = render_commit(
         report,
         commits,
-        page_link=lambda number: address(job=job_id, page=number + 1),
+        page_link=lambda number: address(job=job_id, page=number + 1, partition_page=partition_page),
+        partition_page_link=lambda number: address(job=job_id, page=page, partition_page=number + 1),
         job_link=lambda other: address(job=other),
     )
     return HTMLResponse(html)
