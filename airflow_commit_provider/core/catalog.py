@@ -140,7 +140,7 @@ def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str 
     return tuple(values)
 
 
-def batched(items: Iterable[_T], size: int = REGISTRATION_BATCH) -> Iterator[list[_T]]:
+def batched(items: Iterable[_T], size: int) -> Iterator[list[_T]]:
     """`items` in lists of `size` (the last may be shorter), taken as they come: one list in memory."""
     iterator = iter(items)
     while batch := list(itertools.islice(iterator, size)):

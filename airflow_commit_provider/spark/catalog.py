@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from airflow_commit_provider.core.catalog import (
+    REGISTRATION_BATCH,
     CatalogError,
     CatalogUnreachableError,
     Partition,
@@ -31,10 +32,14 @@ from airflow_commit_provider.core.paths import same_location
 
 
 class SparkCatalog:
-    """The session's catalog. Errors other than a missing table are CatalogUnreachableError."""
+    """The session's catalog. Errors other than a missing table are CatalogUnreachableError. One
+    ``ADD IF NOT EXISTS`` statement names at most `batch_size` partitions."""
 
-    def __init__(self, spark: Any):
+    def __init__(self, spark: Any, *, batch_size: int = REGISTRATION_BATCH):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self._spark = spark
+        self._batch_size = batch_size
 
     def table_info(self, name: str) -> TableInfo:
         if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
@@ -55,7 +60,7 @@ class SparkCatalog:
         then per batch one ``ADD IF NOT EXISTS`` of the batch and, for each partition of it that
         existed before, a ``DESCRIBE`` of its location and ``SET LOCATION`` if it differs (a
         partition just added has the location given). `partitions` is streamed, a batch at a time."""
-        batches = batched(partitions)
+        batches = batched(partitions, self._batch_size)
         first = next(batches, None)
         if first is None:
             return
