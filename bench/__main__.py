@@ -2,7 +2,8 @@
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  s3a_job_commit,report_page,
-                                 table_registration,all}] [--size {tiny,small,full}]
+                                 table_registration,asset_events,partitions,all}]
+                    [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -47,6 +48,8 @@ SCENARIOS = {
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
     "table_registration": "bench.table_registration",
+    "asset_events": "bench.asset_events",
+    "partitions": "bench.partitions",
 }
 SCHEMA_VERSION = 1
 

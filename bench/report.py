@@ -24,6 +24,8 @@ ORDER = (
     "s3a_job_commit",
     "report_page",
     "table_registration",
+    "asset_events",
+    "partitions",
 )
 
 
