@@ -191,6 +191,14 @@ def _measure_listings(
         keys_per_partition,
         "keys",
     )
+    result.notes.append(
+        f"replace's conflict listing at {partitions:,} partitions: {leaf_calls:,} LISTs (one per partition, "
+        f"in turn) took {leaf_seconds:.1f} s; one listing of their day ({day_keys:,} keys, {day_calls} "
+        f"pages) {day_seconds:.1f} s; of the whole destination ({all_keys:,} keys, {all_calls} pages) "
+        f"{all_seconds:.1f} s. One listing of a scope is cheaper while it holds fewer than "
+        f"{keys_per_partition:.0f} keys per partition the job writes: list the job's partitions' common "
+        "parent once (merged with the sorted spool) past that many partitions, one LIST each below it."
+    )
     log(
         f"conflict listing of {partitions} partitions: {leaf_calls} LISTs in {leaf_seconds:.1f} s; "
         f"the day {day_calls} pages in {day_seconds:.1f} s; the destination {all_calls} pages in "

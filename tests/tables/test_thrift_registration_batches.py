@@ -9,19 +9,29 @@ holds exactly what was asked:
   their new folders and the others as they were.
 
 The Thrift calls are counted by name (``devtools.metastore_client.CountingMetastoreCatalog``).
+
+A metastore that fails in the middle (a fault-injecting client refusing the second add) leaves the
+batches before it registered, and the error says how many partitions that is; registering again
+finishes the rest.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from support.metastore_service import metastore_service_fixture  # noqa: F401
 
-from airflow_commit_provider.core.catalog import REGISTRATION_BATCH, Partition, location_path
+from airflow_commit_provider.core.catalog import (
+    REGISTRATION_BATCH,
+    CatalogUnreachableError,
+    Partition,
+    location_path,
+)
+from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog
 from airflow_commit_provider.core.paths import StorePath, same_location
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
 from airflow_commit_provider.devtools.metastore_client import (
@@ -34,6 +44,8 @@ from airflow_commit_provider.devtools.metastore_client import (
 #: The metastore adds each partition in its own few database writes: this test took 27 minutes on
 #: a two-core machine loaded 15 times over (load average 30), past the suite's default of 600 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+_T = TypeVar("_T")
 
 DATABASE = "thrift_batches"
 PARTITIONS = 10_000
@@ -116,3 +128,48 @@ def test_ten_thousand_partitions_register_in_batches_then_again_then_moved(
             assert same_location(location_path(after[values][0]), partition.location), partition
         else:
             assert after[values] == registered[values], f"{partition} was not moved, so it is as it was"
+
+
+class _SecondAddFails(HiveMetastoreCatalog):
+    """The catalog over a client whose second ``add_partitions_req`` fails as a dropped connection."""
+
+    def _request(self, name: str, action: str | Callable[[], str], call: Callable[[Any], _T]) -> _T:
+        return super()._request(name, action, lambda client: call(_FailingClient(client)))
+
+
+class _FailingClient:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._adds = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def add_partitions_req(self, request: Any) -> Any:
+        from thrift.transport.TTransport import TTransportException
+
+        self._adds += 1
+        if self._adds == 2:
+            raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
+        return self._client.add_partitions_req(request)
+
+
+def test_a_failure_midway_keeps_the_batches_before_it_and_says_how_many(
+    metastore_service: HiveMetastoreService, client: Any, tmp_path: Path
+) -> None:
+    name = f"events_{uuid.uuid4().hex[:8]}"
+    table = f"{DATABASE}.{name}"
+    location = StorePath.parse((tmp_path / name).as_uri())
+    client.create_table(external_parquet_table(DATABASE, name, location.uri()))
+    partitions = [Partition((("dt", f"d{n}"),), location.join(f"dt=d{n}")) for n in range(7)]
+
+    failing = _SecondAddFails(metastore_service.uri, batch_size=3)
+    with pytest.raises(CatalogUnreachableError) as raised:
+        failing.register_partitions(table, iter(partitions))
+    message = str(raised.value)
+    assert message.startswith(f"cannot register the partitions of {table} (3 done): metastore ")
+    assert "\n" not in message and "TSocket read 0 bytes" in message
+    assert sorted(_stored(client, name)) == [("d0",), ("d1",), ("d2",)], "the first batch stays"
+
+    HiveMetastoreCatalog(metastore_service.uri, batch_size=3).register_partitions(table, iter(partitions))
+    assert sorted(_stored(client, name)) == [(f"d{n}",) for n in range(7)]
