@@ -2,7 +2,8 @@
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  arrow_batches,s3a_job_commit,report_page,report_file_pages,
-                                 table_registration,scale,all}] [--size {tiny,small,full}]
+                                 table_registration,asset_events,partitions,scale,all}]
+                    [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -49,6 +50,8 @@ SCENARIOS = {
     "report_page": "bench.report_page",
     "report_file_pages": "bench.report_file_pages",
     "table_registration": "bench.table_registration",
+    "asset_events": "bench.asset_events",
+    "partitions": "bench.partitions",
     "scale": "bench.scale",
 }
 SCHEMA_VERSION = 1

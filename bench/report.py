@@ -26,6 +26,8 @@ ORDER = (
     "report_page",
     "report_file_pages",
     "table_registration",
+    "asset_events",
+    "partitions",
     "scale",
 )
 
