@@ -421,6 +421,32 @@ def partition_rows(
         yield PartitionReport(name, received.files, received.bytes, received.rows)
 
 
+@dataclass(frozen=True)
+class _Files:
+    """The files a report pages through, `count` of them: listed inline (older `_SUCCESS` files of
+    ours, Hadoop's first 100), or in a file list read a page at a time (`store`, the root its
+    reference is relative to, the reference, the file naming it); `missing` says why there are none."""
+
+    count: int
+    inline: Sequence[ListedFile] = ()
+    file_list: tuple[Store, StorePath, ListRef, str] | None = None
+    missing: str | None = None
+
+    def page(self, first: int, size: int) -> tuple[tuple[ListedFile, ...], str | None]:
+        """Files `first` to `first + size`, and why there are none when the list cannot be read.
+        A page of the file list costs its footer and the row group it lies in (ranged reads)."""
+        if self.file_list is None:
+            return tuple(self.inline[first : first + size]), self.missing
+        store, root, ref, source = self.file_list
+        try:
+            entries = read_file_list_page(store, root, ref, first, size, source)
+        except FileNotFoundInStoreError:
+            return (), f"no list of files: {ref.location(root)} is gone (pruned with the job's records?)"
+        except InvalidCommitDataError as error:
+            return (), f"no list of files: {' '.join(str(error).split())}"
+        return tuple(ListedFile(entry.uri, entry.size) for entry in entries), None
+
+
 def _committed_files(store: Store, root: StorePath, record: SuccessData) -> _Files:
     """The job's files: its file list, whose size its reference gives. A record from before the
     file list keeps totals only: its files are those the table's `_SUCCESS` lists inline while it

@@ -41,7 +41,8 @@ class CommittedOutputs:
     def _publish_commit(self, context: Context, data: SuccessData, result: dict[str, Any]) -> dict[str, Any]:
         """Publish a verified commit: the asset event (extra, partition keys) and, for lineage, `result`."""
         partitions = [p for p in data.partitions if p]
-        count, listed_at = len(partitions), partition_list_uri(self.destination, data)
+        count = len(partitions) if data.partition_count is None else data.partition_count
+        listed_at = partition_list_uri(self.destination, data)
         extra = commit_extra(result, partitions, partition_count=count, partition_list=listed_at)
         # What lineage reports: the extra's partitions (its facet lists no more) and the counts.
         self._written = {**result, "partitions": extra["partitions"]}
@@ -75,10 +76,13 @@ class CommittedOutputs:
 
 
 def partition_list_uri(destination: str, data: SuccessData) -> str:
-    """Where every partition a committed job wrote is listed, for readers of its asset event: the
-    job's record (its ``partitionStats`` name each partition), which outlives the `_SUCCESS` the
-    next job replaces."""
-    return JobLayout(StorePath.parse(destination), data.job_id).job_record.uri()
+    """Where every partition a committed job wrote is listed, for readers of its asset event: its
+    partition list when `_SUCCESS` names only the first ones, else the job's record (its
+    ``partitionStats`` name each partition). Both outlive the `_SUCCESS` the next job replaces."""
+    root = StorePath.parse(destination)
+    if data.partition_list is not None:
+        return data.partition_list.location(root).uri()
+    return JobLayout(root, data.job_id).job_record.uri()
 
 
 def _transport_conf(conf: dict[str, Any], context: Context) -> dict[str, Any]:
