@@ -41,6 +41,7 @@ from fake_spark import FakeSpark, install_fake_spark
 from support.openlineage import lineage_events
 
 from airflow_commit_provider import assets
+from airflow_commit_provider.core.formats.file_list import iter_partitions
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import open_store
@@ -281,7 +282,17 @@ def test_a_job_of_thousands_of_partitions_emits_one_event_that_counts_them_and_n
 
     [event] = asset_events(run)  # one event, not one per partition
     extra = event["extra"]
-    record_uri = f"file://{wide_table}/_airflow_commit/{written['job_id']}.success.json"
+    root = StorePath.parse(f"file://{wide_table}")
+    store = open_store(root)
+    try:
+        record = load_job_record(store, root, written["job_id"])
+        assert record is not None and record.partition_list is not None, "past the cap: a partition list"
+        list_uri = record.partition_list.location(root).uri()
+        # Where the extra says every partition is listed, every partition is.
+        listed = [name for name, _ in iter_partitions(store, root, record.partition_list)]
+    finally:
+        store.close()
+    assert sorted(listed) == partitions
     assert extra == {
         "job_id": written["job_id"],
         "committer": "partitioned",
@@ -290,17 +301,10 @@ def test_a_job_of_thousands_of_partitions_emits_one_event_that_counts_them_and_n
         "rows": 20 * WIDE_PARTITIONS,
         "partitions": partitions[: assets.EXTRA_PARTITIONS],
         "partition_count": WIDE_PARTITIONS,
-        "partition_list": record_uri,
+        "partition_list": list_uri,
     }
     assert event["partition_key"] is None
     assert len(json.dumps(extra)) < 8 * 1024, "one small event, whatever the job wrote"
-    # Where the extra says every partition is listed, every partition is.
-    store = open_store(StorePath.parse(f"file://{wide_table}"))
-    try:
-        record = load_job_record(store, StorePath.parse(f"file://{wide_table}"), written["job_id"])
-    finally:
-        store.close()
-    assert sorted(record.partition_stats or {}) == partitions
 
     [reader_run] = create_asset_triggered_runs(WIDE_READER)
     start_run(reader_run)
