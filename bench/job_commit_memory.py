@@ -111,8 +111,8 @@ def prepare(
     return {**asdict(spec), "store": spec.store_label}
 
 
-def commit(directory: str, traced: bool = False) -> dict[str, Any]:
-    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
+def load_job(directory: str) -> tuple[JobSpec, list[TaskCommitResult], Store, Committer]:
+    """The job `prepare` saved in `directory`: its spec, task results, store and committer."""
     with open(os.path.join(directory, "job.json")) as handle:
         spec = JobSpec(**json.load(handle))
     with open(os.path.join(directory, "results.json")) as handle:
@@ -123,7 +123,12 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
         else FakeS3Client.load(os.path.join(directory, "objects.pickle"))
     )
     store = _store(client)
-    job = _committer(spec, store, directory)
+    return spec, results, store, _committer(spec, store, directory)
+
+
+def commit(directory: str, traced: bool = False) -> dict[str, Any]:
+    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
+    spec, results, store, job = load_job(directory)
     measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label}
     measured["pyarrow_start_rss_bytes"] = _start_pyarrow()
     gc.collect()
