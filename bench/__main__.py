@@ -2,7 +2,8 @@
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  arrow_batches,s3a_job_commit,report_page,report_file_pages,
-                                 table_registration,asset_events,partitions,scale,all}]
+                                 table_registration,asset_events,partitions,scale,
+                                 verify_files,all}]
                     [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
@@ -53,6 +54,7 @@ SCENARIOS = {
     "asset_events": "bench.asset_events",
     "partitions": "bench.partitions",
     "scale": "bench.scale",
+    "verify_files": "bench.verify_files",
 }
 SCHEMA_VERSION = 1
 

@@ -29,6 +29,7 @@ ORDER = (
     "asset_events",
     "partitions",
     "scale",
+    "verify_files",
 )
 
 

@@ -87,7 +87,8 @@ def main() -> None:
         tasks = args.tasks or max(1, args.files // 5000)
         print(json.dumps(verify_point(directory, args.files, tasks, args.partitions)), flush=True)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if args.dir is None:  # a directory given is its owner's to delete
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
