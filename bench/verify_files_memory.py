@@ -32,6 +32,7 @@ from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.listed_files import check_listed_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.core.success_check import SuccessExpectations
 from bench import job_commit_memory
 from bench.common import RSSSampler
@@ -69,9 +70,11 @@ def verify_point(directory: str, files: int, tasks: int, partitions: int = 0) ->
 def _complete_uploads(store: Store, committed: SuccessData, destination: StorePath) -> None:
     """Put each committed file in the stand-in, as S3 shows a completed upload: the stand-in keeps
     none (a million would add its own memory to a job commit's measurement). Before the baseline."""
+    assert isinstance(store, S3Store), "magic commits on the S3 stand-in"
+    client = store.client
     for listed in committed.iter_all_files(store, destination):
         path = StorePath.parse(listed.uri)
-        store.client.put_object(Bucket=path.bucket, Key=path.key, Body=b"\0" * (listed.size or 0))
+        client.put_object(Bucket=path.bucket, Key=path.key, Body=b"\0" * (listed.size or 0))
 
 
 def main() -> None:
