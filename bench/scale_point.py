@@ -29,8 +29,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.job_records import job_record_path
@@ -86,39 +84,6 @@ class PointSpec:
         )
 
 
-class KeepingFakeS3Client(FakeS3Client):
-    """`FakeS3Client` that keeps every `put_object` body whatever its size.
-
-    The stand-in keeps bodies up to `fake_s3.KEEP_BYTES` (1 MiB) and serves zeros for larger ones,
-    so a pendingset of a few thousand files reads back as zeros and a 1M-file job commit fails.
-    Every `put_object` the committers make is a record the protocol reads back (pendingsets,
-    manifests, `_SUCCESS`, the job's records); data goes up as multipart parts, which the stand-in
-    never keeps. Local to this benchmark until `bench.fake_s3` keeps them itself.
-    """
-
-    _keys: dict[str, SortedList]
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        # Sorted keys that take a new key in O(log n): the stand-in's list takes it with `insort`,
-        # moving every later key, and a magic job's upload records sort before its pending files,
-        # so a million-file prepare moved terabytes.
-        self._keys = {bucket: SortedList(keys) for bucket, keys in self._keys.items()}
-
-    def _store(self, bucket: str, key: str, value: bytes | int) -> None:
-        with self._lock:
-            if (bucket, key) not in self.objects:
-                self._keys.setdefault(bucket, SortedList()).add(key)
-            self.objects[(bucket, key)] = value
-
-    def put_object(self, Bucket: str, Key: str, Body: Any, IfNoneMatch: str | None = None) -> dict:
-        if IfNoneMatch == "*" and (Bucket, Key) in self.objects:
-            return super().put_object(Bucket, Key, Body, IfNoneMatch)  # the 412, as S3 answers it
-        data = bytes(Body) if isinstance(Body, (bytes, bytearray, memoryview)) else Body.read()
-        self._store(Bucket, Key, data)
-        return {"ETag": '"fake"'}
-
-
 def file_name(index: int, task: int, partitions: int) -> str:
     """The `index`-th file of the job, written by `task`: spread over `partitions` partitions by
     index, so each task writes into many partitions (an unsorted write, the harder case)."""
@@ -129,7 +94,7 @@ def open_store(spec: PointSpec, *, threads: int) -> Store:
     if spec.store == "s3":
         return S3Store(max_pool_connections=threads + 4)  # endpoint and credentials: the environment
     if spec.store == "in-process":
-        return S3Store(client=KeepingFakeS3Client.load(str(spec.objects_file)))
+        return S3Store(client=FakeS3Client.load(str(spec.objects_file)))
     if spec.store == "local":
         return LocalStore()
     raise ValueError(f"store {spec.store!r} is not one of {', '.join(STORES)}")
@@ -138,7 +103,7 @@ def open_store(spec: PointSpec, *, threads: int) -> Store:
 def prepare(spec: PointSpec) -> dict[str, Any]:
     """Set up the job and run its tasks; save what `measure` needs. Not measured."""
     threads = PREPARE_THREADS[spec.store]
-    fake = KeepingFakeS3Client() if spec.store == "in-process" else None
+    fake = FakeS3Client() if spec.store == "in-process" else None
     store = S3Store(client=fake) if fake is not None else open_store(spec, threads=threads)
     try:
         committer = create_committer(spec.committer, store, spec.destination, spec.job_id, spec.options())

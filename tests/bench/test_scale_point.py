@@ -1,5 +1,6 @@
 """The `scale` scenario's instruments, checked against what they measure: the byte-counting store,
-the in-process stand-in that keeps every record, and one point on local files end to end."""
+the in-process stand-in (`bench.fake_s3`) that keeps every record and lists in key order, and one
+point on local files end to end."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not
 from airflow_commit_provider.core.paths import StorePath  # noqa: E402
 from airflow_commit_provider.core.store.local import LocalStore  # noqa: E402
 from airflow_commit_provider.core.store.s3 import S3Store  # noqa: E402
-from bench.fake_s3 import KEEP_BYTES  # noqa: E402
+from bench.fake_s3 import FakeS3Client  # noqa: E402
 from bench.scale_point import (  # noqa: E402
-    KeepingFakeS3Client,
     PointSpec,
     count_bytes_read,
     measure_point,
@@ -38,16 +38,64 @@ def test_count_bytes_read_counts_each_read_once(tmp_path: Path) -> None:
     assert counted() == 2000
 
 
-def test_keeping_stand_in_serves_back_bodies_over_the_stand_ins_limit(tmp_path: Path) -> None:
-    body = bytes(range(256)) * (KEEP_BYTES // 256 + 10)
-    client = KeepingFakeS3Client()
+def _multipart_store(client: FakeS3Client) -> S3Store:
+    """An S3Store that publishes a write stream over 1 MiB as a multipart upload of 1 MiB parts
+    (64 MiB and 16 MiB on the real store: the same path, at a size a test can afford)."""
     store = S3Store(client=client)
-    path = StorePath.parse("s3://bench/out/_temporary/pendingset.json")
-    store.write_bytes(path, body)
+    store.multipart_threshold = store.part_size = 1024**2
+    return store
+
+
+def test_stand_in_keeps_a_record_that_goes_up_as_a_multipart_upload(tmp_path: Path) -> None:
+    # A `_SUCCESS` past the store's multipart threshold: the old format's at 1M files was about
+    # 75 MB, uploaded in parts; the stand-in kept no parts, so the 1M-file point read no `_SUCCESS`.
+    body = bytes(range(256)) * (3 * 1024**2 // 256 + 7)
+    client = FakeS3Client()
+    store = _multipart_store(client)
+    path = StorePath.parse("s3://bench/out/_SUCCESS")
+    with store.open_write(path) as stream:
+        stream.write(body)
+    assert store.statistics.counters.get("op_multipart_part") == 4
     client.save(str(tmp_path / "objects.pickle"))
 
-    reloaded = S3Store(client=KeepingFakeS3Client.load(str(tmp_path / "objects.pickle")))
+    reloaded = S3Store(client=FakeS3Client.load(str(tmp_path / "objects.pickle")))
     assert reloaded.read_bytes(path) == body
+    status = reloaded.get_status(path)
+    assert status is not None and status.size == len(body)
+    assert [listed.path for listed in reloaded.list_files(StorePath.parse("s3://bench/out"))] == [path]
+
+
+def test_stand_in_keeps_no_data_body_of_a_multipart_upload() -> None:
+    client = FakeS3Client()
+    store = _multipart_store(client)
+    with store.open_write(StorePath.parse("s3://bench/out/p=1/part-0.bin")) as stream:
+        stream.write(b"x" * (2 * 1024**2 + 1))
+
+    assert client.parts == {} and client.uploads == {} and client.objects == {}
+
+
+def test_stand_in_lists_keys_and_uploads_in_key_order_whatever_the_order_of_creation(tmp_path: Path) -> None:
+    client = FakeS3Client()
+    store = S3Store(client=client)
+    names = [f"out/{index * 7919 % 2500:04d}.json" for index in range(2500)]  # 2,500 keys, shuffled
+    for name in names[:1500]:
+        store.write_bytes(StorePath.parse(f"s3://bench/{name}"), b"{}")
+    listed_first = [status.path.key for status in store.list_files(StorePath.parse("s3://bench/out"))]
+    for name in names[1500:]:
+        store.write_bytes(StorePath.parse(f"s3://bench/{name}"), b"{}")
+    uploads = {
+        store.create_multipart_upload(StorePath.parse(f"s3://bench/up/{i % 1300:04d}")) for i in range(2600)
+    }
+    client.save(str(tmp_path / "objects.pickle"))
+
+    for reader in (store, S3Store(client=FakeS3Client.load(str(tmp_path / "objects.pickle")))):
+        keys = [status.path.key for status in reader.list_files(StorePath.parse("s3://bench/out"))]
+        pending = [
+            (u.path.key, u.upload_id) for u in reader.list_multipart_uploads(StorePath.parse("s3://bench/up"))
+        ]
+        assert keys == sorted(names) and len(set(keys)) == 2500  # three pages, in key order
+        assert pending == sorted(pending) and {upload for _, upload in pending} == uploads
+    assert listed_first == sorted(names[:1500])
 
 
 def test_a_local_point_measures_the_commit_it_made(tmp_path: Path) -> None:
