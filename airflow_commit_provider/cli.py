@@ -41,6 +41,7 @@ from airflow_commit_provider.core.formats.success import (
     LegacySuccessMarkerError,
     SuccessData,
 )
+from airflow_commit_provider.core.listed_files import FilesCheck, check_listed_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, StoreError, open_store
 from airflow_commit_provider.core.store.check import (
@@ -155,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--newer-than", type=_duration, metavar="DURATION", help="written within DURATION")
     verify.add_argument("--partition", action="append", metavar="P", help="a partition that must be listed")
     verify.add_argument("--allow-legacy", action="store_true", help="accept a 0-byte classic marker")
+    verify.add_argument(
+        "--files",
+        action="store_true",
+        help="also check that every listed file is there with its size: one listing of the "
+        "directory merged with the job's file list (no request per file)",
+    )
     verify.set_defaults(handler=_success_verify)
 
     records = groups.add_parser(
@@ -622,6 +629,7 @@ def _success_show(args: argparse.Namespace) -> int:
 def _success_verify(args: argparse.Namespace) -> int:
     path = success_path(args.url)
     found: SuccessCheck | None = None
+    files: FilesCheck | None = None
     with _open(args, args.url).session() as store:
         try:
             newer = None if args.newer_than is None else datetime.now(timezone.utc) - args.newer_than
@@ -637,6 +645,13 @@ def _success_verify(args: argparse.Namespace) -> int:
             reasons = list(found.reasons)
             if found.state == "missing":
                 reasons = [f"{_missing(path, found)}: the job has not committed (or wrote elsewhere)"]
+            elif args.files and found.data is not None:
+                try:
+                    files = _check_files(args, store, found, found.data)
+                except InvalidCommitDataError as error:
+                    reasons.append(f"cannot check the files: {' '.join(str(error).split())}")
+                else:
+                    reasons += _files_reasons(files)
         except LegacySuccessMarkerError:
             reasons = [
                 "_SUCCESS is a legacy 0-byte marker with no job details (pass --allow-legacy to accept)"
@@ -655,9 +670,11 @@ def _success_verify(args: argparse.Namespace) -> int:
                 "success": None
                 if data is None or found is None
                 else _success_json(checked, data, found.source),
+                **({"files": files.to_json() if files else None} if args.files else {}),
             }
         )
-    elif reasons:
+        return 1 if reasons else 0
+    if reasons:
         print(f"FAILED {checked}")
         for reason in reasons:
             print(f"  - {reason}")
@@ -667,7 +684,36 @@ def _success_verify(args: argparse.Namespace) -> int:
             f"OK {checked}: job {data.job_id or '-'} by {data.committer or 'legacy committer'}, "
             f"{data.date}{_found_note(found, path)}"
         )
+    if files is not None:
+        print(f"  files: {files.describe()}")
+        if files.unlisted_examples:
+            more = files.unlisted - len(files.unlisted_examples)
+            print(
+                f"  not listed: {', '.join(files.unlisted_examples)}{f' and {more:,} more' if more else ''}"
+            )
     return 1 if reasons else 0
+
+
+def _check_files(
+    args: argparse.Namespace, store: Store, found: SuccessCheck, data: SuccessData
+) -> FilesCheck:
+    """`--files`: every file the judged `_SUCCESS` (or record) lists, against one listing."""
+    if is_legacy(data):
+        raise InvalidCommitDataError(f"{found.path}: a 0-byte marker lists no files to check")
+    with _progress(args) as progress:
+        return check_listed_files(store, data, found.directory, source=str(found.path), progress=progress)
+
+
+def _files_reasons(files: FilesCheck) -> list[str]:
+    """A failed `--files` check as reasons: one a problem up to `PROBLEM_LINES`, then a count."""
+    if files.ok:
+        return []
+    more = (
+        [f"... and {files.problems_left_out:,} more missing or of another size"]
+        if files.problems_left_out
+        else []
+    )
+    return [*files.problems, *more]
 
 
 # records ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Benchmarks: `python -m bench` (or `make bench`) runs every scenario and writes the report.
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
-                                 s3a_job_commit,report_page,
+                                 s3a_job_commit,report_page,report_file_pages,
                                  table_registration,scale,all}] [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
@@ -46,6 +46,7 @@ SCENARIOS = {
     "s3a_writes": "bench.s3a_writes",
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
+    "report_file_pages": "bench.report_file_pages",
     "table_registration": "bench.table_registration",
     "scale": "bench.scale",
 }

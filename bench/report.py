@@ -23,6 +23,7 @@ ORDER = (
     "s3a_writes",
     "s3a_job_commit",
     "report_page",
+    "report_file_pages",
     "table_registration",
     "scale",
 )

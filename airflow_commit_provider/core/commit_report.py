@@ -1,9 +1,11 @@
 """What a commit did, read back for people: the commit report behind the CLI and the UI page.
 
 Built from the job's records under `_airflow_commit/` (its decision, its record, its delivery
-marker) and the table's `_SUCCESS`, never from a listing of the table: a report costs a few reads
-whether the job wrote ten files or 100,000. The record keeps totals per task, phase and partition;
-the file list is paged out of `_SUCCESS` while that is still the job's.
+marker), never from a listing of the table: a report costs a few reads whether the job wrote ten
+files or a million. The record keeps totals per task, phase and partition, and names the job's
+file list (`core.formats.file_list`), whose pages are read through ranged reads: a page costs the
+list's footer and the row group it lies in, never the whole list. A record from before the file
+list pages the files its table's `_SUCCESS` lists inline, while that is still the job's.
 
 A job with no records of ours - one of Hadoop's own committers (engine="hadoop"), or ours once its
 records were pruned - is reported from the `_SUCCESS` that names it, while that is the table's:
@@ -19,9 +21,10 @@ from dataclasses import dataclass, field
 from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.file_list import ListRef, read_file_list_page
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, CommittedFile, SuccessData
+from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
 from airflow_commit_provider.core.job_control import JobState, JobStatus, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout, is_job_id
 from airflow_commit_provider.core.parallel import parallel_map
@@ -138,7 +141,8 @@ class CommitReport:
     listed_files: int = 0
     """How many files the list pages through."""
     files_missing: str | None = None
-    """Why the file list cannot be shown (the table's `_SUCCESS` belongs to a later job)."""
+    """Why the file list cannot be shown (an older record whose table's `_SUCCESS` belongs to a later
+    job, or a file list that is gone or damaged)."""
     statistics: CommitStatistics | None = None
     from_success: bool = False
     """Built from the table's `_SUCCESS` alone: the job left no records of ours."""
@@ -221,8 +225,9 @@ def load_commit(
     if status.state is JobState.UNKNOWN:
         return _report_of_success(store, root, job_id, page, page_size)
     record, outcome = status.record, status.outcome
-    files, files_missing = _committed_files(store, root, record) if record is not None else ([], None)
-    first, pages = _page(files, job_id, page, page_size)
+    files = _committed_files(store, root, record) if record is not None else _Files(0)
+    first, pages = _page(files.count, job_id, page, page_size)
+    files_page, files_missing = files.page(first, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary(status),
@@ -233,11 +238,11 @@ def load_commit(
         success=record.summary() if record is not None else None,
         lost_attempts=tuple(record.lost_attempts or ()) if record is not None else (),
         lost_attempts_left_out=dict(record.lost_attempts_left_out or {}) if record is not None else {},
-        files_page=tuple(ListedFile(f.uri, f.size) for f in files[first : first + page_size]),
+        files_page=files_page,
         page=page,
         page_size=page_size,
         pages=pages,
-        listed_files=len(files),
+        listed_files=files.count,
         files_missing=files_missing,
         statistics=commit_statistics(record) if record is not None else None,
     )
@@ -249,8 +254,9 @@ def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, pa
     if success is None or success.job_id != job_id:
         found = problem or f"{root.join(SUCCESS_FILENAME)} names job {success.job_id if success else ''!r}"
         raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}, and {found}")
-    files = _listed_files(store, success, root)
-    first, pages = _page(files, job_id, page, page_size)
+    files = _listed_files(store, root, success)
+    first, pages = _page(files.count, job_id, page, page_size)
+    files_page, files_missing = files.page(first, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary_of_success(success),
@@ -259,19 +265,21 @@ def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, pa
         phases=tuple(success.phases or ()),
         partitions=_partitions(success),
         success=success.summary(),
-        files_page=tuple(files[first : first + page_size]),
+        files_page=files_page,
         page=page,
         page_size=page_size,
         pages=pages,
-        listed_files=len(files),
+        listed_files=files.count,
+        files_missing=files_missing,
         statistics=commit_statistics(success),
         from_success=True,
     )
 
 
-def _page(files: Sequence[object], job_id: str, page: int, page_size: int) -> tuple[int, int]:
-    """(index of the page's first file, number of pages), or a ValueError for a page out of range."""
-    pages = max(1, -(-len(files) // page_size))
+def _page(files: int, job_id: str, page: int, page_size: int) -> tuple[int, int]:
+    """(index of the page's first file, number of pages) of a list of `files` files, or a
+    ValueError for a page out of range."""
+    pages = max(1, -(-files // page_size))
     if not 0 <= page < pages:
         raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
     return page * page_size, pages
@@ -340,24 +348,48 @@ def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
     return tuple(PartitionReport(name, s.files, s.bytes, s.rows) for name, s in sorted(stats.items()))
 
 
-def _committed_files(
-    store: Store, root: StorePath, record: SuccessData
-) -> tuple[list[CommittedFile], str | None]:
-    """The job's files: from the file list its record names, which stays as long as the record;
-    for a record from before the lists, from the table's `_SUCCESS` while it is still this job's
-    (such a record keeps totals only); else none, and why."""
+@dataclass(frozen=True)
+class _Files:
+    """The files a report pages through, `count` of them: listed inline (older `_SUCCESS` files of
+    ours, Hadoop's first 100), or in a file list read a page at a time (`store`, the root its
+    reference is relative to, the reference, the file naming it); `missing` says why there are none."""
+
+    count: int
+    inline: Sequence[ListedFile] = ()
+    file_list: tuple[Store, StorePath, ListRef, str] | None = None
+    missing: str | None = None
+
+    def page(self, first: int, size: int) -> tuple[tuple[ListedFile, ...], str | None]:
+        """Files `first` to `first + size`, and why there are none when the list cannot be read.
+        A page of the file list costs its footer and the row group it lies in (ranged reads)."""
+        if self.file_list is None:
+            return tuple(self.inline[first : first + size]), self.missing
+        store, root, ref, source = self.file_list
+        try:
+            entries = read_file_list_page(store, root, ref, first, size, source)
+        except FileNotFoundInStoreError:
+            return (), f"no list of files: {ref.location(root)} is gone (pruned with the job's records?)"
+        except InvalidCommitDataError as error:
+            return (), f"no list of files: {' '.join(str(error).split())}"
+        return tuple(ListedFile(entry.uri, entry.size) for entry in entries), None
+
+
+def _committed_files(store: Store, root: StorePath, record: SuccessData) -> _Files:
+    """The job's files: its file list, whose size its reference gives. A record from before the
+    file list keeps totals only: its files are those the table's `_SUCCESS` lists inline while it
+    is still the job's; else none, and why."""
     if record.file_list is not None:
-        return list(record.iter_all_files(store, root)), None
-    job_id = record.job_id
+        source = f"the record of job {record.job_id}"
+        return _Files(record.file_list.entries, file_list=(store, root, record.file_list, source))
     success, problem = _table_success(store, root)
     if success is None:
-        return [], f"no list of files: {problem}"
-    if success.job_id != job_id:
-        return (
-            [],
-            f"{root.join(SUCCESS_FILENAME)} now lists the files of job {success.job_id}, a later commit",
+        return _Files(0, missing=f"no list of files: {problem}")
+    if success.job_id != record.job_id:
+        return _Files(
+            0,
+            missing=f"{root.join(SUCCESS_FILENAME)} now lists the files of job {success.job_id}, a later commit",
         )
-    return success.files or [], None
+    return _listed_files(store, root, success)
 
 
 def _table_success(
@@ -376,12 +408,16 @@ def _table_success(
         return None, str(error)
 
 
-def _listed_files(store: Store, success: SuccessData, root: StorePath) -> list[ListedFile]:
-    """Ours list every file with its size (in the file list, or inline in older ones); Hadoop's name
+def _listed_files(store: Store, root: StorePath, success: SuccessData) -> _Files:
+    """Ours name their file list (older ones list every file inline, with its size); Hadoop's name
     the first 100, as keys or URIs."""
-    if success.lists_all_files:
-        return [ListedFile(f.uri, f.size) for f in success.iter_all_files(store, root)]
-    return [ListedFile(hadoop_listed_path(name, root).uri(), None) for name in success.filenames]
+    if success.file_list is not None:
+        source = str(root.join(SUCCESS_FILENAME))
+        return _Files(success.file_list.entries, file_list=(store, root, success.file_list, source))
+    if success.files is not None:
+        return _Files(len(success.files), [ListedFile(f.uri, f.size) for f in success.files])
+    names = [ListedFile(hadoop_listed_path(name, root).uri(), None) for name in success.filenames]
+    return _Files(len(names), names)
 
 
 def _count(value: object) -> int:

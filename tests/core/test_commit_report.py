@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.commit_report import list_commit_page, list_commits, load_commit
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
-from airflow_commit_provider.core.job_records import load_job_record
+from airflow_commit_provider.core.job_records import load_job_record, save_job_record
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.report.html import render_commit
@@ -113,17 +114,22 @@ def test_an_aborted_and_a_committing_job_say_so(commit_env: CommitEnv) -> None:
     assert listed == {aborted.job_id: "aborted", "committing-job": "committing"}
 
 
-def test_pages_of_a_large_file_list_come_from_success(commit_env: CommitEnv) -> None:
-    """10,000 files: the report pages them out of the table's `_SUCCESS`, never listing the table;
-    once a later job has rewritten `_SUCCESS`, the report says so and keeps the record's totals."""
+def test_an_older_records_pages_come_from_success(commit_env: CommitEnv) -> None:
+    """10,000 files of a job from before the file list (its record keeps totals only, its
+    `_SUCCESS` lists every file inline): the report pages them out of the table's `_SUCCESS`,
+    never listing the table; once a later job has rewritten `_SUCCESS`, the report says so and
+    keeps the record's totals. (A job's own file list: tests/core/test_commit_report_files.py.)"""
     env = commit_env
     job = JobRun.create("partitioned", env.store, env.dest, env.options())
     job.committer.setup_job()
     job.committer.commit_job([job.run_task(0, 0, ["dt=1/a.csv"]).result])
+    save_job_record(
+        env.store, env.dest, replace(load_job_record(env.store, env.dest, job.job_id), file_list=None)
+    )
     marker = env.dest.join("_SUCCESS")
     success = SuccessData.from_bytes(env.store.read_bytes(marker), str(marker))
     success.files = [CommittedFile(env.dest.join(f"dt=1/f-{n:05d}.csv").uri(), n) for n in range(10_000)]
-    success.file_count = len(success.files)
+    success.file_count, success.file_list = len(success.files), None
     env.store.write_bytes(marker, success.to_bytes())
 
     last = load_commit(env.store, env.dest, job.job_id, page=99)

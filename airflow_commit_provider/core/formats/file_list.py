@@ -386,8 +386,8 @@ def read_file_list_page(
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        entries = _entries(_batches(parquet, location, source, groups), location, first)
-        return list(entries)[offset - first : offset - first + limit]
+        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
+        return list(_entries(batches, location, offset))
 
 
 def read_partition_page(
@@ -398,8 +398,59 @@ def read_partition_page(
     with _RangedFile(store, location, ref.bytes, source) as ranged:
         parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        partitions = _partitions(_batches(parquet, location, source, groups), location, first)
-        return list(partitions)[offset - first : offset - first + limit]
+        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
+        return list(_partitions(batches, location, offset))
+
+
+def find_partitions(
+    store: Store, root: StorePath, ref: ListRef, wanted: Iterable[str], source: str | None = None
+) -> set[str]:
+    """Which of the partitions `wanted` the partition list `ref` holds, without reading all of it.
+
+    Through ranged reads: the list's last `TAIL_BYTES` (its footer; the whole list when it is no
+    larger), then, of each row group whose `partition` statistics (min and max, which Parquet keeps
+    in the footer) cover one of `wanted`, the `partition` column alone: one request per such row
+    group, none when the tail held it. The list is sorted by `partition_order_key`, not by the
+    names' own order, so a name may fall within the bounds of a group that does not hold it; the
+    groups read are then checked row by row. Checks the object's size, format and row count as a
+    page read does.
+    """
+    names = set(wanted)
+    location = ref.location(root)
+    with _RangedFile(store, location, ref.bytes, source) as ranged:
+        parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
+        found: set[str] = set()
+        for index in range(parquet.metadata.num_row_groups):
+            statistics = parquet.metadata.row_group(index).column(0).statistics
+            if names - found and _may_hold(statistics, names - found):
+                for batch in _batches(parquet, location, source, [index], ["partition"]):
+                    found.update(name for name in batch.column(0).to_pylist() if name in names)
+        return found
+
+
+def _may_hold(statistics: Any, names: set[str]) -> bool:
+    """Whether a row group with these column statistics may hold one of `names`: yes, unless its
+    minimum and maximum are known and every name lies outside them."""
+    if statistics is None or not statistics.has_min_max:
+        return True
+    low, high = statistics.min, statistics.max
+    if not isinstance(low, str) or not isinstance(high, str):
+        return True
+    return any(low <= name <= high for name in names)
+
+
+def _page_rows(batches: Iterable[pa.RecordBatch], skip: int, limit: int) -> Iterator[pa.RecordBatch]:
+    """The `limit` rows of `batches` after their first `skip`, sliced in Arrow: a page of 100 rows
+    in a row group of 65,536 becomes 100 Python objects, not the group's."""
+    for batch in batches:
+        if limit <= 0:
+            return
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        rows = batch.slice(skip, limit)
+        skip, limit = 0, limit - rows.num_rows
+        yield rows
 
 
 def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list[int], int]:
@@ -419,17 +470,20 @@ def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list
 
 
 def _batches(
-    parquet: pq.ParquetFile, location: StorePath, source: str | None, groups: list[int] | None = None
+    parquet: pq.ParquetFile,
+    location: StorePath,
+    source: str | None,
+    groups: list[int] | None = None,
+    columns: list[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The list's rows in batches (of the row groups `groups`, else of all), a damaged page refused
-    naming the list; the store's own errors pass as they are."""
+    """The list's rows in batches (of the row groups `groups`, else of all; of the `columns`, else
+    of all), a damaged page refused naming the list; the store's own errors pass as they are.
+    Decoded as they are taken: a page that ends early in its row group decodes no further."""
     import pyarrow as pa
 
     try:
-        if groups is None:
-            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS)
-        elif groups:
-            yield from parquet.read_row_groups(groups).to_batches(max_chunksize=_READ_BATCH_ROWS)
+        if groups is None or groups:
+            yield from parquet.iter_batches(batch_size=_READ_BATCH_ROWS, row_groups=groups, columns=columns)
     except StoreError:
         raise
     except (pa.ArrowException, OSError) as error:
