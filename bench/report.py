@@ -205,6 +205,7 @@ CURVE_COLUMNS = (
     ("Lists (B)", "lists_bytes", ""),
     ("Poke reads (B)", "poke_bytes", ""),
     ("Poke requests", "poke_requests", ""),
+    ("Poke judged", "poke_source", None),
     ("S3A poke reads (B)", "s3a_poke_bytes", ""),
     ("Report page 0", "report_page_seconds", "s"),
 )

@@ -142,6 +142,7 @@ class PointValues:
             "lists_bytes": mid([m["lists_bytes"] for m in self.ours]),
             "poke_bytes": mid([m["poke_bytes"] for m in self.ours]),
             "poke_requests": mid([m["poke_requests"] for m in self.ours]),
+            "poke_source": ", ".join(sorted({m["poke_source"] for m in self.ours})),
             "report_page_seconds": mid([m["report_page_seconds"] for m in self.ours]),
             "raw_label": RAW_LABELS[level.store],
             "raw_seconds": mid([seconds for seconds, _ in self.raw]),
@@ -280,7 +281,8 @@ def _repetition(env: BenchEnv, level: Level, rep: int, values: dict[str, PointVa
                     f"scale: {level.label}: {name} {measured['seconds']:.2f} s, CPU "
                     f"{measured['cpu_seconds']:.2f} s, +{measured['rss_growth_bytes'] / 1e6:.1f} MB, "
                     f"_SUCCESS {_stored(measured['success_bytes'])}, poke {measured['poke_bytes']:,} B "
-                    f"in {measured['poke_requests']} requests, page {measured['report_page_seconds']:.2f} s"
+                    f"in {measured['poke_requests']} requests of the {measured['poke_source']}, "
+                    f"page {measured['report_page_seconds']:.2f} s"
                 )
         assert raw_measured is not None
         log(f"scale: {level.label}: raw loop {raw_measured[0]:.2f} s, CPU {raw_measured[1]:.2f} s")

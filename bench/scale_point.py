@@ -9,7 +9,8 @@ directory). `prepare` sets the job up and runs its tasks through the real task p
 (`setup_task`, `create_file`, write 1 KiB, close, `commit_task`), saving the task results (and,
 on the in-process store, its objects) in the work directory. `measure` loads them, runs
 `commit_job` in this fresh process and prints one JSON line (`measure_point`): wall and CPU
-seconds, requests, peak RSS growth, the stored sizes, one sensor poke and the report's first page.
+seconds, requests, peak RSS growth, the stored sizes (None for a file the store does not hold),
+one sensor poke (and the file it judged) and the report's first page.
 
 The stores: ``s3`` is the embedded S3 (endpoint and credentials come in the environment, never on
 the command line), ``in-process`` the real `S3Store` over `bench.fake_s3`'s stand-in for the
@@ -234,6 +235,10 @@ def sensor_poke(store: Store, spec: PointSpec) -> dict[str, Any]:
         "poke_bytes": bytes_read(),
         "poke_requests": requests_in(counters),
         "poke_seconds": elapsed(),
+        # The check falls back to the job's record when no `_SUCCESS` names the job: then the
+        # poke's bytes are the record's, and the point says so (a 1M-file `_SUCCESS` the
+        # stand-in once lost was measured that way).
+        "poke_source": check.source,
     }
 
 

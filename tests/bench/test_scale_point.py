@@ -124,6 +124,7 @@ def test_a_local_point_measures_the_commit_it_made(tmp_path: Path) -> None:
     success = (destination / "_SUCCESS").stat().st_size
     assert measured["success_bytes"] == success
     assert measured["poke_requests"] >= 1 and 0 < measured["poke_bytes"] <= success
+    assert measured["poke_source"] == "_SUCCESS"
     assert measured["record_bytes"] > 0
     assert measured["report_listed_files"] == 60
     assert measured["seconds"] > 0 and measured["rss_growth_bytes"] >= 0
@@ -145,6 +146,7 @@ def _curve_document(started_at: str, success_bytes: int) -> dict:
             "lists_bytes": 0,
             "poke_bytes": success_bytes,
             "poke_requests": 1,
+            "poke_source": "_SUCCESS",
             "report_page_seconds": 0.1,
         }
     )
@@ -165,7 +167,7 @@ def test_the_report_shows_the_curve_beside_its_earlier_run(tmp_path: Path) -> No
     report = write_report(tmp_path).read_text()
 
     after_row = "| files | magic | embedded S3 | 1,000 | 10 | 1.50 s | 1.00 s |"
-    assert after_row in report and "| 4,321 |" in report
+    assert after_row in report and "| 4,321 |" in report and "| 1 | _SUCCESS |" in report
     before = report.index("Before (`before/scale.json`")
     assert "| 987,654 |" in report[before:] and "| 4,321 |" not in report[before:]
     assert (tmp_path / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
