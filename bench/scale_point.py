@@ -9,8 +9,9 @@ directory). `prepare` sets the job up and runs its tasks through the real task p
 (`setup_task`, `create_file`, write 1 KiB, close, `commit_task`), saving the task results (and,
 on the in-process store, its objects) in the work directory. `measure` loads them, runs
 `commit_job` in this fresh process and prints one JSON line (`measure_point`): wall and CPU
-seconds, requests, peak RSS growth, the stored sizes (None for a file the store does not hold),
-one sensor poke (and the file it judged) and the report's first page.
+seconds, requests, peak RSS growth (pyarrow is started before the baseline and its fixed cost
+reported apart, `bench.common.start_pyarrow`), the stored sizes (None for a file the store does
+not hold), one sensor poke (and the file it judged) and the report's first page.
 
 The stores: ``s3`` is the embedded S3 (endpoint and credentials come in the environment, never on
 the command line), ``in-process`` the real `S3Store` over `bench.fake_s3`'s stand-in for the
@@ -39,7 +40,7 @@ from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.core.success_check import SuccessExpectations, success_path
-from bench.common import RSSSampler, requests_in, timer
+from bench.common import RSSSampler, requests_in, start_pyarrow, timer
 from bench.fake_s3 import FakeS3Client
 
 STORES = ("s3", "in-process", "local")
@@ -183,6 +184,7 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
         committer = create_committer(spec.committer, store, spec.destination, spec.job_id, spec.options())
         if isinstance(store, S3Store):
             store.hot  # noqa: B018 - create the clients now: a driver has them since job setup
+        pyarrow_start = start_pyarrow()
         gc.collect()
         before = store.statistics.snapshot()
         with RSSSampler() as rss, timer() as wall, timer(time.process_time) as cpu:
@@ -198,6 +200,7 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
             "counters": counters,
             "rss_baseline_bytes": rss.baseline,
             "rss_growth_bytes": rss.growth,
+            "pyarrow_start_rss_bytes": pyarrow_start,
             **stored_sizes(store, spec),
             **sensor_poke(store, spec),
         }

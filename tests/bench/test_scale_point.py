@@ -141,6 +141,7 @@ def _curve_document(started_at: str, success_bytes: int) -> dict:
             "cpu_seconds": 0.5,
             "requests": 1010,
             "rss_growth_bytes": 3_000_000,
+            "pyarrow_start_rss_bytes": 90_000_000,
             "success_bytes": success_bytes,
             "record_bytes": 2000,
             "lists_bytes": 0,
