@@ -23,9 +23,10 @@ stand-in at 1M), a raw `os.rename` loop for the local files, and S3A's magic `co
 embedded S3 (`bench.s3a_job_commit`, whose `_SUCCESS` is also the baseline for the stored bytes and
 the poke; it needs a Spark session, so `--size tiny` leaves it out). Points up to 1,000 files run
 `--repeat` times, larger ones once: each repetition needs fresh uploads, about a minute per 10k
-files on the embedded S3. The slowest levels run last, and each point's summary is logged as it is
-measured (`scale point: {...}`), so an interrupted run still tells its points; the 1M-file points
-come first.
+files on the embedded S3. The levels run from the cheapest to the slowest (the 1M-file points
+one committer at a time, magic first, after the small levels and the partitions axis), and each
+point's summary is logged as it is measured (`scale point: {...}`), so an interrupted run still
+tells its points.
 
 Sizes: `tiny` (the smoke test) has every kind of level at 100-1,000 files and no S3A; `small` has
 1k and 10k files on the embedded S3 (S3A at 1k) and local files, both partition counts, and 1M
@@ -180,19 +181,22 @@ def levels(env: BenchEnv) -> list[Level]:
     s3a_files = env.pick(tiny=0, small=1_000, full=100_000)
     # A million files take minutes to prepare per committer: `small` commits them with magic alone.
     in_process_committers = env.pick(tiny=S3_COMMITTERS, small=("magic",), full=S3_COMMITTERS)
-    # The 1M-file points first (the headline, and they need no server), then the rest from
-    # the cheapest to the slowest, so an interrupted run has the points that matter most.
-    planned = [
-        Level("files", "in-process", n, FILES_AXIS_PARTITIONS, in_process_committers)
-        for n in in_process_files
-    ]
-    planned += [Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in small_files]
+    # From the cheapest to the slowest, so a run stopped by hand (`run` keeps the levels it
+    # finished) has the most points: the small levels and the partitions axis (minutes each), then
+    # the 1M-file points one committer at a time, magic first (tens of minutes each: a stopped run
+    # keeps those finished), then the levels that need hours of setup.
+    planned = [Level("files", "local", n, FILES_AXIS_PARTITIONS, LOCAL_COMMITTERS) for n in small_files]
     s3_files = [*small_files, *large_s3_files]
     first = s3_files[0]
     planned.append(Level("files", "s3", first, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=first <= s3a_files))
     for count in partitions:
         planned.append(Level("partitions", "s3", axis_files, count, S3_COMMITTERS))
         planned.append(Level("partitions", "local", axis_files, count, LOCAL_COMMITTERS))
+    planned += [
+        Level("files", "in-process", n, FILES_AXIS_PARTITIONS, (committer,))
+        for n in in_process_files
+        for committer in in_process_committers
+    ]
     planned += [
         Level("files", "s3", n, FILES_AXIS_PARTITIONS, S3_COMMITTERS, s3a=n <= s3a_files)
         for n in s3_files[1:]
