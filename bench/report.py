@@ -170,6 +170,15 @@ def markdown(
                 lines.append(f"| {name} | {_span(stats, unit)}{'' if unit in ('s', '') else ' ' + unit} |")
         if points:
             lines += ["", *curve_table(points)]
+            phases = phase_table(points)
+            if phases:
+                lines += [
+                    "",
+                    "The phases of job commit at each committer's largest point on the files axis "
+                    "(the job record's `phases`: wall seconds and store requests per phase):",
+                    "",
+                    *phases,
+                ]
             earlier = (before or {}).get(doc["scenario"])
             if earlier is not None:
                 lines += [
@@ -224,6 +233,36 @@ def curve_table(points: list[dict[str, Any]]) -> list[str]:
     ):
         cells = [_curve_cell(point.get(key), unit) for _, key, unit in CURVE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def phase_table(points: list[dict[str, Any]]) -> list[str]:
+    """The job record's phases of each committer's largest point on the files axis, per store:
+    where the commit spends its time and its requests at the top of the curve."""
+    largest: dict[tuple[str, str], dict[str, Any]] = {}
+    for point in points:
+        key = (point["committer"], point["store"])
+        if (
+            point["axis"] == "files"
+            and point.get("phases")
+            and point["files"] >= largest.get(key, {}).get("files", 0)
+        ):
+            largest[key] = point
+    if not largest:
+        return []
+    lines = [
+        "| Committer | Store | Files | Phase | Seconds | Share | Requests | By kind |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (committer, store), point in sorted(largest.items()):
+        total = sum(phase["end"] - phase["start"] for phase in point["phases"]) or 1
+        for phase in point["phases"]:
+            millis = phase["end"] - phase["start"]
+            kinds = ", ".join(f"{kind} {count:,}" for kind, count in phase["requests"].items()) or "–"
+            lines.append(
+                f"| {committer} | {store} | {point['files']:,} | {phase['name']} | {_num(millis / 1000, 's')} | "
+                f"{millis / total:.0%} | {sum(phase['requests'].values()):,} | {kinds} |"
+            )
     return lines
 
 

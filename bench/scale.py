@@ -146,6 +146,9 @@ class PointValues:
             "poke_requests": mid([m["poke_requests"] for m in self.ours]),
             "poke_source": ", ".join(sorted({m["poke_source"] for m in self.ours})),
             "report_page_seconds": mid([m["report_page_seconds"] for m in self.ours]),
+            # Not a median: the job record's phases (name, start and end in epoch ms, requests)
+            # of the last repetition, which is the only one above 1,000 files.
+            "phases": self.ours[-1]["phases"] if self.ours else [],
             "raw_label": RAW_LABELS[level.store],
             "raw_seconds": mid([seconds for seconds, _ in self.raw]),
             "raw_cpu_seconds": mid([cpu for _, cpu in self.raw]),

@@ -11,7 +11,8 @@ on the in-process store, its objects) in the work directory. `measure` loads the
 `commit_job` in this fresh process and prints one JSON line (`measure_point`): wall and CPU
 seconds, requests, peak RSS growth (pyarrow is started before the baseline and its fixed cost
 reported apart, `bench.common.start_pyarrow`), the stored sizes (None for a file the store does
-not hold), one sensor poke (and the file it judged) and the report's first page.
+not hold), one sensor poke (and the file it judged), the report's first page and the job record's
+`phases`.
 
 The stores: ``s3`` is the embedded S3 (endpoint and credentials come in the environment, never on
 the command line), ``in-process`` the real `S3Store` over `bench.fake_s3`'s stand-in for the
@@ -208,6 +209,8 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
             report = load_commit(store, spec.destination, spec.job_id, page=0)
         measured["report_page_seconds"] = page()
         measured["report_listed_files"] = report.listed_files
+        # The job record's timeline of the commit just measured: what each phase took and asked.
+        measured["phases"] = [phase.to_json() for phase in report.phases]
     finally:
         store.close()
     return measured

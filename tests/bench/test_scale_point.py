@@ -127,6 +127,9 @@ def test_a_local_point_measures_the_commit_it_made(tmp_path: Path) -> None:
     assert measured["poke_source"] == "_SUCCESS"
     assert measured["record_bytes"] > 0
     assert measured["report_listed_files"] == 60
+    phases = measured["phases"]  # the job record's, of this commit: within its wall time
+    assert phases and all(0 <= phase["end"] - phase["start"] for phase in phases)
+    assert phases[-1]["end"] - phases[0]["start"] <= measured["seconds"] * 1000 + 2
     assert measured["seconds"] > 0 and measured["rss_growth_bytes"] >= 0
     json.dumps(measured)  # what the child prints
 
@@ -149,6 +152,10 @@ def _curve_document(started_at: str, success_bytes: int) -> dict:
             "poke_requests": 1,
             "poke_source": "_SUCCESS",
             "report_page_seconds": 0.1,
+            "phases": [
+                {"name": "load manifests", "start": 0, "end": 1000, "requests": {"get": 32}},
+                {"name": "complete uploads", "start": 1000, "end": 1500, "requests": {"complete": 1000}},
+            ],
         }
     )
     point.raw.append((1.0, 0.4))
@@ -169,6 +176,7 @@ def test_the_report_shows_the_curve_beside_its_earlier_run(tmp_path: Path) -> No
 
     after_row = "| files | magic | embedded S3 | 1,000 | 10 | 1.50 s | 1.00 s |"
     assert after_row in report and "| 4,321 |" in report and "| 1 | _SUCCESS |" in report
+    assert "| magic | embedded S3 | 1,000 | load manifests | 1.00 s | 67% | 32 | get 32 |" in report
     before = report.index("Before (`before/scale.json`")
     assert "| 987,654 |" in report[before:] and "| 4,321 |" not in report[before:]
     assert (tmp_path / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
