@@ -128,7 +128,7 @@ def test_a_local_point_measures_the_commit_it_made(tmp_path: Path) -> None:
     assert measured["record_bytes"] > 0
     assert measured["report_listed_files"] == 60
     phases = measured["phases"]  # the job record's, of this commit: within its wall time
-    assert phases and all(0 <= phase["end"] - phase["start"] for phase in phases)
+    assert phases and all(phase["end"] >= phase["start"] for phase in phases)
     assert phases[-1]["end"] - phases[0]["start"] <= measured["seconds"] * 1000 + 2
     assert measured["seconds"] > 0 and measured["rss_growth_bytes"] >= 0
     json.dumps(measured)  # what the child prints
