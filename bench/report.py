@@ -186,6 +186,8 @@ def markdown(
                     f"Before (`{BEFORE_DIR}/{doc['scenario']}.json`, size {earlier['size']}, run at "
                     f"{earlier.get('started_at', '–')}; drawn faded in the chart):",
                     "",
+                    *(f"- {note}" for note in earlier.get("notes") or []),
+                    *([""] if earlier.get("notes") else []),
                     *curve_table(earlier.get("points") or []),
                 ]
             if chart:
