@@ -9,6 +9,7 @@ ratios (ours / baseline): the median of the ratios, with min and max, is what th
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import platform
@@ -241,6 +242,19 @@ class RSSSampler:
     @property
     def growth(self) -> int:
         return self.peak - self.baseline
+
+
+def start_pyarrow() -> int:
+    """Start what job commit starts to write its lists, before the baseline: pyarrow's import and
+    its runtime's first table and Parquet write cost this process about 100 MB of RSS once (a Spark
+    driver has paid it already: PySpark moves data in Arrow), not memory that grows with the job.
+    Returns that cost, which the memory benchmarks report apart from the growth."""
+    before = RSSSampler.rss()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"path": ["s3://b/k"]}), io.BytesIO(), compression="zstd")
+    return RSSSampler.rss() - before
 
 
 @contextlib.contextmanager
