@@ -27,9 +27,6 @@ and bytes reclaimed, as dry runs and the hourly DAG do): 2 requests per upload.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,7 +34,7 @@ from typing import Any
 from airflow_commit_provider.core.cleanup import abort_pending_uploads
 from bench import s3_setup
 from bench.cleanup_memory import FAKE_BUCKET, FAKE_PREFIX, tree_key
-from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, log, requests_in, rotated, timer
+from bench.common import BenchEnv, ScenarioResult, child_json, log, requests_in, rotated, timer
 
 TARGET_RATIO = 0.7
 #: Client CPU per aborted upload against the raw loop's client CPU per request.
@@ -87,17 +84,7 @@ def run(env: BenchEnv) -> ScenarioResult:
 
 def _child(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """One measurement in a fresh process (`bench.cleanup_memory`); its JSON line."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench.cleanup_memory", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"bench.cleanup_memory {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return child_json("bench.cleanup_memory", args, env)
 
 
 def _on_s3(env: BenchEnv, kind: str, bucket: str, variant: str) -> dict[str, Any]:

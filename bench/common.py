@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -206,6 +207,23 @@ def wait_for_quiet_host(max_load: float, max_wait: float, poll: float = 60.0) ->
         time.sleep(poll)
         load = load_average()
     return load
+
+
+def child_json(module: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run `python -m module *args` in a fresh process (a measurement of its own memory) and return
+    the JSON object its last line of output holds; a RuntimeError with its stderr's end if it failed."""
+    completed = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
+    lines = completed.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
 
 
 class RSSSampler:

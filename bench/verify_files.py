@@ -14,13 +14,10 @@ through a sorted spool on local disk, the file list is read a row group at a tim
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
-from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, log
+from bench.common import BenchEnv, ScenarioResult, child_json, log
 
 TARGET_MEMORY_MB = 100.0
 FLAT_MB = 32.0
@@ -70,17 +67,7 @@ def run(env: BenchEnv) -> ScenarioResult:
 
 
 def _child(work: str, files: int) -> dict[str, Any]:
-    args = ["--dir", work, "--files", str(files)]
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench.verify_files_memory", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"bench.verify_files_memory {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return child_json("bench.verify_files_memory", ["--dir", work, "--files", str(files)])
 
 
 def _brief(measured: dict[str, Any]) -> str:
