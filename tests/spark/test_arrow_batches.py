@@ -163,7 +163,8 @@ def test_the_session_row_limit_is_kept_and_the_measurement_skipped(spark, tmp_pa
 def test_a_partitioned_write_bounds_its_partition_keys_and_skips_the_measurement(spark, tmp_path, batch_log):
     """Partition values become strings in the rows sent to Python; the write holds them to
     PARTITION_VALUE_BYTES, so a fixed-width frame partitioned by a string stays unmeasured."""
-    df = _numeric_df(spark, 400).selectExpr("*", "concat('2024-01-0', CAST(id % 3 + 1 AS STRING)) AS dt")
+    # Values partition discovery reads back as strings (a date-like `dt=2024-01-01` is read as a date).
+    df = _numeric_df(spark, 400).selectExpr("*", "concat('day-', CAST(id % 3 + 1 AS STRING)) AS dt")
 
     batches = _logged_write(df, tmp_path / "out", batch_log, partition_by=["dt"])
 
