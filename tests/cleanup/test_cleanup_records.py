@@ -34,11 +34,13 @@ MONTH = timedelta(days=30)
 
 
 def records(store: Store, dest: StorePath) -> set[str]:
-    """The files in the records directory, an index entry shown as `<job>.index.json`."""
-    return {
-        re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key)
+    """The files in the records directory, an index entry shown as `<job>.index.json` and a job's
+    file list (named by its checksum) as `<job>.lists`."""
+    shown = (
+        re.sub(r"^([^/]+)/files-[0-9a-f]{64}\.parquet$", r"\1.lists", key)
         for key in keys_under(store, dest.join(RECORDS_DIR))
-    }
+    )
+    return {re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key) for key in shown}
 
 
 def newest(store: Store, dest: StorePath, job_id: str) -> datetime:
@@ -60,7 +62,13 @@ def test_a_job_is_pruned_exactly_when_its_newest_record_is_older_than_the_limit(
     commit(store, dest, "job-a")
     mark_delivered(store, dest, "job-a")
     before = records(store, dest)
-    assert before == {"job-a.outcome.json", "job-a.index.json", "job-a.success.json", "job-a.delivered.json"}
+    assert before == {
+        "job-a.outcome.json",
+        "job-a.index.json",
+        "job-a.success.json",
+        "job-a.delivered.json",
+        "job-a.lists",
+    }
     edge = newest(store, dest, "job-a") + MONTH  # datetimes are microseconds; local mtimes finer
     young = prune_old_records(store, dest, older_than="30d", now=edge - timedelta(milliseconds=1))
     assert (young.to_json()["kept_recent"], young.to_json()["pruned"]) == (1, 0)
@@ -95,7 +103,7 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
             if kind in kinds:
                 os.utime(status.path.key, (stamp, stamp))
 
-    set_age("job-old", {"outcome", "success", "index"}, timedelta(days=40))
+    set_age("job-old", {"outcome", "success", "index", "lists"}, timedelta(days=40))
     set_age("job-old-abort", {"outcome", "index"}, timedelta(days=31))
     set_age("job-mixed", {"outcome", "index"}, timedelta(days=40))  # its record is young: the job stays whole
     listing = find_job_records(store, dest, older_than="30d", now=real_now)
@@ -112,9 +120,11 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
         "job-mixed.outcome.json",
         "job-mixed.index.json",
         "job-mixed.success.json",
+        "job-mixed.lists",
         "job-new.outcome.json",
         "job-new.index.json",
         "job-new.success.json",
+        "job-new.lists",
     }
 
 
@@ -132,7 +142,7 @@ def test_a_commit_in_progress_keeps_its_decision(store_root: tuple[Store, StoreP
     assert (report["pruned"], report["kept_committing"], report["sample"]) == (1, 1, ["job-x"])
     # Its driver died right after the decision, before the index entry: the prune wrote it.
     assert report["indexed"] == 1
-    assert records(store, dest) == {"job-c.outcome.json", "job-c.index.json"}, (
+    assert records(store, dest) == {"job-c.outcome.json", "job-c.index.json", "job-c.lists"}, (
         "the decision stays; job-x went"
     )
 
@@ -172,7 +182,12 @@ def test_job_id_selects_one_job(store_root: tuple[Store, StorePath]) -> None:
     later = datetime.now(timezone.utc) + 2 * MONTH
     report = prune_old_records(store, dest, older_than="30d", now=later, job_id="job-b").to_json()
     assert (report["pruned"], report["job_id"], report["sample"]) == (1, "job-b", ["job-b"])
-    assert records(store, dest) == {"job-a.outcome.json", "job-a.index.json", "job-a.success.json"}
+    assert records(store, dest) == {
+        "job-a.outcome.json",
+        "job-a.index.json",
+        "job-a.success.json",
+        "job-a.lists",
+    }
 
 
 def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, StorePath]) -> None:
@@ -190,6 +205,7 @@ def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, Sto
         "job-a.index.json",
         "job-a.success.json",
         "job-a.delivered.json",
+        "job-a.lists",
     }
 
 
@@ -283,7 +299,8 @@ def test_keep_newest_keeps_the_newest_of_the_old_jobs(tmp_path: os.PathLike[str]
     }
     # One job selected: still ranked among all, so one of the newest stays.
     assert (
-        prune_old_records(store, dest, older_than="30d", keep_newest=2, job_id="old-1", now=now).acted == []
+        prune_old_records(store, dest, older_than="30d", keep_newest=2, job_id="old-1", now=now).acted_count
+        == 0
     )
     report = prune_records(store, listing).to_json()
     assert (report["pruned"], report["kept_newest"], report["kept_recent"], report["keep_newest"]) == (

@@ -276,7 +276,7 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
         return f"in {self.listing.records_dir}"
 
     def _details(self, counts: dict[str, Any]) -> str:
-        newest = f"{counts['kept_newest']} of the newest, " if counts["keep_newest"] else ""
+        newest = f"{counts['kept_newest']} of the newest, " if counts.get("keep_newest") else ""
         indexed = f"; indexed {counts['indexed']} kept jobs" if counts["indexed"] else ""
         unindexed = f", {counts['index_failed']} could not be indexed" if counts["index_failed"] else ""
         return (
