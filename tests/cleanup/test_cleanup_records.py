@@ -76,12 +76,12 @@ def test_a_job_is_pruned_exactly_when_its_newest_record_is_older_than_the_limit(
     edge += timedelta(milliseconds=1)
 
     dry = prune_old_records(store, dest, older_than="30d", now=edge, dry_run=True)
-    assert dry.to_json()["would_prune"] == 1 and dry.to_json()["files"] == 4
+    assert dry.to_json()["would_prune"] == 1 and dry.to_json()["files"] == 5
     assert records(store, dest) == before, "a dry run changes nothing"
 
     pruned = prune_old_records(store, dest, older_than=MONTH, now=edge)
     report = pruned.to_json()
-    assert (report["pruned"], report["files"], report["failed"], report["sample"]) == (1, 4, 0, ["job-a"])
+    assert (report["pruned"], report["files"], report["failed"], report["sample"]) == (1, 5, 0, ["job-a"])
     assert records(store, dest) == set()
     assert keys_under(store, dest) >= {"_SUCCESS", "dt=1/_SUCCESS"}, "output and markers untouched"
     assert inspect_job(store, dest, "job-a").state == JobState.UNKNOWN
@@ -234,7 +234,10 @@ def test_an_interrupted_prune_never_leaves_a_job_looking_committing(
     outcome = str(JobLayout(dest, "job-a").outcome)
     # The outcome goes alone, then the delivery marker and lists, then the record and index entry.
     for batch, left in (
-        (".delivered.json", {"job-a.success.json", "job-a.index.json", "job-a.delivered.json"}),
+        (
+            ".delivered.json",
+            {"job-a.success.json", "job-a.index.json", "job-a.delivered.json", "job-a.lists"},
+        ),
         ("/_index/", {"job-a.success.json", "job-a.index.json"}),
     ):
         faulty = FaultInjectingStore(store)
@@ -365,11 +368,13 @@ def test_a_pruned_job_loses_every_file_including_its_lists_folder(
     assert (job.job_id, job.kinds, len(job.files)) == (
         "job-a",
         ("delivered", "index", "lists", "outcome", "success"),
-        6,
-    )
+        7,
+    ), "its outcome, record, marker, entry, its own file list and the two lists written here"
     assert listing.unrecognised == 2, "the folders of jobs with no records are no job's: left alone"
     report = prune_records(store, listing).to_json()
-    assert (report["pruned"], report["files"]) == (1, 6)
-    assert records(store, dest) == {other.removeprefix(f"{RECORDS_DIR}/") for other in others}
+    assert (report["pruned"], report["files"]) == (1, 7)
+    assert keys_under(store, dest.join(RECORDS_DIR)) == {
+        other.removeprefix(f"{RECORDS_DIR}/") for other in others
+    }
     assert not any(key.startswith("job-a/") for key in keys_under(store, dest.join(RECORDS_DIR)))
     assert inspect_job(store, dest, "job-a").state == JobState.UNKNOWN
