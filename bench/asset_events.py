@@ -150,8 +150,10 @@ def _run_task(home: Path, variant: str, count: int) -> dict[str, Any]:
             stderr=subprocess.DEVNULL,
         )
         output.seek(0)
-        last = output.read().decode().strip().splitlines()[-1]
-    return dict(json.loads(last))
+        lines = output.read().decode().strip().splitlines()
+    # Airflow may log to stdout after the measurement's line: the last line that is a JSON object.
+    measured = next(line for line in reversed(lines) if line.startswith("{"))
+    return dict(json.loads(measured))
 
 
 def _measure_run(variant: str, count: int) -> dict[str, Any]:
