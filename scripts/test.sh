@@ -83,18 +83,31 @@ start_lane() { # name function: run it in the background, in a process group of 
 }
 
 rc=0
+lane_rcs=()
 finish_lanes() {
     local i lane_rc
     for i in "${!lane_pids[@]}"; do
         lane_rc=0
         wait "${lane_pids[$i]}" || lane_rc=$?
+        lane_rcs[$i]=$lane_rc
         echo "================ make test: the ${lane_names[$i]} lane (exit $lane_rc), from ${lane_logs[$i]} ================"
         cat "${lane_logs[$i]}"
-        rm -f "${lane_logs[$i]}"
         if [ "$lane_rc" -ne 0 ]; then
             echo "make test: ERROR: the ${lane_names[$i]} lane failed (exit $lane_rc)" >&2
             [ "$rc" -ne 0 ] || rc=$lane_rc
         fi
+    done
+}
+# The last lines of the output, which is all a CI page may keep: each lane's exit status, pytest's
+# result lines and every failed or erroring test, whichever lane it ran in.
+summarise_lanes() {
+    local i
+    echo "================ make test: summary ================"
+    for i in "${!lane_names[@]}"; do
+        echo "the ${lane_names[$i]} lane: exit ${lane_rcs[$i]:-?}"
+        grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error|no tests ran).* =+$|^make test: (the|ERROR)' \
+            "${lane_logs[$i]}" | tail -40 || true
+        rm -f "${lane_logs[$i]}"
     done
 }
 interrupted() {
@@ -110,9 +123,16 @@ trap interrupted INT TERM
 
 ignored=()
 for path in "${SIDE_LANE[@]}" "${AFTER_COMPAT[@]}"; do ignored+=("--ignore=$path"); done
-run_pytest "${ignored[@]}" || rc=$?
-echo "make test: the main lane took $SECONDS s"
+main_log=$(mktemp "${TMPDIR:-/tmp}/make-test-main-lane.XXXXXX")
+main_rc=0
+run_pytest "${ignored[@]}" 2>&1 | tee "$main_log" || main_rc=${PIPESTATUS[0]}
+echo "make test: the main lane took $SECONDS s" | tee -a "$main_log"
+[ "$main_rc" -eq 0 ] || rc=$main_rc
 
 trap - INT TERM
 finish_lanes
+lane_names=(main "${lane_names[@]}")
+lane_logs=("$main_log" "${lane_logs[@]}")
+lane_rcs=("$main_rc" "${lane_rcs[@]}")
+summarise_lanes
 exit "$rc"
