@@ -251,7 +251,7 @@ def test_success_verify_on_s3(
         (["uploads", "list", "gs://b/t"], ["unsupported scheme"]),
         (["uploads", "purge", "s3://b/t"], ["invalid choice"]),
         (["uploads"], ["required"]),
-        (["success", "verify"], ["required: url"]),
+        (["success", "verify"], ["required: DESTINATION"]),
         (["uploads", "list", "s3://b/t", "--threads", "0"], ["--threads"]),
     ],
 )
