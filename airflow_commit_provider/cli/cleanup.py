@@ -54,14 +54,74 @@ class Act(Protocol[ListingT_contra]):
 
 @dataclass(frozen=True)
 class Cleanup(Generic[ListingT]):
-    """What a destructive command says and does that the flow does not know."""
+    """One cleanup as its list and destructive commands run it: what the flow does not know."""
 
+    find: Find[ListingT]
     table: Table[Any]
     action: str
     """What it does, as its refusal and its interruption say it: ``"abort uploads"``."""
     question: Callable[[argparse.Namespace, ListingT], str]
     declined: str
     act: Act[ListingT]
+
+    def show(self, args: argparse.Namespace) -> int:
+        """The list command: list with progress bars, then every item as JSON, or the table and the
+        listing's closing line for people."""
+        with store_for(args, args.scope).session() as store, progress_for(args) as progress:
+            listing = self.find(args, store, progress)
+        try:
+            if args.json:
+                items = (item.to_json() for item in listing.items())
+                emit_streamed(listing.summary_json(), listing.DETAILS, items)
+            else:
+                self.table.print(listing.items())
+                print(listing.describe())
+        finally:
+            listing.close()
+        return 0
+
+    def list_confirm_act(self, args: argparse.Namespace) -> int:
+        """The destructive command: list, show and ask (unless --dry-run or --yes), act.
+
+        Refuses before listing when a prompt would be needed that nobody can answer. Exits 1 when the
+        user declines or anything failed. The closing line for people is what the report says of
+        itself; failures follow it on stderr, one line each. Interrupted (Ctrl-C), it says that what
+        was done stays done and that the same command finishes the rest.
+        """
+        scope_of(args)
+        confirm_possible(args, self.action)
+        with store_for(args, args.scope).session() as store:
+            with progress_for(args) as progress:
+                listing = self.find(args, store, progress)
+            try:
+                count = listing.target_count
+                if count and not args.dry_run and not args.yes:
+                    self.table.print(listing.targets(), count, ASK_PREVIEW)
+                    if not confirm(args, self.question(args, listing)):
+                        print(self.declined, file=sys.stderr)
+                        return 1
+                try:
+                    with progress_for(args) as progress:
+                        report = self.act(
+                            store,
+                            listing,
+                            dry_run=args.dry_run,
+                            threads=args.threads,
+                            progress=progress,
+                            keep_outcomes=args.json,
+                        )
+                except KeyboardInterrupt:
+                    fail(
+                        "interrupted: what was done stays done; "
+                        f"run the same command again to {self.action} left"
+                    )
+                    return 130
+                try:
+                    return _print_report(args, listing, report, self.table)
+                finally:
+                    report.close()
+            finally:
+                listing.close()
 
 
 def selection(args: argparse.Namespace) -> dict[str, Any]:
@@ -73,66 +133,6 @@ def selection(args: argparse.Namespace) -> dict[str, Any]:
         "allow_bucket_root": args.allow_bucket_root,
         "threads": args.threads,
     }
-
-
-def show(args: argparse.Namespace, find: Find[ListingT], table: Table[Any]) -> int:
-    """A list command: list with progress bars, then every item as JSON, or the table and the
-    listing's closing line for people."""
-    with store_for(args, args.scope).session() as store, progress_for(args) as progress:
-        listing = find(args, store, progress)
-    try:
-        if args.json:
-            items = (item.to_json() for item in listing.items())
-            emit_streamed(listing.summary_json(), listing.DETAILS, items)
-        else:
-            table.print(listing.items())
-            print(listing.describe())
-    finally:
-        listing.close()
-    return 0
-
-
-def list_confirm_act(args: argparse.Namespace, find: Find[ListingT], cleanup: Cleanup[ListingT]) -> int:
-    """A destructive command: list, show and ask (unless --dry-run or --yes), act.
-
-    Refuses before listing when a prompt would be needed that nobody can answer. Exits 1 when the
-    user declines or anything failed. The closing line for people is what the report says of
-    itself; failures follow it on stderr, one line each. Interrupted (Ctrl-C), it says that what
-    was done stays done and that the same command finishes the rest.
-    """
-    scope_of(args)
-    confirm_possible(args, cleanup.action)
-    with store_for(args, args.scope).session() as store:
-        with progress_for(args) as progress:
-            listing = find(args, store, progress)
-        try:
-            count = listing.target_count
-            if count and not args.dry_run and not args.yes:
-                cleanup.table.print(listing.targets(), count, ASK_PREVIEW)
-                if not confirm(args, cleanup.question(args, listing)):
-                    print(cleanup.declined, file=sys.stderr)
-                    return 1
-            try:
-                with progress_for(args) as progress:
-                    report = cleanup.act(
-                        store,
-                        listing,
-                        dry_run=args.dry_run,
-                        threads=args.threads,
-                        progress=progress,
-                        keep_outcomes=args.json,
-                    )
-            except KeyboardInterrupt:
-                fail(
-                    f"interrupted: what was done stays done; run the same command again to {cleanup.action} left"
-                )
-                return 130
-            try:
-                return _print_report(args, listing, report, cleanup.table)
-            finally:
-                report.close()
-        finally:
-            listing.close()
 
 
 def _print_report(

@@ -18,7 +18,7 @@ from airflow_commit_provider.cli.arguments import (
     scope_of,
     store_for,
 )
-from airflow_commit_provider.cli.cleanup import Cleanup, list_confirm_act, selection, show
+from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table, emit, progress_for
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
@@ -62,13 +62,13 @@ def add_commands(groups: Any, parents: Parents) -> None:
     )
     commands.add_parser(
         "list", parents=[aged, policy], help="list jobs with records, and which may go"
-    ).set_defaults(handler=_list)
+    ).set_defaults(handler=RECORDS.show)
     commands.add_parser(
         "prune",
         parents=[aged, policy, parents.destructive],
         help="delete every file of the jobs older than --older-than but the --keep-newest newest, "
         "and index the jobs kept that lack an index entry",
-    ).set_defaults(handler=_prune)
+    ).set_defaults(handler=RECORDS.list_confirm_act)
     reindex = commands.add_parser(
         "reindex",
         parents=[parents.common],
@@ -104,10 +104,6 @@ def _row(job: JobRecords) -> str:
 TABLE = Table(f"{'STATE':<11} {'AGE':>7} {'FILES':>5} {'SIZE':>10}  {'KINDS':<25} JOB", _row)
 
 
-def _list(args: argparse.Namespace) -> int:
-    return show(args, _find, TABLE)
-
-
 def _question(args: argparse.Namespace, listing: RecordListing) -> str:
     kept = f" (keeping the {args.keep_newest} newest of those)" if args.keep_newest else ""
     return (
@@ -116,11 +112,7 @@ def _question(args: argparse.Namespace, listing: RecordListing) -> str:
     )
 
 
-PRUNE = Cleanup(TABLE, "prune job records", _question, "Nothing pruned.", prune_records)
-
-
-def _prune(args: argparse.Namespace) -> int:
-    return list_confirm_act(args, _find, PRUNE)
+RECORDS = Cleanup(_find, TABLE, "prune job records", _question, "Nothing pruned.", prune_records)
 
 
 def _reindex(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from airflow_commit_provider.cli.arguments import Parents, Parser
-from airflow_commit_provider.cli.cleanup import Cleanup, list_confirm_act, selection, show
+from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
@@ -30,11 +30,11 @@ def add_commands(groups: Any, parents: Parents) -> None:
         dest="command", required=True
     )
     commands.add_parser("list", parents=[scoped, nested], help="list temporary trees").set_defaults(
-        handler=_list
+        handler=TEMP.show
     )
     commands.add_parser(
         "clean", parents=[scoped, nested, parents.destructive], help="delete stale temporary trees"
-    ).set_defaults(handler=_clean)
+    ).set_defaults(handler=TEMP.list_confirm_act)
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> TempTreeListing:
@@ -50,10 +50,6 @@ def _row(tree: TempTree) -> str:
 TABLE = Table(f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE", _row)
 
 
-def _list(args: argparse.Namespace) -> int:
-    return show(args, _find, TABLE)
-
-
 def _question(args: argparse.Namespace, listing: TempTreeListing) -> str:
     return (
         f"Delete {listing.stale_count} stale temporary trees "
@@ -61,8 +57,4 @@ def _question(args: argparse.Namespace, listing: TempTreeListing) -> str:
     )
 
 
-CLEAN = Cleanup(TABLE, "delete temporary trees", _question, "Nothing deleted.", clean_temp_trees)
-
-
-def _clean(args: argparse.Namespace) -> int:
-    return list_confirm_act(args, _find, CLEAN)
+TEMP = Cleanup(_find, TABLE, "delete temporary trees", _question, "Nothing deleted.", clean_temp_trees)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.cli.arguments import Parents
-from airflow_commit_provider.cli.cleanup import Cleanup, list_confirm_act, selection, show
+from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.cleanup import (
     DEFAULT_OLDER_THAN,
@@ -29,7 +29,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
         dest="command", required=True
     )
     commands.add_parser("list", parents=[scoped], help="list pending uploads with their sizes").set_defaults(
-        handler=_list
+        handler=UPLOADS.show
     )
     abort = commands.add_parser("abort", parents=[scoped, parents.destructive], help="abort pending uploads")
     abort.add_argument(
@@ -37,7 +37,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
         action="store_true",
         help="measure parts and bytes first; one more request per upload (a dry run always measures)",
     )
-    abort.set_defaults(handler=_abort)
+    abort.set_defaults(handler=UPLOADS.list_confirm_act)
 
 
 def _row(upload: UploadInfo) -> str:
@@ -55,16 +55,10 @@ def _or_dash(value: int | None) -> str:
 TABLE = Table(f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID", _row)
 
 
-def _list(args: argparse.Namespace) -> int:
-    def find(args: argparse.Namespace, store: Store, progress: Progress) -> UploadListing:
-        return list_pending_uploads(store, progress=progress, **selection(args))
-
-    return show(args, find, TABLE)
-
-
-def _find_to_abort(args: argparse.Namespace, store: Store, progress: Progress) -> UploadListing:
-    """Sizes cost a request per upload: measured for a dry run or with --sizes only."""
-    sizes = args.sizes or args.dry_run
+def _find(args: argparse.Namespace, store: Store, progress: Progress) -> UploadListing:
+    """Sizes cost a request per upload: a listing measures them, an abort only for a dry run or
+    with --sizes."""
+    sizes = args.command == "list" or args.sizes or args.dry_run
     return list_pending_uploads(store, progress=progress, sizes=sizes, **selection(args))
 
 
@@ -73,8 +67,4 @@ def _question(args: argparse.Namespace, listing: UploadListing) -> str:
     return f"Abort {listing.count} uploads ({size}) under {listing.scope} older than {listing.age}?"
 
 
-ABORT = Cleanup(TABLE, "abort uploads", _question, "Nothing aborted.", abort_uploads)
-
-
-def _abort(args: argparse.Namespace) -> int:
-    return list_confirm_act(args, _find_to_abort, ABORT)
+UPLOADS = Cleanup(_find, TABLE, "abort uploads", _question, "Nothing aborted.", abort_uploads)
