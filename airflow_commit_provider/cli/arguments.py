@@ -25,8 +25,8 @@ SCOPE = "SCOPE"
 DESTINATION = "DESTINATION"
 #: What a cleanup's SCOPE is, for its help text.
 CLEANUP_SCOPE = "the directory the cleanup acts in, never a plain prefix (out/t does not cover out/t2)"
-#: How both are written, for their help texts.
-LOCATIONS = "s3://bucket/prefix, s3a://..., file:///path or a path"
+#: How a scope or destination is written, for the help texts.
+URL_FORMS = "s3://bucket/prefix, s3a://..., file:///path or a path"
 
 
 class CliError(Exception):
@@ -103,7 +103,7 @@ class Parents:
 
 def add_scope(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:
     """The positional a cleanup acts on: `args.scope`, named `metavar` in help and errors."""
-    parser.add_argument("scope", metavar=metavar, help=f"{help}: {LOCATIONS}")
+    parser.add_argument("scope", metavar=metavar, help=f"{help}: {URL_FORMS}")
     parser.set_defaults(scope_argument=metavar)
 
 

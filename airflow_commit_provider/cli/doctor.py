@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_commit_provider.cli.arguments import (
     DESTINATION,
-    LOCATIONS,
+    URL_FORMS,
     CliError,
     Parents,
     positive,
@@ -33,7 +33,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
         + ", ".join(PROPERTIES),
     )
     doctor.add_argument(
-        "destination", metavar=DESTINATION, help=f"a destination (where a job writes): {LOCATIONS}"
+        "destination", metavar=DESTINATION, help=f"a destination (a table's root folder): {URL_FORMS}"
     )
     doctor.add_argument("--writers", type=positive, default=8, help="concurrent creates per race (default 8)")
     doctor.add_argument("--rounds", type=positive, default=3, help="races to run (default 3)")

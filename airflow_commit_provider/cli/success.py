@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow_commit_provider.cli.arguments import (
     DESTINATION,
-    LOCATIONS,
+    URL_FORMS,
     CliError,
     Parents,
     duration,
@@ -34,7 +34,7 @@ from airflow_commit_provider.core.success_check import (
 )
 
 #: The positional of both commands.
-_WHAT = f"the destination (a table's root folder) or its _SUCCESS file: {LOCATIONS}"
+_DESTINATION_HELP = f"the destination (a table's root folder) or its _SUCCESS file: {URL_FORMS}"
 
 
 def add_commands(groups: Any, parents: Parents) -> None:
@@ -42,7 +42,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
         dest="command", required=True
     )
     show = commands.add_parser("show", parents=[parents.common], help="show a _SUCCESS file")
-    show.add_argument("destination", metavar=DESTINATION, help=_WHAT)
+    show.add_argument("destination", metavar=DESTINATION, help=_DESTINATION_HELP)
     show.add_argument(
         "--job-id", help="show this job: its record when _SUCCESS is absent or names another job"
     )
@@ -50,7 +50,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
     verify = commands.add_parser(
         "verify", parents=[parents.common], help="check a _SUCCESS file (exit 1 if not)"
     )
-    verify.add_argument("destination", metavar=DESTINATION, help=_WHAT)
+    verify.add_argument("destination", metavar=DESTINATION, help=_DESTINATION_HELP)
     verify.add_argument(
         "--job-id", help="the job that must have committed (its record counts when _SUCCESS is another job's)"
     )
