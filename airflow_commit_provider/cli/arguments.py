@@ -4,7 +4,7 @@ the error a command raises for users, and opening the store a command names.
 
 The words (the project's, in every argument, help text and message): a **destination** is where a
 job writes, a table's root folder; a **scope** is what a cleanup acts on; a **path** is one stored
-file or object.
+file or object; a **location** is only a catalog's partition location.
 """
 
 from __future__ import annotations
