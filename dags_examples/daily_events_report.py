@@ -76,15 +76,15 @@ def committed_days(partition_key: str | None, events: list[Any]) -> list[str]:
 
 def read_table_day(table: str, day: str) -> dict[str, Any]:
     """``{"day", "rows", "files"}`` of the day as the catalog table has it (``jobs/daily_report_job.py``)."""
-    from airflow_commit_provider.devtools.hive_metastore import metastore_service_conf
     from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
+    from airflow_commit_provider.spark.config import thrift_metastore_conf
 
     with tempfile.TemporaryDirectory(prefix="daily-report-") as directory:
         out = Path(directory, "report.json")
         # Ours for its local-master Python and spark-submit lookup; it runs no committed write here.
         hook = CommittedSparkSubmitHook(
             conn_id="spark_default",
-            conf={**metastore_service_conf(METASTORE_URI, f"{ROOT}/warehouse"), "spark.ui.enabled": "false"},
+            conf={**thrift_metastore_conf(METASTORE_URI, f"{ROOT}/warehouse"), "spark.ui.enabled": "false"},
             application_args=["--table", table, "--day", day, "--out", str(out)],
             name=f"daily-report-{day}",
         )

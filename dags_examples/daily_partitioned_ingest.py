@@ -63,9 +63,9 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_commit_provider.compat import CronDataIntervalTimetable
-from airflow_commit_provider.devtools.hive_metastore import metastore_service_conf
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 from airflow_commit_provider.sensors import SuccessManifestSensor
+from airflow_commit_provider.spark.config import thrift_metastore_conf
 
 DAG_ID = "daily_partitioned_ingest"
 JOB = Path(__file__).resolve().parent / "jobs" / "daily_ingest_job.py"
@@ -82,7 +82,7 @@ def catalog_conf() -> dict[str, str]:
         return {}
     if not METASTORE_URI:
         raise ValueError("DAILY_INGEST_TABLE needs DAILY_INGEST_METASTORE_URI (thrift://host:port)")
-    return metastore_service_conf(METASTORE_URI, f"{ROOT}/warehouse")
+    return thrift_metastore_conf(METASTORE_URI, f"{ROOT}/warehouse")
 
 
 def events_for(day: str) -> list[dict[str, Any]]:

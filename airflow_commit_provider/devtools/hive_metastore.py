@@ -24,8 +24,8 @@ Production metastores are Thrift services instead (``hive.metastore.uris=thrift:
 Dataproc, HDP), which applications and other clients (``core.hive_metastore_catalog``) reach
 without a database of their own. `HiveMetastoreService` runs one: Hive 2.3's own metastore handler
 from PySpark's jars, kept in PostgreSQL as above, served on a loopback port
-(``LoopbackMetastore.java`` says why not ``HiveMetaStore.main``); `metastore_service_conf` points an
-application at it.
+(``LoopbackMetastore.java`` says why not ``HiveMetaStore.main``); ``spark.config.thrift_metastore_conf``
+points an application at it.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar
+from airflow_commit_provider.spark.config import CATALOG_IMPLEMENTATION, WAREHOUSE_DIR, thrift_metastore_conf
 
 POSTGRES_DRIVER_CLASS = "org.postgresql.Driver"
 PASSWORD_KEY = "javax.jdo.option.ConnectionPassword"
@@ -85,8 +86,8 @@ def embedded_metastore_conf(directory: Path) -> dict[str, str]:
     database, Derby's log and the warehouse): one application's own, as the suite's session and
     the benchmarks' have it."""
     return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(directory / "warehouse"),
+        CATALOG_IMPLEMENTATION: "hive",
+        WAREHOUSE_DIR: str(directory / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
             f"jdbc:derby:;databaseName={directory / 'metastore_db'};create=true"
         ),
@@ -98,8 +99,8 @@ def shared_metastore_conf(jdbc_url: str, user: str, warehouse: str) -> dict[str,
     """Spark conf of a Hive catalog in the PostgreSQL database at `jdbc_url`, tables without a
     location going under `warehouse`; the password and the classpath come apart (module docstring)."""
     return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": warehouse,
+        CATALOG_IMPLEMENTATION: "hive",
+        WAREHOUSE_DIR: warehouse,
         **{f"spark.hadoop.{key}": value for key, value in _database_conf(jdbc_url, user).items()},
     }
 
@@ -116,18 +117,6 @@ def _database_conf(jdbc_url: str, user: str) -> dict[str, str]:
         "datanucleus.schema.autoCreateColumns": "true",
         "datanucleus.schema.autoCreateConstraints": "false",
         "hive.metastore.schema.verification": "false",
-    }
-
-
-def metastore_service_conf(uri: str, warehouse: str) -> dict[str, str]:
-    """Spark conf of a Hive catalog on the Thrift metastore at `uri` (``thrift://host:port``),
-    tables without a location going under `warehouse`."""
-    if not uri.startswith("thrift://"):
-        raise ValueError(f"metastore uri {uri!r} must be a thrift://host:port URI")
-    return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": warehouse,
-        "spark.hadoop.hive.metastore.uris": uri,
     }
 
 
@@ -206,7 +195,7 @@ class HiveMetastoreService:
 
     def spark_conf(self) -> dict[str, str]:
         """What an application needs to use it as its catalog."""
-        return metastore_service_conf(self.uri, self.warehouse)
+        return thrift_metastore_conf(self.uri, self.warehouse)
 
     def start(self) -> HiveMetastoreService:
         """Launch the server and return once it serves (it prints its port when it does)."""

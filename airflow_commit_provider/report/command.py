@@ -1,4 +1,4 @@
-"""`airflow-commit report DESTINATION [--job ID] [--html FILE]`: the commit report in a terminal."""
+"""`airflow-commit report DESTINATION [--job-id ID] [--html FILE]`: the commit report in a terminal."""
 
 from __future__ import annotations
 
@@ -21,9 +21,13 @@ from airflow_commit_provider.report.terminal import print_commit, print_commits
 def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int]) -> argparse.ArgumentParser:
     """The arguments; `positive` parses the counts as the other commands do."""
     parser.add_argument(
-        "url", metavar="DESTINATION", help="an output directory: s3://bucket/prefix, file:///path"
+        "destination",
+        metavar="DESTINATION",
+        help="a destination (a table's root folder): s3://bucket/prefix, file:///path",
     )
-    parser.add_argument("--job", metavar="ID", help="the job to report (default: the most recent one)")
+    parser.add_argument("--job-id", metavar="ID", help="the job to report (default: the most recent one)")
+    # The first spelling, kept for the scripts that use it; every other command says --job-id.
+    parser.add_argument("--job", dest="job_id", help=argparse.SUPPRESS)
     parser.add_argument(
         "--html", metavar="FILE", help="also write the report as one self-contained HTML file"
     )
@@ -46,15 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int
 
 
 def run(args: argparse.Namespace, store: Store) -> int:
-    """List the destination's recent commits (unless --job names one), then report one of them."""
-    destination = StorePath.parse(args.url)
+    """List the destination's recent commits (unless --job-id names one), then report one of them."""
+    destination = StorePath.parse(args.destination)
     listed = (
         CommitPage([], None)
-        if args.job
+        if args.job_id
         else list_commit_page(store, destination, limit=args.limit, after=args.after, threads=args.threads)
     )
     commits = listed.commits
-    job_id = args.job or (commits[0].job_id if commits else None)
+    job_id = args.job_id or (commits[0].job_id if commits else None)
     if job_id is None:
         raise ValueError(f"{destination.join(RECORDS_DIR).uri()}: no job records, so no commit to report")
     report = load_commit(

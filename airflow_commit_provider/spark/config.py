@@ -59,6 +59,12 @@ OPERATOR_CONFS = (
 
 #: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.
 HADOOP_CONF_PREFIX = "spark.hadoop."
+#: The session's catalog: ``hive`` for a Hive metastore's.
+CATALOG_IMPLEMENTATION = "spark.sql.catalogImplementation"
+#: Where the catalog puts a table created without a location.
+WAREHOUSE_DIR = "spark.sql.warehouse.dir"
+#: The Thrift metastore of a Hive catalog (Hive's ``hive.metastore.uris``, as Spark passes it).
+METASTORE_URIS = HADOOP_CONF_PREFIX + "hive.metastore.uris"
 #: Spark 4 measures the Arrow batch it fills for Python after every row, to stop at this many bytes
 #: (64 MiB by default); at Int.MaxValue it skips the measurement, and batches are cut by
 #: ``ARROW_MAX_RECORDS_PER_BATCH`` alone. What we set them to, and when: ``spark.arrow_batches``.
@@ -71,6 +77,14 @@ SPARK_MAX_RECORDS_PER_FILE = "spark.sql.files.maxRecordsPerFile"
 SPARK_PARQUET_CODEC = "spark.sql.parquet.compression.codec"
 SPARK_ORC_CODEC = "spark.sql.orc.compression.codec"
 SPARK_SPECULATION = "spark.speculation"
+
+
+def thrift_metastore_conf(uri: str, warehouse: str) -> dict[str, str]:
+    """Spark conf of a Hive catalog on the Thrift metastore at `uri` (``thrift://host:port``),
+    tables without a location going under `warehouse`: what a job needs to write a catalog table."""
+    if not uri.startswith("thrift://"):
+        raise ValueError(f"metastore uri {uri!r} must be a thrift://host:port URI")
+    return {CATALOG_IMPLEMENTATION: "hive", WAREHOUSE_DIR: warehouse, METASTORE_URIS: uri}
 
 
 class ConfSource(Protocol):

@@ -145,8 +145,6 @@ SOURCE_OPTIONS = (
     "conflict_mode",
     "job_id",
 )
-#: The session conf naming the Thrift metastore (Hive's ``hive.metastore.uris``, as Spark passes it).
-METASTORE_URIS_CONF = "spark.hadoop.hive.metastore.uris"
 #: Formats whose rows a task can write from Arrow batches as they come.
 SOURCE_FORMATS = ("parquet", "orc")
 #: Spark's defaults for ``spark.sql.parquet.compression.codec`` and ``spark.sql.orc.compression.codec``
@@ -174,7 +172,7 @@ def register_data_source(spark: SparkSession, *, unmeasured_arrow_batches: bool 
     """
     if unmeasured_arrow_batches:
         unmeasure_session(spark)
-    uris = spark.conf.get(METASTORE_URIS_CONF, None)
+    uris = spark.conf.get(cfg.METASTORE_URIS, None)
     if not uris:
         spark.dataSource.register(CommittedDataSource)
         return
@@ -376,7 +374,7 @@ def _table_destination(
     if not uris:
         raise ValueError(
             f"data source {SHORT_NAME!r} writes table {table!r} through a Thrift metastore: pass "
-            f"option('metastore_uri', 'thrift://host:9083') or register it in a session with {METASTORE_URIS_CONF}"
+            f"option('metastore_uri', 'thrift://host:9083') or register it in a session with {cfg.METASTORE_URIS}"
         )
     try:
         catalog = HiveMetastoreCatalog(uris)

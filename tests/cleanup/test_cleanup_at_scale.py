@@ -35,7 +35,7 @@ from cleanup_support import (
 from openlineage.client.serde import Serde
 from support.faults import FaultInjectingStore, SimulatedCrash
 
-from airflow_commit_provider import cli
+from airflow_commit_provider.cli import cleanup as cleanup_flow
 from airflow_commit_provider.core.cleanup import (
     STOP_AFTER_FAILURES,
     LoggingProgress,
@@ -238,7 +238,7 @@ def test_ctrl_c_in_the_cli_says_how_to_finish_and_the_same_command_does(
     argv = ("uploads", "abort", str(table), "--older-than", "0s", "--yes", "--threads", "1")
 
     interrupting = GoesDown(store, "abort_multipart_upload", interrupted_at, KeyboardInterrupt)
-    monkeypatch.setattr(cli, "_open", lambda args, url: interrupting)
+    monkeypatch.setattr(cleanup_flow, "store_for", lambda args, where: interrupting)
     code, out, err = run(capsys, *argv)
     assert code == 130 and out == ""
     assert_one_line_error(err, "interrupted: what was done stays done", "run the same command again")

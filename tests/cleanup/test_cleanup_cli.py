@@ -244,14 +244,16 @@ def test_success_verify_on_s3(
     ("argv", "fragments"),
     [
         (["uploads", "list", "s3://b/t", "--older-than", "5x"], ["--older-than", "invalid duration '5x'"]),
-        (["uploads", "list", "s3://b"], ["empty prefix", "--allow-bucket-root"]),
+        (["uploads", "list", "s3://b"], ["SCOPE: 's3://b' has an empty prefix", "--allow-bucket-root"]),
+        (["records", "list", "s3://b"], ["DESTINATION: 's3://b' has an empty prefix"]),
+        (["records", "reindex", "s3://b/t*"], ["DESTINATION: 's3://b/t*' has wildcards"]),
         (["uploads", "abort", "s3://b/", "--yes"], ["empty prefix"]),
         (["temp", "clean", "s3:b/t", "--yes"], ["cannot parse"]),
         (["temp", "list", "s3:///t"], ["no bucket"]),
         (["uploads", "list", "gs://b/t"], ["unsupported scheme"]),
         (["uploads", "purge", "s3://b/t"], ["invalid choice"]),
         (["uploads"], ["required"]),
-        (["success", "verify"], ["required: url"]),
+        (["success", "verify"], ["required: DESTINATION"]),
         (["uploads", "list", "s3://b/t", "--threads", "0"], ["--threads"]),
     ],
 )

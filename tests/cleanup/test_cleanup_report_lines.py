@@ -1,7 +1,8 @@
-"""The sentences a cleanup report says of itself, which the CLI prints and the operators log or raise."""
+"""The sentences a cleanup listing and report say of themselves, which the CLI prints and the operators log or raise."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from airflow_commit_provider.core.cleanup.records import (
@@ -13,6 +14,7 @@ from airflow_commit_provider.core.cleanup.records import (
     RecordPruneReport,
 )
 from airflow_commit_provider.core.cleanup.reports import FAILED
+from airflow_commit_provider.core.cleanup.temp_trees import TempTree, TempTreeListing
 from airflow_commit_provider.core.cleanup.uploads import (
     ABORTED,
     AbortOutcome,
@@ -69,3 +71,66 @@ def test_an_abort_report_says_whether_sizes_were_measured() -> None:
         line = report.describe()
         assert line.startswith(f"Aborted 1 uploads older than 1m under {SCOPE}{sizes}"), line
         assert line.endswith("0 kept for jobs past their commit point; 0 failed in 0.5s")
+
+
+def _tree(name: str, *, stale: bool, committing: bool = False) -> TempTree:
+    return TempTree(
+        SCOPE.join("_temporary", name),
+        "temporary",
+        name,
+        files=3,
+        bytes=3072,
+        uploads=0,
+        newest=0.0,
+        age_seconds=7200.0,
+        stale=stale,
+        committing=committing,
+    )
+
+
+def test_every_listing_says_what_it_found_and_hands_out_what_its_cleanup_acts_on() -> None:
+    """The three kinds as the CLI's one flow reads them (`CleanupListing`): the closing line of a
+    list command, every item, and the targets (all uploads; the stale trees and jobs only)."""
+    uploads = UploadListing(SCOPE, timedelta(hours=6), NOW, None, too_recent=1, sizes_measured=True)
+    uploads.add(
+        UploadInfo(SCOPE.join("part-0"), "upload-1", initiated=0.0, age_seconds=90, parts=2, bytes=20)
+    )
+    trees = TempTreeListing(SCOPE, timedelta(hours=1), NOW, None)
+    for tree in (
+        _tree("j1", stale=True),
+        _tree("j2", stale=False, committing=True),
+        _tree("j3", stale=False),
+    ):
+        trees.add(tree)
+    records = RecordListing(SCOPE, timedelta(days=30), NOW, None, records_dir=SCOPE.join("_airflow_commit"))
+    records.jobs = [_job("job-a", 1536), replace(_job("job-b", 10), keep="recent")]
+    try:
+        assert uploads.describe() == (
+            f"1 pending uploads older than 6h under {SCOPE}: 20 B in 2 parts "
+            "(1 more recent, 0 of other jobs, 0 of jobs past their commit point)"
+        )
+        assert trees.describe() == (
+            f"3 temporary trees under {SCOPE}; 1 stale (no writes for 1h): 3.0 KiB in 3 files; "
+            "1 kept for jobs past their commit point"
+        )
+        assert records.describe() == (
+            f"2 jobs with records in {SCOPE.join('_airflow_commit')}; 1 may go (1.5 KiB); kept: 1 younger "
+            "than 30d, 0 of the newest, 0 committing, 0 unreadable; 0 without an index entry"
+        )
+        for listing, items, targets in (
+            (uploads, ["upload-1"], ["upload-1"]),
+            (trees, ["j1", "j2", "j3"], ["j1"]),
+            (records, ["job-a", "job-b"], ["job-a"]),
+        ):
+            assert [_name(item.to_json()) for item in listing.items()] == items
+            assert [_name(item.to_json()) for item in listing.targets()] == targets
+            assert listing.target_count == len(targets)
+            assert set(listing.summary_json()) >= {"scope", "older_than_seconds", "job_id"}
+            assert listing.DETAILS not in listing.summary_json(), "the items are streamed after it"
+    finally:
+        uploads.close()
+        trees.close()
+
+
+def _name(item: dict[str, object]) -> object:
+    return item.get("upload_id") or item["job_id"]

@@ -174,7 +174,7 @@ def test_a_job_of_ten_thousand_partitions_shows_one_small_page_of_them(
     assert html.count('href="?partition_page=') == 10, "five pages either side of the current one"
     assert len(html.encode()) < 64 * 1024, "a page of a 10,000-partition job is small"
 
-    assert main(["report", env.dest.uri(), "--job", job.job_id, "--partition-page", "100"]) == 0
+    assert main(["report", env.dest.uri(), "--job-id", job.job_id, "--partition-page", "100"]) == 0
     printed = capsys.readouterr().out
     assert "partitions 9,901-10,000 of 10,000, page 100 of 100" in printed and partitions[-1] in printed
     with pytest.raises(
@@ -355,8 +355,12 @@ def test_the_cli_names_what_is_missing(commit_env: CommitEnv, capsys: pytest.Cap
     assert main(["report", env.dest.uri()]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "_airflow_commit: no job records" in error
-    assert main(["report", env.dest.uri(), "--job", "job-that-never-ran"]) == 2
-    assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
+    for spelling in ("--job-id", "--job"):  # --job, the first spelling, still works, unlisted
+        assert main(["report", env.dest.uri(), spelling, "job-that-never-ran"]) == 2
+        assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
+    assert main(["report", "--help"]) == 0
+    usage = capsys.readouterr().out
+    assert "--job-id ID" in usage and "--job " not in usage and "DESTINATION" in usage
 
 
 def test_the_cli_and_the_page_list_older_commits_after_a_cursor(

@@ -17,10 +17,10 @@ from airflow_commit_provider.devtools.hive_metastore import (
     PASSWORD_KEY,
     HiveMetastoreService,
     metastore_classpath,
-    metastore_service_conf,
     shared_metastore_conf,
     write_password_conf,
 )
+from airflow_commit_provider.spark.config import thrift_metastore_conf
 
 
 def test_password_conf_is_owner_only_and_escaped(tmp_path: Path) -> None:
@@ -53,14 +53,14 @@ def test_other_database_url_is_refused_by_name() -> None:
 
 
 def test_service_conf_points_at_the_thrift_uri() -> None:
-    conf = metastore_service_conf("thrift://127.0.0.1:9083", "file:///w")
+    conf = thrift_metastore_conf("thrift://127.0.0.1:9083", "file:///w")
     assert conf == {
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": "file:///w",
         "spark.hadoop.hive.metastore.uris": "thrift://127.0.0.1:9083",
     }
     with pytest.raises(ValueError, match=r"metastore uri 'http://h:1' must be a thrift://host:port URI"):
-        metastore_service_conf("http://h:1", "file:///w")
+        thrift_metastore_conf("http://h:1", "file:///w")
 
 
 def test_service_listens_on_loopback_only_and_keeps_its_password_private(

@@ -7,7 +7,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzzing import FUZZ, accepted_or_refused, hostile_text, parsed_command_line
 
-from airflow_commit_provider.cli import _scope, build_parser
+from airflow_commit_provider.cli import build_parser
+from airflow_commit_provider.cli.arguments import scope_of
 from airflow_commit_provider.core.cleanup.scope import ScopeError
 
 COMMANDS = (
@@ -15,7 +16,9 @@ COMMANDS = (
     ["uploads", "abort"],
     ["temp", "list"],
     ["temp", "clean"],
+    ["records", "list"],
     ["records", "prune"],
+    ["records", "reindex"],
     ["success", "verify"],
     ["success", "show"],
     ["doctor"],
@@ -47,4 +50,4 @@ arguments = st.one_of(
 def test_command_lines(command: list[str], rest: list[str]) -> None:
     args = parsed_command_line(build_parser(), [*command, *rest])
     if args is not None and getattr(args, "allow_bucket_root", None) is not None:
-        accepted_or_refused(lambda: _scope(args), ScopeError, "URL")
+        accepted_or_refused(lambda: scope_of(args), ScopeError, args.scope_argument)

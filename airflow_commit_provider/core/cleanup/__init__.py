@@ -1,6 +1,8 @@
 """Cleanup of what failed and killed jobs leave behind (pending uploads, temporary trees), and of old job records.
 
-Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow imports here.
+Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow imports here. Every kind
+lists its scope as a `CleanupListing` of `Listed` items and reports what acting on it did as a
+`CleanupReport` of `Outcome`s (`reports`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from airflow_commit_provider.core.cleanup.records import (
     record_policy,
     reindex_records,
 )
+from airflow_commit_provider.core.cleanup.reports import CleanupListing, CleanupReport, Listed, Outcome
 from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
 from airflow_commit_provider.core.cleanup.temp_trees import (
     TempCleanReport,
@@ -61,10 +64,14 @@ __all__ = [
     "STOP_AFTER_FAILURES",
     "AbortOutcome",
     "AbortReport",
+    "CleanupListing",
+    "CleanupReport",
     "IndexReport",
     "JobRecords",
+    "Listed",
     "LoggingProgress",
     "NoProgress",
+    "Outcome",
     "Progress",
     "RecordListing",
     "RecordPolicy",

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size, iso, one_line
 from airflow_commit_provider.core.cleanup.durations import (
@@ -184,6 +184,11 @@ class JobRecords:
 
 @dataclass
 class RecordListing(ScopedListing):
+    """The jobs with records in a destination's records directory, each prunable or kept (and why).
+    A `CleanupListing` of `JobRecords`: the stale jobs are those to prune."""
+
+    DETAILS: ClassVar[str] = "jobs"
+
     records_dir: StorePath | None = None
     policy: RecordPolicy | None = None
     jobs: list[JobRecords] = field(default_factory=list)
@@ -197,8 +202,17 @@ class RecordListing(ScopedListing):
     def kept(self, reason: str) -> list[JobRecords]:
         return [job for job in self.jobs if job.keep == reason]
 
-    def to_json(self, sample: int | None = None) -> dict[str, Any]:
-        shown = self.jobs if sample is None else self.jobs[:sample]
+    def items(self) -> Iterable[JobRecords]:
+        return self.jobs
+
+    def targets(self) -> Iterable[JobRecords]:
+        return self.stale
+
+    @property
+    def target_count(self) -> int:
+        return len(self.stale)
+
+    def summary_json(self) -> dict[str, Any]:
         return {
             **self.selection_json(),
             "records_dir": str(self.records_dir),
@@ -214,8 +228,17 @@ class RecordListing(ScopedListing):
             "unrecognised": self.unrecognised,
             "unindexed": sum(job.unindexed for job in self.jobs),
             "other_jobs": self.other_jobs,
-            "jobs": [job.to_json() for job in shown],
         }
+
+    def describe(self) -> str:
+        stale = self.stale
+        return (
+            f"{len(self.jobs)} jobs with records in {self.records_dir}; {len(stale)} may go "
+            f"({format_size(sum(job.bytes for job in stale))}); kept: {len(self.kept(RECENT))} younger "
+            f"than {self.age}, {len(self.kept(NEWEST))} of the newest, {len(self.kept(COMMITTING))} "
+            f"committing, {len(self.kept(UNREADABLE))} unreadable; "
+            f"{sum(job.unindexed for job in self.jobs)} without an index entry"
+        )
 
 
 @dataclass(frozen=True)
@@ -244,7 +267,6 @@ class RecordOutcome:
 
 class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
     ACTED = (PRUNED, WOULD_PRUNE)
-    DETAILS = "jobs"
     ACTION = ("prune", "pruned")
     ITEMS = "the records of {} jobs"
 

@@ -1,9 +1,11 @@
 """What every cleanup produces: a listing of one scope, then a report of acting on it.
 
-Uploads and temporary trees differ in what they find and how they remove it, but not in how a
-scope is selected, how a dry run differs from a real run, or how a report is summarised for
-XCom and `--json`, or in words for people. That part lives here once, so every kind answers the
-operators and the CLI in the same shape, and both print the same sentences.
+Uploads, temporary trees and job records differ in what they find and how they remove it, but
+not in how a scope is selected, how a dry run differs from a real run, or how a listing and a
+report are summarised for XCom and `--json`, or in words for people. That part lives here once
+(`CleanupListing`, `Outcome`, `CleanupReport`), so every kind answers the operators and the CLI in
+the same shape, the CLI's one list, confirm and act flow serves all three, and both print the
+same sentences.
 
 A report's size does not grow with the scope: it keeps counts by status, sums (files, bytes),
 the acted-on items with the smallest names (`KEPT_OUTCOMES`, for samples and lineage) and the
@@ -48,6 +50,51 @@ T = TypeVar("T")
 ListingT = TypeVar("ListingT", bound="ScopedListing")
 OutcomeT = TypeVar("OutcomeT", bound="Outcome")
 ReportT = TypeVar("ReportT", bound="CleanupReport[Any, Any]")
+ListedT = TypeVar("ListedT", bound="Listed", covariant=True)
+
+
+class Listed(Protocol):
+    """One item a cleanup listed: a pending upload, a temporary tree, the records of a job."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class CleanupListing(Protocol[ListedT]):
+    """What a cleanup found in its scope, as every kind answers it.
+
+    The CLI lists, asks and acts through this alone, the same way for uploads, temporary trees and
+    job records; the items are streamed (from a local spool), so a listing can be a million long.
+    """
+
+    #: The key under which `--json` lists every item, and every outcome once acted on.
+    DETAILS: ClassVar[str]
+
+    @property
+    def scope(self) -> StorePath: ...
+
+    @property
+    def older_than(self) -> timedelta: ...
+
+    def items(self) -> Iterable[ListedT]:
+        """Every item listed, in listing order."""
+        ...
+
+    def targets(self) -> Iterable[ListedT]:
+        """The items the cleanup acts on (all of them, or the stale ones), in listing order."""
+        ...
+
+    @property
+    def target_count(self) -> int: ...
+
+    def summary_json(self) -> dict[str, Any]:
+        """The selection and the counts, without the items."""
+        ...
+
+    def describe(self) -> str:
+        """The closing line of a listing for people: what was found, what may go, what stays and why."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Outcome(Protocol):
@@ -109,6 +156,11 @@ class ScopedListing:
             "job_id": self.job_id,
         }
 
+    @property
+    def age(self) -> str:
+        """`older_than` as people write it (`1d`, `90s`), as every sentence about the listing says it."""
+        return format_duration(self.older_than.total_seconds())
+
     def close(self) -> None:
         """Release the local files the listing keeps its items in."""
 
@@ -121,8 +173,6 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
 
     #: Statuses of the items removed (or, in a dry run, to be removed).
     ACTED: ClassVar[tuple[str, ...]]
-    #: The key under which `--json` lists every outcome.
-    DETAILS: ClassVar[str]
     #: What is done to an item, and its participle: ``("abort", "aborted")``.
     ACTION: ClassVar[tuple[str, str]]
     #: How a number of items reads in a sentence: ``"{} uploads"``.
@@ -253,9 +303,8 @@ class CleanupReport(Generic[ListingT, OutcomeT]):
         (or, dry, would be done), what was left alone and why, and how many items failed."""
         verb, participle = self.ACTION
         done = f"Would {verb}" if self.dry_run else participle.capitalize()
-        age = format_duration(self.listing.older_than.total_seconds())
         return (
-            f"{done} {self.ITEMS.format(self.acted_count)} older than {age} {self._where()}: "
+            f"{done} {self.ITEMS.format(self.acted_count)} older than {self.listing.age} {self._where()}: "
             f"{self._details(self._counts())}; {self.count(FAILED)} failed in {self.seconds:.1f}s"
             f"{self._stopped()}{' (dry run)' if self.dry_run else ''}"
         )

@@ -26,11 +26,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import (
-    SAMPLE_SIZE,
     Breaker,
     NoProgress,
     Progress,
@@ -140,7 +139,9 @@ class TempTree:
 @dataclass
 class TempTreeListing(ScopedListing):
     """The temporary trees found (spooled on local disk, in path order within each root), with
-    counts of the stale ones."""
+    counts of the stale ones. A `CleanupListing` of `TempTree`: the stale trees are those to delete."""
+
+    DETAILS: ClassVar[str] = "trees"
 
     trees: Spool[TempTree] = field(default_factory=Spool)
     count: int = 0
@@ -151,6 +152,16 @@ class TempTreeListing(ScopedListing):
 
     def stale(self) -> Iterator[TempTree]:
         return (tree for tree in self.trees if tree.stale)
+
+    def items(self) -> Iterable[TempTree]:
+        return self.trees
+
+    def targets(self) -> Iterable[TempTree]:
+        return self.stale()
+
+    @property
+    def target_count(self) -> int:
+        return self.stale_count
 
     def add(self, tree: TempTree) -> None:
         self.trees.append(tree)
@@ -171,9 +182,12 @@ class TempTreeListing(ScopedListing):
             "other_jobs": self.other_jobs,
         }
 
-    def to_json(self, sample: int = SAMPLE_SIZE) -> dict[str, Any]:
-        """The counts and the first `sample` trees (the CLI streams all of them)."""
-        return {**self.summary_json(), "trees": [tree.to_json() for tree in self.trees.head(sample)]}
+    def describe(self) -> str:
+        return (
+            f"{self.count} temporary trees under {self.scope}; {self.stale_count} stale "
+            f"(no writes for {self.age}): {format_size(self.stale_bytes)} in {self.stale_files} files; "
+            f"{self.kept_committing} kept for jobs past their commit point"
+        )
 
     def close(self) -> None:
         self.trees.close()
@@ -206,7 +220,6 @@ class TreeOutcome:
 
 class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
     ACTED = (DELETED, WOULD_DELETE)
-    DETAILS = "trees"
     ACTION = ("delete", "deleted")
     ITEMS = "{} stale temporary trees"
 

@@ -32,11 +32,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import (
-    SAMPLE_SIZE,
     Breaker,
     NoProgress,
     Progress,
@@ -100,7 +99,9 @@ class UploadInfo:
 @dataclass
 class UploadListing(ScopedListing):
     """The uploads a cleanup would act on (spooled on local disk), and how many others it saw and
-    left alone."""
+    left alone. A `CleanupListing` of `UploadInfo`: every upload listed is one to abort."""
+
+    DETAILS: ClassVar[str] = "uploads"
 
     uploads: Spool[UploadInfo] = field(default_factory=Spool)
     too_recent: int = 0
@@ -131,6 +132,16 @@ class UploadListing(ScopedListing):
         self.bytes += upload.bytes or 0
         self.parts += upload.parts or 0
 
+    def items(self) -> Iterable[UploadInfo]:
+        return self.uploads
+
+    def targets(self) -> Iterable[UploadInfo]:
+        return self.uploads
+
+    @property
+    def target_count(self) -> int:
+        return self.count
+
     def summary_json(self) -> dict[str, Any]:
         return {
             **self.selection_json(),
@@ -144,9 +155,13 @@ class UploadListing(ScopedListing):
             "vanished": self.vanished,
         }
 
-    def to_json(self, sample: int = SAMPLE_SIZE) -> dict[str, Any]:
-        """The counts and the first `sample` uploads (the CLI streams all of them)."""
-        return {**self.summary_json(), "uploads": [upload.to_json() for upload in self.uploads.head(sample)]}
+    def describe(self) -> str:
+        return (
+            f"{self.count} pending uploads older than {self.age} under {self.scope}: "
+            f"{format_size(self.total_bytes)} in {self.total_parts} parts "
+            f"({self.too_recent} more recent, {self.other_jobs} of other jobs, "
+            f"{self.committing} of jobs past their commit point)"
+        )
 
     def close(self) -> None:
         self.uploads.close()
@@ -190,7 +205,6 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
     """
 
     ACTED = (ABORTED, WOULD_ABORT)
-    DETAILS = "uploads"
     ACTION = ("abort", "aborted")
     ITEMS = "{} uploads"
 

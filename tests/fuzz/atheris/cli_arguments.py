@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from support.fuzzing import accepted_or_refused, parsed_command_line, text_of
 
-from airflow_commit_provider.cli import _scope, build_parser
+from airflow_commit_provider.cli import build_parser
+from airflow_commit_provider.cli.arguments import scope_of
 from airflow_commit_provider.core.cleanup.scope import ScopeError
 
 MAX_LEN = 512
@@ -17,4 +18,4 @@ PARSER = build_parser()
 def TestOneInput(data: bytes) -> None:
     args = parsed_command_line(PARSER, text_of(data).split("\x00"))
     if args is not None and getattr(args, "allow_bucket_root", None) is not None:
-        accepted_or_refused(lambda: _scope(args), ScopeError, "URL")
+        accepted_or_refused(lambda: scope_of(args), ScopeError, args.scope_argument)

@@ -1,0 +1,80 @@
+"""`airflow-commit doctor DESTINATION`: whether a store has what the committers rely on, probed under
+a scratch prefix of the destination (`core.store.check`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from airflow_commit_provider.cli.arguments import (
+    DESTINATION,
+    URL_FORMS,
+    CliError,
+    Parents,
+    positive,
+    store_for,
+)
+from airflow_commit_provider.cli.output import emit
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.check import (
+    COMMIT_PROPERTIES,
+    CONDITIONAL_CREATE,
+    PROPERTIES,
+    check_store,
+)
+
+
+def add_commands(groups: Any, parents: Parents) -> None:
+    doctor = groups.add_parser(
+        "doctor",
+        parents=[parents.common],
+        help="check that a store has what the committers rely on (exit 1 on any FAIL)",
+        description="Probe the store under a scratch prefix of DESTINATION (removed afterwards): "
+        + ", ".join(PROPERTIES),
+    )
+    doctor.add_argument(
+        "destination", metavar=DESTINATION, help=f"a destination (a table's root folder): {URL_FORMS}"
+    )
+    doctor.add_argument("--writers", type=positive, default=8, help="concurrent creates per race (default 8)")
+    doctor.add_argument("--rounds", type=positive, default=3, help="races to run (default 3)")
+    doctor.set_defaults(handler=_doctor)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    destination = StorePath.parse(args.destination)
+    if args.writers < 2:
+        raise CliError("--writers must be at least 2 to race")
+    with store_for(args, args.destination).session() as store:
+        report = check_store(store, destination, writers=args.writers, rounds=args.rounds)
+    if args.json:
+        emit(
+            {
+                "store": report.store,
+                "scratch": str(report.scratch),
+                "ok": report.passed,
+                "requests": report.requests,
+                "note": report.note,
+                "checks": [{"property": c.name, "ok": c.passed, "reason": c.reason} for c in report.checks],
+            }
+        )
+        return 0 if report.passed else 1
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"store: {escape(report.store)} (scratch {escape(str(report.scratch))}, removed)")
+    if report.note:
+        console.print(f"note: {escape(report.note)}")
+    width = max(len(name) for name in PROPERTIES)
+    for check in report.checks:
+        verdict = "[green]PASS[/green]" if check.passed else "[bold red]FAIL[/bold red]"
+        console.print(f"{verdict}  {check.name:<{width}}  {escape(check.reason)}")
+    failed = sum(not check.passed for check in report.checks)
+    console.print(f"{len(report.checks)} properties, {failed} failed, {report.requests} requests")
+    unsafe = [check.name for check in report.checks if check.name in COMMIT_PROPERTIES and not check.passed]
+    if unsafe:
+        console.print(
+            f"the committers rely on {' and '.join(COMMIT_PROPERTIES)}: commits on this store are not safe "
+            f"({', '.join(unsafe)} failed); job setup refuses a store that fails {CONDITIONAL_CREATE}"
+        )
+    return 0 if report.passed else 1
