@@ -202,3 +202,84 @@ def test_fail_mode_resume_does_not_trip_over_its_own_output(commit_env: CommitEn
     assert 0 < len({k for k in store_files(env.store, env.dest) if not k.startswith("_")}) < len(new)
     create_committer(name, env.store, env.dest, job.job_id, options).commit_job(None)
     assert_committed(env.store, env.dest, new, job_id=job.job_id)
+
+
+# replace's two ways of listing the partitions written ------------------------------------------
+WIDE_EXISTING = {
+    "dt=2024-01-01/old.bin": b"replaced",
+    "dt=2024-01-01/h=0/old.bin": b"replaced: h=0 is written too",
+    "dt=2024-01-01/h=1/old.bin": b"stays: h=1 is not written",
+    "dt=2024-01-01/sub/deep.bin": b"stays: not directly in a partition written",
+    "dt=2024-01-010/old.bin": b"stays: a sibling whose name extends dt=2024-01-01's",
+    "dt=2024-01-01x/old.bin": b"stays: another sibling",
+    "dt=2024-01-02/old-a.bin": b"replaced",
+    "dt=2024-01-02/old-b.bin": b"replaced too",
+    "dt=2024-01-020/old.bin": b"stays",
+    "top.bin": b"stays unless the job writes at the top",
+}
+WIDE_HIDDEN = {
+    "dt=2024-01-01/_hidden.bin": b"hidden files never count",
+    "dt=2024-01-02/.dot.bin": b"nor do dot files",
+    "dt=2024-01-03/_logs/x.bin": b"nor a hidden folder's files",
+}
+WIDE_NAMES = [
+    "dt=2024-01-01/new-0.bin",
+    "dt=2024-01-01/h=0/new-0.bin",
+    "dt=2024-01-02/old-a.bin",  # the job's own file of an existing name: replaced by its upload
+    "dt=2024-01-03/new-0.bin",
+    "dt=2024-01-04/new-0.bin",
+]
+WIDE_PARTITIONS = 5  # the top holds none of the job's files
+
+
+@pytest.mark.parametrize("at_top", [False, True], ids=["partitions", "and the top"])
+@pytest.mark.parametrize(
+    ("route", "from_partitions", "keys_per_partition", "lists"),
+    [
+        ("one LIST per partition", 10**9, 20, WIDE_PARTITIONS),
+        ("one listing of the parent", 1, 20, 1),
+        ("the parent given up past its budget", 1, 0, 1 + WIDE_PARTITIONS),
+    ],
+)
+def test_partitioned_replace_finds_the_same_files_either_way(
+    commit_env: CommitEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    route: str,
+    from_partitions: int,
+    keys_per_partition: int,
+    lists: int,
+    at_top: bool,
+) -> None:
+    """Listing each partition written, or their common parent once, replaces exactly the visible
+    files directly in a partition the job writes: not a sibling whose name extends one
+    (dt=2024-01-010 is not dt=2024-01-01), not a folder below one, not hidden files. The phase's
+    LIST requests show which way it went (one page each here); a parent holding more than its
+    budget (the job's own files, then 0 keys per partition) is given up for one LIST each. A job
+    that writes at the top too replaces the top's own files, and lists it once more."""
+    from airflow_commit_provider.core.stages import conflicts
+
+    monkeypatch.setattr(conflicts, "PARENT_LISTING_PARTITIONS", from_partitions)
+    monkeypatch.setattr(conflicts, "PARENT_LISTING_KEYS_PER_PARTITION", keys_per_partition)
+    env = commit_env
+    seed(env, {**WIDE_EXISTING, **WIDE_HIDDEN})
+    job = JobRun.create("partitioned", env.store, env.dest, env.options(conflict_mode="replace"))
+    job.committer.setup_job()
+    names = [*WIDE_NAMES, "top-new.bin"] if at_top else WIDE_NAMES
+    attempts = [job.run_task(task, 0, [name]) for task, name in enumerate(names)]
+    record = job.committer.commit_job([attempt.result for attempt in attempts])
+
+    files = store_files(env.store, env.dest)
+    visible = {
+        name: data
+        for name, data in files.items()
+        if not any(part.startswith(("_", ".")) for part in name.split("/"))
+    }
+    new = {name: data for attempt in attempts for name, data in attempt.files.items()}
+    kept = {name: data for name, data in WIDE_EXISTING.items() if data.startswith(b"stays")}
+    if at_top:
+        del kept["top.bin"]
+        lists += lists > 1  # the top is one more partition to list
+    assert visible == {**kept, **new}, route
+    assert {name: files.get(name) for name in WIDE_HIDDEN} == WIDE_HIDDEN, route
+    (phase,) = [phase for phase in record.phases or () if phase.name == "conflict mode replace"]
+    assert phase.requests.get("list") == lists, (route, phase.requests)
