@@ -45,12 +45,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from airflow_commit_provider.core.catalog import REGISTRATION_BATCH, location_path, register_table_partitions
+from airflow_commit_provider.core.catalog import (
+    REGISTRATION_BATCH,
+    Partition,
+    location_path,
+    register_table_partitions,
+)
 from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.formats.phases import request_counts
@@ -454,7 +459,6 @@ def _register(
     """Register the job's partitions as its driver does after the commit, then again (a resumed
     driver: nothing changes); check the metastore and the record after each."""
     from airflow_commit_provider.devtools.metastore_client import (
-        CountingMetastoreCatalog,
         database,
         external_parquet_table,
         metastore_client,
@@ -470,7 +474,7 @@ def _register(
                 database_name, table_name, destination.uri(), partition_columns=("dt", "shard")
             )
         )
-    catalog = CountingMetastoreCatalog(service.uri, timeout_seconds=1800)
+    catalog = _counting_catalog(service.uri)
     wanted: dict[tuple[str, ...], StorePath] = {
         (DAY.partition("=")[2], f"{shard:05d}"): destination.join(_partition(DAY, shard))
         for shard in range(partitions)
@@ -513,3 +517,22 @@ def _register(
             raise _fail(
                 f"job {record.job_id}'s record says {registered} partitions registered, not {partitions}"
             )
+
+
+def _counting_catalog(uris: str) -> Any:
+    """The Thrift catalog counting its calls, logging as each batch of partitions is handed over
+    (a long registration shows its pace)."""
+    from airflow_commit_provider.devtools.metastore_client import CountingMetastoreCatalog
+
+    class BatchLogging(CountingMetastoreCatalog):
+        def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
+            def logged() -> Iterator[Partition]:
+                with timer() as elapsed:
+                    for number, partition in enumerate(partitions):
+                        if number and number % REGISTRATION_BATCH == 0:
+                            log(f"registration: {number:,} partitions handed over in {elapsed():.0f} s")
+                        yield partition
+
+            super().register_partitions(name, logged())
+
+    return BatchLogging(uris, timeout_seconds=1800)
