@@ -35,7 +35,7 @@ from airflow_commit_provider.core.stages.partitions import partition_name, walk_
 from airflow_commit_provider.core.store.base import FileStatus
 
 #: From how many partitions written a job lists their common parent once instead of each
-#: partition: below it the LISTs cost little (3 ms each on the embedded S3, bench/partitions.py),
+#: partition: below it the LISTs cost little (3-11 ms each on the embedded S3, bench/partitions.py),
 #: and a parent that may hold a whole table is not worth the risk.
 PARENT_LISTING_PARTITIONS = 100
 #: Keys the parent listing may list per partition written (besides the job's own files) before it
