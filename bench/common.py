@@ -129,6 +129,8 @@ class ScenarioResult:
     measurements: dict[str, Any] = field(default_factory=dict)
     """Extra series (seconds, request counts...) keyed by name, as summaries."""
     notes: list[str] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    """Steps of one end-to-end run in order: name, seconds and requests by kind (a table in the report)."""
 
     def comparison(self, name: str, **kwargs: Any) -> Comparison:
         for existing in self.comparisons:
@@ -164,6 +166,7 @@ class ScenarioResult:
                 for name, entry in self.measurements.items()
             },
             "notes": self.notes,
+            **({"phases": self.phases} if self.phases else {}),
         }
 
 

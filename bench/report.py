@@ -165,8 +165,16 @@ def markdown(
             lines += [f"Parameters: {params}", ""]
         for note in notes:
             lines.append(f"- {note}")
+        if doc.get("phases"):
+            lines += [
+                "",
+                "Every step of the run, in order (the first repetition; job commit's phases are its "
+                "record's), with the store requests it made by kind:",
+                "",
+                *step_table(doc["phases"]),
+            ]
         if measurements:
-            if notes:
+            if notes or doc.get("phases"):
                 lines.append("")
             lines += ["| Measurement | Median (min–max) |", "|---|---|"]
             for name, stats in measurements.items():
@@ -269,6 +277,17 @@ def phase_table(points: list[dict[str, Any]]) -> list[str]:
                 f"| {committer} | {store} | {point['files']:,} | {phase['name']} | {_num(millis / 1000, 's')} | "
                 f"{millis / total:.0%} | {sum(phase['requests'].values()):,} | {kinds} |"
             )
+    return lines
+
+
+def step_table(steps: list[dict[str, Any]]) -> list[str]:
+    """A scenario's steps (`ScenarioResult.phases`): seconds and requests by kind."""
+    lines = ["| Step | Seconds | Requests | By kind |", "|---|---|---|---|"]
+    for step in steps:
+        kinds = ", ".join(f"{kind} {count:,}" for kind, count in step["requests"].items()) or "–"
+        lines.append(
+            f"| {step['name']} | {_num(step['seconds'], 's')} | {sum(step['requests'].values()):,} | {kinds} |"
+        )
     return lines
 
 

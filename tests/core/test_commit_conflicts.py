@@ -8,7 +8,11 @@ Hidden files (`_SUCCESS`, `.x`, `_temporary` of other jobs) never count as outpu
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.faults import FaultInjectingStore, SimulatedCrash
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
@@ -16,6 +20,7 @@ from support.workload import CONFLICT_RESOLVING_COMMITTERS, JobRun
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.options import CommitOptions
+from airflow_commit_provider.core.stages import conflicts
 from airflow_commit_provider.core.stages.errors import OutputConflictError
 
 EXISTING = {
@@ -202,3 +207,140 @@ def test_fail_mode_resume_does_not_trip_over_its_own_output(commit_env: CommitEn
     assert 0 < len({k for k in store_files(env.store, env.dest) if not k.startswith("_")}) < len(new)
     create_committer(name, env.store, env.dest, job.job_id, options).commit_job(None)
     assert_committed(env.store, env.dest, new, job_id=job.job_id)
+
+
+# replace's two ways of listing the partitions written ------------------------------------------
+WIDE_EXISTING = {
+    "dt=2024-01-01/old.bin": b"replaced",
+    "dt=2024-01-01/h=0/old.bin": b"replaced: h=0 is written too",
+    "dt=2024-01-01/h=1/old.bin": b"stays: h=1 is not written",
+    "dt=2024-01-01/sub/deep.bin": b"stays: not directly in a partition written",
+    "dt=2024-01-010/old.bin": b"stays: a sibling whose name extends dt=2024-01-01's",
+    "dt=2024-01-01x/old.bin": b"stays: another sibling",
+    "dt=2024-01-02/old-a.bin": b"replaced",
+    "dt=2024-01-02/old-b.bin": b"replaced too",
+    "dt=2024-01-020/old.bin": b"stays",
+    "top.bin": b"stays unless the job writes at the top",
+}
+WIDE_HIDDEN = {
+    "dt=2024-01-01/_hidden.bin": b"hidden files never count",
+    "dt=2024-01-02/.dot.bin": b"nor do dot files",
+    "dt=2024-01-03/_logs/x.bin": b"nor a hidden folder's files",
+}
+WIDE_NAMES = [
+    "dt=2024-01-01/new-0.bin",
+    "dt=2024-01-01/h=0/new-0.bin",
+    "dt=2024-01-02/old-a.bin",  # the job's own file of an existing name: replaced by its upload
+    "dt=2024-01-03/new-0.bin",
+    "dt=2024-01-04/new-0.bin",
+]
+WIDE_PARTITIONS = 5  # the top holds none of the job's files
+
+
+@pytest.mark.parametrize("at_top", [False, True], ids=["partitions", "and the top"])
+@pytest.mark.parametrize(
+    ("route", "from_partitions", "keys_per_partition", "lists"),
+    [
+        ("one LIST per partition", 10**9, 20, WIDE_PARTITIONS),
+        ("one listing of the parent", 1, 20, 1),
+        ("the parent given up past its budget", 1, 0, 1 + WIDE_PARTITIONS),
+    ],
+)
+def test_partitioned_replace_finds_the_same_files_either_way(
+    commit_env: CommitEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    route: str,
+    from_partitions: int,
+    keys_per_partition: int,
+    lists: int,
+    at_top: bool,
+) -> None:
+    """Listing each partition written, or their common parent once, replaces exactly the visible
+    files directly in a partition the job writes: not a sibling whose name extends one
+    (dt=2024-01-010 is not dt=2024-01-01), not a folder below one, not hidden files. The phase's
+    LIST requests show which way it went (one page each here); a parent holding more than its
+    budget (the job's own files, then 0 keys per partition) is given up for one LIST each. A job
+    that writes at the top too replaces the top's own files, and lists it once more."""
+    monkeypatch.setattr(conflicts, "PARENT_LISTING_PARTITIONS", from_partitions)
+    monkeypatch.setattr(conflicts, "PARENT_LISTING_KEYS_PER_PARTITION", keys_per_partition)
+    env = commit_env
+    seed(env, {**WIDE_EXISTING, **WIDE_HIDDEN})
+    job = JobRun.create("partitioned", env.store, env.dest, env.options(conflict_mode="replace"))
+    job.committer.setup_job()
+    names = [*WIDE_NAMES, "top-new.bin"] if at_top else WIDE_NAMES
+    attempts = [job.run_task(task, 0, [name]) for task, name in enumerate(names)]
+    record = job.committer.commit_job([attempt.result for attempt in attempts])
+
+    files = store_files(env.store, env.dest)
+    visible = {
+        name: data
+        for name, data in files.items()
+        if not any(part.startswith(("_", ".")) for part in name.split("/"))
+    }
+    new = {name: data for attempt in attempts for name, data in attempt.files.items()}
+    kept = {name: data for name, data in WIDE_EXISTING.items() if data.startswith(b"stays")}
+    if at_top:
+        del kept["top.bin"]
+        lists += lists > 1  # the top is one more partition to list
+    assert visible == {**kept, **new}, route
+    assert {name: files.get(name) for name in WIDE_HIDDEN} == WIDE_HIDDEN, route
+    (phase,) = [phase for phase in record.phases or () if phase.name == "conflict mode replace"]
+    assert phase.requests.get("list") == lists, (route, phase.requests)
+
+
+#: Folder names whose prefixes and byte order trip a plain prefix match: `a-` and `a.` sort before
+#: `a/`, `a0` after it, `a=1` is a prefix of `a=10`; `_h` and `.d` are hidden.
+FOLDERS = ["a", "a-", "a.", "a0", "a=1", "a=10", "b", "_h", ".d"]
+FILES = ["x.bin", "y.bin", "_s.bin", ".t.bin"]
+
+
+def layout(folders: list[str], files: list[str]) -> st.SearchStrategy[str]:
+    return st.builds(
+        lambda parts, name: "/".join([*parts, name]),
+        st.lists(st.sampled_from(folders), max_size=3),
+        st.sampled_from(files),
+    )
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+@settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    existing=st.sets(layout(FOLDERS, FILES), max_size=14),
+    written=st.sets(layout(FOLDERS[:-2], FILES[:2]), min_size=1, max_size=6),
+)
+def test_replace_lists_alike_either_way_on_any_layout(
+    commit_env: CommitEnv, existing: set[str], written: set[str]
+) -> None:
+    """Any files, any written partitions: listing each partition or their common parent leaves the
+    same store, the one replace promises: the visible files directly in a partition written are
+    gone unless the job wrote them again; everything else stays as it was."""
+    env = commit_env
+    written_folders = {name.rpartition("/")[0] for name in written}
+    replaced = {
+        name
+        for name in existing
+        if name.rpartition("/")[0] in written_folders and not name.rpartition("/")[2].startswith(("_", "."))
+    }
+    outcomes = []
+    for from_partitions in (10**9, 1):
+        dest = env.fresh_root()
+        for name in sorted(existing):
+            env.store.write_bytes(dest.join(name), f"old {name}".encode())
+        job = JobRun.create("partitioned", env.store, dest, env.options(conflict_mode="replace"))
+        job.committer.setup_job()
+        attempt = job.run_task(0, 0, sorted(written))
+        with mock.patch.object(conflicts, "PARENT_LISTING_PARTITIONS", from_partitions):
+            job.committer.commit_job([attempt.result])
+        files = store_files(env.store, dest)
+        expected = {name: f"old {name}".encode() for name in existing - replaced - written}
+        assert {name: files.get(name) for name in expected} == expected, from_partitions
+        assert {name: files.get(name) for name in attempt.files} == attempt.files, from_partitions
+        gone = sorted(name for name in replaced - written if name in files)
+        assert not gone, (from_partitions, gone)
+        outcomes.append({name: data for name, data in files.items() if name in existing | written})
+    assert outcomes[0].keys() == outcomes[1].keys()

@@ -78,6 +78,11 @@ class EntrySpool:
         for record in self._spool:
             yield record[0], CommitEntry(*record[1:])
 
+    def key_orders(self) -> Iterator[bytes]:
+        """The relative key orders alone, in destination key order."""
+        for record in self._spool:
+            yield record[0]
+
     def close(self) -> None:
         self._spool.close()
 
