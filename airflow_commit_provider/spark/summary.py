@@ -59,7 +59,7 @@ def summarise(plan: SparkWritePlan, run: WriteRun) -> WriteSummary:
     return WriteSummary(
         job_id=plan.job_id,
         committer=plan.commit.committer,
-        destination=plan.commit.destination,
+        destination=plan.commit.destination.uri,
         format=plan.format,
         files=success.file_count if success.file_count is not None else len(success.filenames),
         bytes=success.total_bytes if success.total_bytes is not None else sum(t["bytes"] for t in tasks),
