@@ -117,16 +117,15 @@ class CommittedTry:
             job_id = str(uuid.uuid4())
             self._report_target(job_id)
         self.job_id = job_id
+        mode = operator.conflict_mode or "default"
         self.log.info(
             "Try %s: job %s writes %s with the %s committer (engine %s, conflict mode %s)",
-            *(
-                self.number,
-                job_id,
-                plan.destination,
-                plan.committer,
-                plan.engine,
-                operator.conflict_mode or "default",
-            ),
+            self.number,
+            job_id,
+            plan.destination,
+            plan.committer,
+            plan.engine,
+            mode,
         )
         submitted_ms = self._submit_job(job_id)
         data = self._verified(job_id, submitted_ms)
