@@ -1,19 +1,30 @@
-"""Child process for scenario 1's memory measurement: job commit of N files in a fresh process.
+"""Child process for the memory of job commit, and of one task attempt, at any size: N files in a fresh process.
 
-    python -m bench.job_commit_memory prepare --dir D --files N --tasks T
+    python -m bench.job_commit_memory prepare --dir D --files N --tasks T [--committer C] [--partitions P]
     python -m bench.job_commit_memory commit --dir D [--tracemalloc]
+    python -m bench.job_commit_memory task --dir D --files N [--committer C]
 
-`prepare` sets up a magic job on `s3://bench/out` and runs T tasks through the real task path
-(`create_file`, write 1 KiB, close, `commit_task`), N files in all; the objects it leaves (job
-marker, one upload record per file, the pendingsets) are saved to D. `commit` loads them, runs
-`commit_job` with the task results, and prints one JSON line: the peak RSS above the RSS just
-before the call (sampled every 5 ms) or, with --tracemalloc, the Python heap peak during the call.
+`prepare` sets up a job of committer C (magic, directory, partitioned or manifest) and runs T tasks
+through the real task path (`create_file`, write 1 KiB, close, `commit_task` with the rows it
+wrote, per partition too), N files in all, spread over P partition directories (`p=00042/`) when
+P > 0; the job is saved to D (`job.json`, the task results, and the store's objects). `commit` loads
+it, runs `commit_job` with the task results, and prints one JSON line: the peak RSS above the RSS
+just before the call (sampled every 5 ms) or, with --tracemalloc, the Python heap peak during the
+call, with the seconds, the store requests and the size of `_SUCCESS` and of the job record.
+pyarrow, which job commit uses to write its file list, is started before the baseline (imported,
+and one tiny Parquet file written): a fixed cost of the process, reported as
+`pyarrow_start_rss_bytes`, not growth with the job.
+A committer on local files commits D itself: prepare it again before another `commit`.
+`task` measures one task attempt writing N files and committing them (HADOOP-19047: S3A's magic
+committer holds every file's commit data in the task), from before its first file to after its
+commit. `prepare`, `commit` and `task_attempt` are the library other scenarios call.
 
-The store is the real `S3Store` over `bench.fake_s3.FakeS3Client`, an in-process stand-in for the
-boto3 client: every line of the committer and of the S3 store runs (listing pages, the entry
-spool, `_SUCCESS` spooling, cleanup), only the server is replaced and uploads complete at once.
-So what grows is our own memory, not the endpoint's; creating 100k real uploads on the embedded
-server would take longer than the whole benchmark.
+The S3 committers run the real `S3Store` over `bench.fake_s3.FakeS3Client`, an in-process stand-in
+for the boto3 client, labelled as such: every line of the committer and of the S3 store runs
+(listing pages, the entry spool, `_SUCCESS` spooling, cleanup), only the server is replaced and
+uploads complete at once, so what grows is our own memory, not the endpoint's; creating a million
+real uploads on the embedded server would take hours. The manifest committer, which renames, runs
+on local files in D (write D under /tmp: a million 1 KiB files take about 4 GB of blocks).
 """
 
 from __future__ import annotations
@@ -22,79 +33,192 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import time
 import tracemalloc
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
+from airflow_commit_provider.core.committers.base import Committer
+from airflow_commit_provider.core.options import parse_conflict_mode
+from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from bench.common import RSSSampler
+from bench.common import RSSSampler, start_pyarrow
 from bench.fake_s3 import FakeS3Client
 
 JOB_ID = "bench-memory-job"
-DESTINATION = "s3://bench/out"
+S3_DESTINATION = "s3://bench/out"
 THREADS = 16
 PAYLOAD = b"m" * 1024
+COMMITTERS = ("magic", "directory", "partitioned", "manifest")
+#: The committers that rename within the store run on local files; the others on the S3 stand-in.
+LOCAL_COMMITTERS = ("manifest",)
 
 
-def prepare(directory: str, files: int, tasks: int) -> dict:
-    client = FakeS3Client()
-    store = S3Store(client=client)
-    committer = create_committer("magic", store, DESTINATION, JOB_ID, CommitOptions(threads=THREADS))
-    committer.setup_job()
+@dataclass(frozen=True)
+class JobSpec:
+    committer: str
+    files: int
+    tasks: int
+    partitions: int = 0
+    conflict_mode: str = "append"
+
+    @property
+    def store_label(self) -> str:
+        if self.committer in LOCAL_COMMITTERS:
+            return "local files"
+        return "S3Store over the in-process S3 stand-in (bench.fake_s3)"
+
+
+def prepare(
+    directory: str,
+    files: int,
+    tasks: int,
+    committer: str = "magic",
+    partitions: int = 0,
+    conflict_mode: str = "append",
+) -> dict[str, Any]:
+    """Set up a job of `files` files written by `tasks` tasks, and save it to `directory`."""
+    spec = JobSpec(committer, files, tasks, partitions, conflict_mode)
+    client = None if committer in LOCAL_COMMITTERS else FakeS3Client()
+    store = _store(client)
+    job = _committer(spec, store, directory)
+    job.setup_job()
     per_task = -(-files // tasks)
     results: list[TaskCommitResult] = []
     for task in range(tasks):
-        attempt = committer.task_attempt(task, 0)
+        attempt = job.task_attempt(task, 0)
+        attempt.setup_task()
+        rows: Counter[str] = Counter()
         for index in range(task * per_task, min((task + 1) * per_task, files)):
-            with attempt.create_file(f"part-{task:05d}-{index:07d}.bin") as stream:
+            partition = f"p={index % partitions:05d}" if partitions else ""
+            with attempt.create_file(f"{partition}/part-{task:05d}-{index:07d}.bin".lstrip("/")) as stream:
                 stream.write(PAYLOAD)
-        results.append(attempt.commit_task())
-    client.save(os.path.join(directory, "objects.pickle"))
+            rows[partition] += 1
+        results.append(
+            attempt.commit_task(rows=sum(rows.values()), partition_rows=dict(rows) if partitions else None)
+        )
+    if client is not None:
+        client.save(os.path.join(directory, "objects.pickle"))
     with open(os.path.join(directory, "results.json"), "w") as handle:
         json.dump([r.to_json() for r in results], handle)
-    return {"files": files, "tasks": tasks, "objects": len(client.objects)}
+    with open(os.path.join(directory, "job.json"), "w") as handle:
+        json.dump(asdict(spec), handle)
+    return {**asdict(spec), "store": spec.store_label}
 
 
-def commit(directory: str, traced: bool) -> dict:
+def load_job(directory: str) -> tuple[JobSpec, list[TaskCommitResult], Store, Committer]:
+    """The job `prepare` saved in `directory`: its spec, task results, store and committer."""
+    with open(os.path.join(directory, "job.json")) as handle:
+        spec = JobSpec(**json.load(handle))
     with open(os.path.join(directory, "results.json")) as handle:
         results = [TaskCommitResult.from_json(item) for item in json.load(handle)]
-    client = FakeS3Client.load(os.path.join(directory, "objects.pickle"))
-    store = S3Store(client=client)
-    committer = create_committer("magic", store, DESTINATION, JOB_ID, CommitOptions(threads=THREADS))
+    client = (
+        None
+        if spec.committer in LOCAL_COMMITTERS
+        else FakeS3Client.load(os.path.join(directory, "objects.pickle"))
+    )
+    store = _store(client)
+    return spec, results, store, _committer(spec, store, directory)
+
+
+def commit(directory: str, traced: bool = False) -> dict[str, Any]:
+    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
+    spec, results, store, job = load_job(directory)
+    measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label}
+    measured["pyarrow_start_rss_bytes"] = start_pyarrow()
     gc.collect()
-    measured: dict = {}
     started = time.perf_counter()
     if traced:
         tracemalloc.start()
-        success = committer.commit_job(results)
+        success = job.commit_job(results)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         measured["tracemalloc_peak_bytes"] = peak
     else:
         with RSSSampler() as sampler:
-            success = committer.commit_job(results)
+            success = job.commit_job(results)
         measured["rss_baseline_bytes"] = sampler.baseline
         measured["rss_peak_bytes"] = sampler.peak
         measured["rss_growth_bytes"] = sampler.growth
     measured["seconds"] = round(time.perf_counter() - started, 3)
-    measured["files"] = success.file_count
+    measured["committed_files"] = success.file_count
+    measured["success_bytes"] = _size(store, job.layout.success_marker)
+    measured["record_bytes"] = _size(store, job.layout.job_record)
     measured["requests"] = store.statistics.snapshot()
     return measured
 
 
+def task_attempt(directory: str, files: int, committer: str = "magic") -> dict[str, Any]:
+    """One task attempt writing `files` files of 1 KiB and committing them, measured from before its
+    first file to after its commit (HADOOP-19047)."""
+    spec = JobSpec(committer, files, 1)
+    store = _store(None if committer in LOCAL_COMMITTERS else FakeS3Client())
+    job = _committer(spec, store, directory)
+    job.setup_job()
+    attempt = job.task_attempt(0, 0)
+    attempt.setup_task()
+    gc.collect()
+    started = time.perf_counter()
+    with RSSSampler() as sampler:
+        for index in range(files):
+            with attempt.create_file(f"part-00000-{index:07d}.bin") as stream:
+                stream.write(PAYLOAD)
+        result = attempt.commit_task(rows=files)
+    return {
+        **asdict(spec),
+        "store": spec.store_label,
+        "rss_baseline_bytes": sampler.baseline,
+        "rss_peak_bytes": sampler.peak,
+        "rss_growth_bytes": sampler.growth,
+        "seconds": round(time.perf_counter() - started, 3),
+        "committed_files": result.files,
+        "manifest_bytes": _size(store, job.layout.manifest_path(attempt.task_id)),
+    }
+
+
+def _store(client: FakeS3Client | None) -> Store:
+    return LocalStore() if client is None else S3Store(client=client)
+
+
+def _committer(spec: JobSpec, store: Store, directory: str) -> Committer:
+    local = spec.committer in LOCAL_COMMITTERS
+    destination = os.path.join(directory, "out") if local else S3_DESTINATION
+    options = CommitOptions(
+        threads=THREADS,
+        conflict_mode=parse_conflict_mode(spec.conflict_mode),
+        local_staging_dir=os.path.join(directory, "staging"),
+    )
+    return create_committer(spec.committer, store, destination, JOB_ID, options)
+
+
+def _size(store: Store, path: Any) -> int | None:
+    status = store.get_status(path)
+    return None if status is None else status.size
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.job_commit_memory")
-    parser.add_argument("action", choices=("prepare", "commit"))
+    parser.add_argument("action", choices=("prepare", "commit", "task"))
     parser.add_argument("--dir", required=True)
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--committer", choices=COMMITTERS, default="magic")
+    parser.add_argument("--partitions", type=int, default=0)
+    parser.add_argument("--conflict-mode", default="append")
     parser.add_argument("--tracemalloc", action="store_true")
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     if args.action == "prepare":
-        out = prepare(args.dir, args.files, args.tasks)
-    else:
+        out = prepare(args.dir, args.files, args.tasks, args.committer, args.partitions, args.conflict_mode)
+    elif args.action == "commit":
         out = commit(args.dir, args.tracemalloc)
+    else:
+        out = task_attempt(args.dir, args.files, args.committer)
+        shutil.rmtree(os.path.join(args.dir, "out"), ignore_errors=True)
     print(json.dumps(out))
 
 

@@ -21,9 +21,15 @@ ORDER = (
     "cleanup",
     "datasource",
     "s3a_writes",
+    "arrow_batches",
     "s3a_job_commit",
     "report_page",
+    "report_file_pages",
     "table_registration",
+    "asset_events",
+    "partitions",
+    "scale",
+    "verify_files",
 )
 
 
@@ -75,7 +81,16 @@ def _ratio_span(ratio: dict[str, Any]) -> str:
     return text
 
 
-def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> str:
+#: Where a curve's earlier run is kept for comparison (`<out>/before/<scenario>.json`): the
+#: curve measured before a change, shown beside the current one in its table and chart.
+BEFORE_DIR = "before"
+
+
+def markdown(
+    results: list[dict[str, Any]],
+    chart: str | None = "chart.png",
+    before: dict[str, dict[str, Any]] | None = None,
+) -> str:
     lines = ["# Benchmark report", ""]
     if not results:
         return "\n".join([*lines, "No results yet: run `make bench`.", ""])
@@ -141,7 +156,8 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
     for doc in results:
         measurements = doc.get("measurements") or {}
         notes = doc.get("notes") or []
-        if not measurements and not notes:
+        points = doc.get("points") or []
+        if not measurements and not notes and not points:
             continue
         lines += ["", f"## {doc['title']}", ""]
         if doc.get("parameters"):
@@ -156,8 +172,232 @@ def markdown(results: list[dict[str, Any]], chart: str | None = "chart.png") -> 
             for name, stats in measurements.items():
                 unit = stats.get("unit", "")
                 lines.append(f"| {name} | {_span(stats, unit)}{'' if unit in ('s', '') else ' ' + unit} |")
+        if points:
+            lines += ["", *curve_table(points)]
+            phases = phase_table(points)
+            if phases:
+                lines += [
+                    "",
+                    "The phases of job commit at each committer's largest point on the files axis "
+                    "(the job record's `phases`: wall seconds and store requests per phase):",
+                    "",
+                    *phases,
+                ]
+            earlier = (before or {}).get(doc["scenario"])
+            if earlier is not None:
+                lines += [
+                    "",
+                    f"Before (`{BEFORE_DIR}/{doc['scenario']}.json`, size {earlier['size']}, run at "
+                    f"{earlier.get('started_at', '–')}; drawn faded in the chart):",
+                    "",
+                    *(f"- {note}" for note in earlier.get("notes") or []),
+                    *([""] if earlier.get("notes") else []),
+                    *curve_table(earlier.get("points") or []),
+                ]
+            if chart:
+                lines += ["", f"![The curve]({curve_chart_name(doc)})"]
     lines.append("")
     return "\n".join(lines)
+
+
+#: The curve table's columns: (heading, the point's field, unit for `_num`).
+CURVE_COLUMNS = (
+    ("Axis", "axis", None),
+    ("Committer", "committer", None),
+    ("Store", "store", None),
+    ("Files", "files", ""),
+    ("Partitions", "partitions", ""),
+    ("Commit", "seconds", "s"),
+    ("Raw loop", "raw_seconds", "s"),
+    ("S3A commitJob", "s3a_seconds", "s"),
+    ("CPU", "cpu_seconds", "s"),
+    ("Raw loop CPU", "raw_cpu_seconds", "s"),
+    ("Requests/file", "requests_per_file", ""),
+    ("Peak RSS growth (MB)", "rss_growth_mb", ""),
+    ("_SUCCESS (B)", "success_bytes", ""),
+    ("S3A _SUCCESS (B)", "s3a_success_bytes", ""),
+    ("Record (B)", "record_bytes", ""),
+    ("Lists (B)", "lists_bytes", ""),
+    ("Poke reads (B)", "poke_bytes", ""),
+    ("Poke requests", "poke_requests", ""),
+    ("Poke judged", "poke_source", None),
+    ("S3A poke reads (B)", "s3a_poke_bytes", ""),
+    ("Report page 0", "report_page_seconds", "s"),
+)
+
+
+def curve_table(points: list[dict[str, Any]]) -> list[str]:
+    """One row per point of the curve: ours, with its baselines from the same run beside it."""
+    lines = [
+        "| " + " | ".join(heading for heading, _, _ in CURVE_COLUMNS) + " |",
+        "|" + "---|" * len(CURVE_COLUMNS),
+    ]
+    order = {"files": 0, "partitions": 1}
+    for point in sorted(
+        points,
+        key=lambda p: (order.get(p["axis"], 2), p["store"], p["committer"], p["files"], p["partitions"]),
+    ):
+        cells = [_curve_cell(point.get(key), unit) for _, key, unit in CURVE_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def phase_table(points: list[dict[str, Any]]) -> list[str]:
+    """The job record's phases of each committer's largest point on the files axis, per store:
+    where the commit spends its time and its requests at the top of the curve."""
+    largest: dict[tuple[str, str], dict[str, Any]] = {}
+    for point in points:
+        key = (point["committer"], point["store"])
+        if (
+            point["axis"] == "files"
+            and point.get("phases")
+            and point["files"] >= largest.get(key, {}).get("files", 0)
+        ):
+            largest[key] = point
+    if not largest:
+        return []
+    lines = [
+        "| Committer | Store | Files | Phase | Seconds | Share | Requests | By kind |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (committer, store), point in sorted(largest.items()):
+        total = sum(phase["end"] - phase["start"] for phase in point["phases"]) or 1
+        for phase in point["phases"]:
+            millis = phase["end"] - phase["start"]
+            kinds = ", ".join(f"{kind} {count:,}" for kind, count in phase["requests"].items()) or "–"
+            lines.append(
+                f"| {committer} | {store} | {point['files']:,} | {phase['name']} | {_num(millis / 1000, 's')} | "
+                f"{millis / total:.0%} | {sum(phase['requests'].values()):,} | {kinds} |"
+            )
+    return lines
+
+
+def _curve_cell(value: Any, unit: str | None) -> str:
+    """Text as it is, counts in full (`_num` gives "10.0" for 10), measures as `_num` gives them."""
+    if unit is None:
+        return "–" if value is None else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and unit == "":
+        return f"{value:,}"
+    return _num(value, unit)
+
+
+def curve_chart_name(doc: dict[str, Any]) -> str:
+    return f"{doc['scenario']}.png"
+
+
+#: The curve chart's panels: (axis, the point's field, the S3A baseline's field, y label, bound).
+CURVE_PANELS = (
+    ("files", "seconds", "s3a_seconds", "job commit (s)", None),
+    ("files", "cpu_seconds", None, "client CPU (s)", None),
+    ("files", "rss_growth_mb", None, "peak RSS growth (MB)", 100.0),
+    ("files", "success_bytes", "s3a_success_bytes", "_SUCCESS (bytes)", None),
+    ("files", "poke_bytes", "s3a_poke_bytes", "bytes read by one sensor poke", 64 * 1024),
+    ("files", "report_page_seconds", None, "report page 0 (s)", None),
+    ("partitions", "seconds", None, "job commit (s)", None),
+    ("partitions", "rss_growth_mb", None, "peak RSS growth (MB)", 100.0),
+    ("partitions", "success_bytes", None, "_SUCCESS (bytes)", None),
+)
+
+
+#: Line colours of the curve chart, one per committer or baseline.
+CURVE_COLOURS = {
+    "magic": "#1f77b4",
+    "directory": "#9467bd",
+    "partitioned": "#2ca02c",
+    "manifest": "#d62728",
+    "raw": "#7f7f7f",
+    "S3A": "#ff7f0e",
+}
+#: Markers by store: the in-process stand-in's points stand apart from the embedded S3's.
+CURVE_MARKERS = {"embedded S3": "o", "in-process S3 stand-in": "s", "local files": "^"}
+
+
+def curve_chart(doc: dict[str, Any], path: Path, before: dict[str, Any] | None = None) -> bool:
+    """Log-log panels of the curve: ours per committer (colour) and store (marker), the raw loop
+    (job commit) and S3A dashed beside them, a bound where the issue sets one (dotted), and ours
+    from the `before` run faded. False without matplotlib or points."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    points = doc.get("points") or []
+    if not points:
+        return False
+    columns = 3
+    rows = -(-len(CURVE_PANELS) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(15, 4.2 * rows), dpi=100, squeeze=False)
+    for ax, (axis, key, s3a_key, ylabel, bound) in zip(axes.flat, CURVE_PANELS, strict=False):
+        on_axis = [p for p in points if p["axis"] == axis or (axis == "partitions" and _shared(p, points))]
+        x_key = "files" if axis == "files" else "partitions"
+        series: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+        """(label, colour key, store) -> (x, y) values; a label ending in "before" is drawn faded."""
+        earlier = (before or {}).get("points") or []
+        for point in earlier:
+            if point.get(key) is not None and (
+                point["axis"] == axis or (axis == "partitions" and _shared(point, earlier))
+            ):
+                label = f"{point['committer']}, before"
+                series.setdefault((label, point["committer"], point["store"]), []).append(
+                    (point[x_key], point[key])
+                )
+        for point in on_axis:
+            store, x = point["store"], point[x_key]
+            if point.get(key) is not None:
+                series.setdefault((point["committer"], point["committer"], store), []).append((x, point[key]))
+            if key == "seconds" and point.get("raw_seconds") is not None:
+                series.setdefault((point["raw_label"], "raw", store), []).append((x, point["raw_seconds"]))
+            if s3a_key and point.get(s3a_key) is not None:
+                series.setdefault(("S3A magic", "S3A", store), []).append((x, point[s3a_key]))
+        for (label, colour, store), values in sorted(series.items()):
+            xs, ys = zip(*sorted(set(values)), strict=True)
+            baseline = colour in ("raw", "S3A")
+            ax.plot(
+                xs,
+                ys,
+                "--" if baseline else "-",
+                color=CURVE_COLOURS.get(colour),
+                marker=CURVE_MARKERS.get(store, "o"),
+                fillstyle="none" if baseline else "full",
+                alpha=0.3 if label.endswith("before") else 1.0,
+                # The faded lines stay out of the legend (the title says what they are).
+                label=f"{'_' if label.endswith('before') else ''}{label} ({store})",
+                linewidth=1,
+                markersize=5,
+            )
+        if bound is not None:
+            ax.axhline(bound, color="black", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        if key == "rss_growth_mb":
+            ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_ylim(bottom=0)
+        else:
+            ax.set_yscale("log")
+        files = f" ({on_axis[0]['files']:,} files)" if axis == "partitions" and on_axis else ""
+        ax.set_xlabel(f"{x_key} per job{files}")
+        ax.set_ylabel(ylabel)
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(CURVE_PANELS) :]:
+        ax.set_visible(False)
+    faded = f"; faded: before, size {before['size']}, {before.get('started_at', '')}" if before else ""
+    fig.suptitle(f"{doc['title']} (size {doc['size']}, {doc.get('started_at', '')}{faded})", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _shared(point: dict[str, Any], points: list[dict[str, Any]]) -> bool:
+    """Whether a files-axis point is also the partitions axis's first point (same files)."""
+    partition_files = {p["files"] for p in points if p["axis"] == "partitions"}
+    return (
+        point["axis"] == "files"
+        and point["files"] in partition_files
+        and point["store"] != "in-process S3 stand-in"
+    )
 
 
 def chart(results: list[dict[str, Any]], path: Path) -> bool:
@@ -208,8 +448,13 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
 def write_report(out: Path) -> Path:
     results = load_results(out)
     has_chart = chart(results, out / "chart.png")
+    before_dir = out / BEFORE_DIR
+    before = {doc["scenario"]: doc for doc in load_results(before_dir)} if before_dir.is_dir() else {}
+    for doc in results:
+        if doc.get("points"):
+            curve_chart(doc, out / curve_chart_name(doc), before.get(doc["scenario"]))
     report = out / "REPORT.md"
-    report.write_text(markdown(results, "chart.png" if has_chart else None))
+    report.write_text(markdown(results, "chart.png" if has_chart else None, before))
     return report
 
 

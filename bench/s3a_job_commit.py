@@ -117,7 +117,7 @@ def _repetition(env: BenchEnv, result: ScenarioResult, files: int, rep: int) -> 
                         env, committer, setup_store, buckets[side, committer], files
                     )
                 else:
-                    jobs[side, committer] = _s3a_tasks(env, committer, buckets[side, committer], files, tasks)
+                    jobs[side, committer] = s3a_tasks(env, committer, buckets[side, committer], files, tasks)
             result.measure(f"setup seconds ({side} {committer} tasks), {label}", setup())
         order = rotated(runs, rep)
         commits: dict[tuple[str, str], Commit] = {}
@@ -131,7 +131,7 @@ def _repetition(env: BenchEnv, result: ScenarioResult, files: int, rep: int) -> 
                     requests, copied = requests_in(counters), counters.get("bytes_copied", 0)
                     commits[side, committer] = Commit(seconds, cpu, requests, copied, counters)
                 else:
-                    commits[side, committer] = _s3a_commit(env, jobs[side, committer], files)
+                    commits[side, committer] = s3a_commit(env, jobs[side, committer], files)
             commits[side, committer].server_cpu = server_cpu()
         for committer in COMMITTERS:
             _record(result, committer, label, files, commits["ours", committer], commits["S3A", committer])
@@ -142,7 +142,7 @@ def _repetition(env: BenchEnv, result: ScenarioResult, files: int, rep: int) -> 
             env.drop_bucket(bucket)
 
 
-def _s3a_tasks(env: BenchEnv, committer: str, bucket: str, files: int, tasks: int) -> S3AJob:
+def s3a_tasks(env: BenchEnv, committer: str, bucket: str, files: int, tasks: int) -> S3AJob:
     """Set up a Hadoop job with S3A's `committer` and run its tasks for real, many at once."""
     spark = env.s3a_spark
     jvm = spark_jvm(spark)
@@ -185,7 +185,7 @@ def _s3a_tasks(env: BenchEnv, committer: str, bucket: str, files: int, tasks: in
     return S3AJob(driver, job_context, bucket)
 
 
-def _s3a_commit(env: BenchEnv, job: S3AJob, files: int) -> Commit:
+def s3a_commit(env: BenchEnv, job: S3AJob, files: int) -> Commit:
     """S3A's job commit, timed alone; its requests from the filesystem's counters."""
     spark = env.s3a_spark
     before = s3a_statistics(spark, job.bucket).counters

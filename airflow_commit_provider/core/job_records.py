@@ -32,9 +32,14 @@ def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str
 
 
 def load_job_record(
-    store: Store, destination: str | os.PathLike[str] | StorePath, job_id: str
+    store: Store, destination: str | os.PathLike[str] | StorePath, job_id: str, *, head: bool = False
 ) -> SuccessData:
     """The record job `job_id` left under `destination` when it committed.
+
+    With `head`, only what a success check needs (`SuccessData.read_head`): one ranged GET of at
+    most `SENSOR_READ_BYTES` for a record of ours of any size, so no `phases`, `partitionStats`
+    or `lostAttempts` when the record is larger than that (an older record, with every file
+    inline, is still read whole). Without it, the whole record, as the commit report needs it.
 
     Raises FileNotFoundInStoreError if there is none (not committed yet, or pruned), ValueError if
     `job_id` cannot name a record, and InvalidCommitDataError naming the file if the record is empty,
@@ -42,9 +47,11 @@ def load_job_record(
     vouch for a job that did not write it).
     """
     path = job_record_path(destination, job_id)
-    payload = read_json_bytes(store, path)
     try:
-        record = SuccessData.from_bytes(payload, str(path))
+        if head:
+            record = SuccessData.read_head(store, path)
+        else:
+            record = SuccessData.from_bytes(read_json_bytes(store, path), str(path))
     except LegacySuccessMarkerError:
         raise InvalidCommitDataError(f"{path}: job record is empty (0 bytes)") from None
     if record.job_id != job_id:

@@ -19,6 +19,10 @@ MAGIC_PREFIX = "__magic_job-"
 RECORDS_DIR = "_airflow_commit"
 """Per-job outcomes and records, beside the output and hidden from its readers (the `_` prefix),
 as Hadoop's `fs.s3a.committer.summary.report.directory` keeps job summaries."""
+#: The names of a job's lists under `JobLayout.lists_dir`: prefix, the SHA-256 of the bytes, suffix.
+FILE_LIST_PREFIX = "files-"
+PARTITION_LIST_PREFIX = "partitions-"
+LIST_SUFFIX = ".parquet"
 RECORD_KINDS = {"outcome": ".outcome.json", "success": ".success.json", "delivered": ".delivered.json"}
 RECORDS_INDEX_DIR = "_index"
 """The records index under the records directory: one create-only entry per decided job
@@ -75,15 +79,25 @@ class JobLayout:
         return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['success']}")
 
     @property
+    def lists_dir(self) -> StorePath:
+        """Where the job keeps what grows with it (its file list, its partition list), beside its
+        records: written before the commit point, deleted with the job's work on abort; a committed
+        job's stay until its records are pruned."""
+        return self.records_dir.join(self.job_id)
+
+    def file_list(self, sha256: str) -> StorePath:
+        """The job's file list, named by the SHA-256 of its bytes: two drivers of one job can only
+        ever write the same content under one name."""
+        return self.lists_dir.join(f"{FILE_LIST_PREFIX}{sha256}{LIST_SUFFIX}")
+
+    def partition_list(self, sha256: str) -> StorePath:
+        """The job's partition list (written past `PARTITIONS_LIMIT`), named as the file list is."""
+        return self.lists_dir.join(f"{PARTITION_LIST_PREFIX}{sha256}{LIST_SUFFIX}")
+
+    @property
     def delivery_marker(self) -> StorePath:
         """Written by the orchestrator when the try that ran this job succeeded."""
         return self.records_dir.join(f"{self.job_id}{RECORD_KINDS['delivered']}")
-
-    @property
-    def lists_dir(self) -> StorePath:
-        """The job's file and partition lists (`files-<sha256>.parquet`...), written before its
-        commit point; a committed job's stay until its records are pruned."""
-        return self.records_dir.join(self.job_id)
 
     def index_entry(self, decided_at: int) -> StorePath:
         """The job's entry in the records index, for the decision made at `decided_at` (epoch ms)."""

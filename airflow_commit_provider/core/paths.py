@@ -246,3 +246,10 @@ def _normalise_local(path: str) -> str:
 def same_location(a: StorePath, b: StorePath) -> bool:
     """True if both name the same object, treating `s3`/`s3a`/`s3n` as one scheme."""
     return a.bucket == b.bucket and a.key.strip("/") == b.key.strip("/") and a.is_local == b.is_local
+
+
+def is_hidden(relative: str) -> bool:
+    """Whether a path relative to a table is hidden from its readers, as Spark's and Hadoop's file
+    listings hide it: one of its parts starts with `_` or `.` (`_SUCCESS`, `_airflow_commit/`,
+    `_temporary/`, `.part-0.crc`)."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))

@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.assets import commit_extra, emit_commit_event
 from airflow_commit_provider.core.job_control import mark_delivered
+from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey
 from airflow_commit_provider.core.try_workdirs import TryWorkdir, open_try_workdir
 from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
     from airflow_commit_provider.core.committers.registry import WritePlan
     from airflow_commit_provider.core.formats.success import SuccessData
+    from airflow_commit_provider.core.paths import Destination
     from airflow_commit_provider.core.store import Store
     from airflow_commit_provider.core.tries import TriedJob
     from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
@@ -204,11 +206,19 @@ class CommittedTry:
             log=self.log,
             adopted_from_try=adopted_from,
         )
-        partitions = data.partitions or []
-        self.written = {**result, "partitions": partitions}
+        partitions = [p for p in data.partitions if p]
+        count = len(partitions) if data.partition_count is None else data.partition_count
+        extra = commit_extra(
+            result,
+            partitions,
+            partition_count=count,
+            partition_list=partition_list_uri(self._plan.destination, data),
+        )
+        # What lineage reports: the extra's partitions (its facet lists no more) and the counts.
+        self.written = {**result, "partitions": extra["partitions"]}
         asset = self.operator.asset
         if asset is not None:
-            emit_commit_event(self.context, asset, commit_extra(result, partitions), partitions)
+            emit_commit_event(self.context, asset, extra, partitions, count)
         elif self.operator.emit_asset:
             self.log.info("destination is templated, so this task declared no asset for it (see emit_asset)")
         return result
@@ -301,3 +311,15 @@ class CommittedTry:
             private_conf_dir=workdir.path,
             **arguments,
         )
+
+
+def partition_list_uri(destination: Destination, data: SuccessData) -> str | None:
+    """Where every partition a committed job wrote is listed, for readers of its asset event: its
+    partition list when `_SUCCESS` names only the first ones, else the job's record (its
+    ``partitionStats`` name each partition). Both outlive the `_SUCCESS` the next job replaces.
+    None for a destination only Hadoop's committers write, whose jobs keep no record of ours."""
+    if not destination.in_store:
+        return None
+    if data.partition_list is not None:
+        return data.partition_list.location(destination.root).uri()
+    return JobLayout(destination.root, data.job_id).job_record.uri()

@@ -93,10 +93,14 @@ def verified_or_registered(
             f"registration-only Spark application {ended}; its log is above): the data stays committed "
             f"in {pending.destination}, and a retry of this task registers them"
         ) from None
+    registered = data.registered_partitions or []
+    count = len(registered) if data.registered_partition_count is None else data.registered_partition_count
     log.info(
-        "Registered partitions %s of job %s in table %s",
-        ", ".join(data.registered_partitions or []) or "(none)",
+        "Registered the partitions of job %s in table %s (%d): %s%s",
         pending.job_id,
         pending.table,
+        count,
+        ", ".join(registered) or "(none)",
+        f" and {count - len(registered):,} more" if count > len(registered) else "",
     )
     return data

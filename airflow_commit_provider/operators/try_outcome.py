@@ -153,7 +153,7 @@ def try_summary(
         "files": summary.get("files"),
         "bytes": summary.get("bytes"),
         "rows": summary.get("rows"),
-        **partitions_summary(summary.get("partitions")),
+        **partitions_summary(summary.get("partitions"), summary.get("partition_count")),
         "duration_seconds": round(duration, 3),
         "try_number": try_number,
         "adopted_from_try": adopted_from_try,

@@ -41,9 +41,15 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     own job whichever committed last. For the ``partitioned`` committer, ``path`` can also be the
     partition (``<table>/dt={{ ds }}``): each partition it writes gets a ``_SUCCESS`` of its own.
 
-    Each poke costs one request (a single GET of ``_SUCCESS``), two when it falls back to the job's
-    record. The parsed summary (job ID, committer, files, bytes, rows, partitions, timestamp, the
-    path of the file judged and its ``source``) is returned as XCom.
+    Each poke costs one request, a single ranged GET of at most 64 KiB of ``_SUCCESS``, whatever
+    the job wrote (a million files or ten thousand partitions: ours keep what the check needs in
+    their first 64 KiB, and their lists beside them); two when it falls back to the job's record.
+    Hadoop's ``_SUCCESS`` files and older ones of ours that are larger than 64 KiB are then read
+    whole (one more GET). A required partition beyond the 100 a ``_SUCCESS`` lists inline is
+    looked up in the job's partition list: one more ranged GET for a list of some thousands of
+    partitions (see ``SuccessExpectations.check``). The parsed summary (job ID, committer, files,
+    bytes, rows, the first 100 partitions and their count, timestamp, the path of the file judged
+    and its ``source``) is returned as XCom.
 
     :param path: the output directory (or its ``_SUCCESS`` file). Templated.
     :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.

@@ -23,6 +23,8 @@ class WriteSummary:
     bytes: int
     rows: int | None
     partitions: list[str]
+    """The partitions written: all of them, or past `PARTITIONS_LIMIT` the first ones, as the
+    `_SUCCESS` lists them inline (`partition_count` counts them all; the partition list names them)."""
     tasks: int
     retried_tasks: int
     """Tasks whose accepted attempt was not their first (TaskContext.attemptNumber() > 0)."""
@@ -33,6 +35,8 @@ class WriteSummary:
     job_commit_seconds: float
     total_seconds: float
     success_file: str = ""
+    partition_count: int = 0
+    """How many partitions the job wrote."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +65,7 @@ def summarise(plan: SparkWritePlan, run: WriteRun) -> WriteSummary:
         committer=plan.commit.committer,
         destination=plan.commit.destination.uri,
         format=plan.format,
-        files=success.file_count if success.file_count is not None else len(success.filenames),
+        files=success.committed_file_count()[0],
         bytes=success.total_bytes if success.total_bytes is not None else sum(t["bytes"] for t in tasks),
         rows=success.rows if success.rows is not None else sum(t["rows"] for t in tasks),
         partitions=list(success.partitions),
@@ -72,4 +76,5 @@ def summarise(plan: SparkWritePlan, run: WriteRun) -> WriteSummary:
         job_commit_seconds=round(run.finished - run.tasks_done, 3),
         total_seconds=round(run.finished - run.started, 3),
         success_file=str(plan.destination.join(SUCCESS_FILENAME)),
+        partition_count=success.total_partitions,
     )

@@ -1,9 +1,14 @@
 """The trigger behind the deferrable ``SuccessManifestSensor``.
 
-The check itself is core's ``SuccessExpectations.check``. It costs one request, a single GET of
-``_SUCCESS`` (a missing file is one failed GET), and a second when a ``job_id`` is expected and
-``_SUCCESS`` is absent or names another job: the GET of that job's record. A 0-byte legacy marker
-accepted with ``allow_legacy`` also costs a second request (its modification time).
+The check itself is core's ``SuccessExpectations.check``. It costs one request, a single ranged
+GET of at most 64 KiB (``SENSOR_READ_BYTES``) of ``_SUCCESS`` whatever the job wrote (a missing
+file is one failed GET), and a second when a ``job_id`` is expected and ``_SUCCESS`` is absent or
+names another job: the same read of that job's record. So a poke in the triggerer, which all DAGs
+share, holds and parses at most 64 KiB per file read. Larger ``_SUCCESS`` files of Hadoop's
+committers and older ones of ours (every file inline) are read whole, as before: one more GET. A
+required partition past the 100 listed inline costs one more ranged GET of the job's partition list
+for a list of some thousands of partitions. A 0-byte legacy marker accepted with ``allow_legacy``
+also costs a second request (its modification time).
 """
 
 from __future__ import annotations

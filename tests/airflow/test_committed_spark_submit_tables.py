@@ -121,7 +121,7 @@ def test_a_retry_registers_the_partitions_of_a_driver_killed_after_its_commit(
     assert summary["rows"] == 6 and summary["partitions"] == [f"dt={DAY}"]
     log = operator_log(capsys)
     assert "the operator submits a registration-only Spark application" in log
-    assert f"Registered partitions dt={DAY} of job {job} in table {TABLE}" in log
+    assert f"Registered the partitions of job {job} in table {TABLE} (1): dt={DAY}" in log
     assert load_job_record(store, location, job).registered_partitions == [f"dt={DAY}"]
     assert inspect_job(store, location, job).delivered
     assert data_files(root) == written

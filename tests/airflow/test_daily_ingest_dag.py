@@ -72,7 +72,9 @@ def assert_day_marker(store: Store, table: StorePath, day: str, job_id: str, wai
     marker = load_success(store, partition)
     assert (marker.job_id, marker.partitions) == (job_id, [f"dt={day}"])
     files = {s.path.uri(): s.size for s in store.list_files(partition) if s.path.name != "_SUCCESS"}
-    assert {f.uri: f.size for f in marker.iter_files()} == files and marker.file_count == len(files)
+    assert {
+        f.uri: f.size for f in marker.iter_all_files(store, partition)
+    } == files and marker.file_count == len(files)
 
 
 @pytest.fixture

@@ -20,7 +20,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# Every scenario in one test, each starting its own processes (the scale scenario alone commits
+# eight points in fresh ones): more than the suite's 600 s default when the host is busy.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TOP_LEVEL_KEYS = {
     "schema_version",

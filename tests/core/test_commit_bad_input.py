@@ -21,6 +21,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_u
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.job_control import inspect_job
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 from airflow_commit_provider.core.stages.task_commit import manifest_digest
 
@@ -242,7 +243,10 @@ def test_duplicate_destination_across_tasks_is_refused(commit_env: CommitEnv, na
     results[1] = dataclasses.replace(results[1], digest=manifest_digest(written))
     with pytest.raises(InvalidCommitDataError, match="duplicate destination") as caught:
         job.committer.commit_job(results)
-    assert manifest.name in str(caught.value) or attempts[0].handle.task_id in str(caught.value)
+    donor_manifest = job.committer.layout.manifest_path(attempts[0].handle.task_id)
+    assert manifest.name in str(caught.value) and donor_manifest.name in str(caught.value), (
+        f"the error names both manifests: {caught.value}"
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in UPLOAD_COMMITTERS])
@@ -291,8 +295,12 @@ def test_task_output_outside_the_destination_is_refused(
     assert relative in str(caught.value)
     job.committer.abort_job()
     written = store_files(env.store, env.root)
-    assert list(written) == [f"out/{job.committer.layout.outcome.relative_to(env.dest)}"], (
-        "something was written"
+    layout = job.committer.layout
+    outcome = inspect_job(env.store, env.dest, layout.job_id).outcome
+    assert outcome is not None and outcome.decision == "abort"
+    decided = [layout.outcome, layout.index_entry(outcome.timestamp)]
+    assert sorted(written) == sorted(f"out/{path.relative_to(env.dest)}" for path in decided), (
+        "something was written besides the abort's outcome and its index entry"
     )
 
 

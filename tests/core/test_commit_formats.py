@@ -69,7 +69,9 @@ def test_success_file_format_and_odd_names(commit_env: CommitEnv, name: str) -> 
         "filenames": list,
         "iostatistics": dict,
         "success": bool,
-        "files": list,
+        "fileCount": int,
+        "partitionCount": int,
+        "fileList": dict,
     }
     for field, kind in required.items():
         assert isinstance(obj.get(field), kind), f"_SUCCESS field {field!r} missing or not {kind.__name__}"
@@ -78,13 +80,13 @@ def test_success_file_format_and_odd_names(commit_env: CommitEnv, name: str) -> 
     assert obj["success"] is True
     assert set(obj["iostatistics"]) == IOSTAT_MAPS
     assert obj["iostatistics"]["counters"].get("committer_files_committed") == len(expected)
-    for entry in obj["files"]:
-        assert set(entry) >= {"path", "size"}
-        uri = entry["path"]
+    assert "files" not in obj, "every file is in the file list, none inline"
+    listed = [entry.uri for entry in parsed.iter_all_files(env.store, env.dest)]
+    for uri in listed:
         assert " " not in uri and "ü" not in uri, f"URI not percent-encoded: {uri}"
         assert uri.startswith(("file://", "s3://"))
-    assert sorted(obj["filenames"]) == sorted(entry["path"] for entry in obj["files"])
-    decoded = {StorePath.from_uri(entry["path"]).relative_to(env.dest) for entry in obj["files"]}
+    assert obj["filenames"] == listed, "filenames are the first files in path order, as listed"
+    decoded = {StorePath.from_uri(uri).relative_to(env.dest) for uri in listed}
     assert decoded == set(ODD_NAMES)
     assert returned.job_id == parsed.job_id == job.job_id
     assert returned.file_count == parsed.file_count == len(ODD_NAMES)
@@ -112,7 +114,7 @@ def test_store_requests_reach_task_manifests_and_success(commit_env: CommitEnv, 
     assert job_counters.get("op_get", 0) > task.get("op_get", 0), "job commit read the manifest"
 
 
-def test_filenames_capped_at_100_but_files_lists_all(commit_env: CommitEnv) -> None:
+def test_filenames_capped_at_100_but_the_file_list_lists_all(commit_env: CommitEnv) -> None:
     env = commit_env
     if env.kind == "s3":
         pytest.skip("store-independent; 150 files would only cost requests on S3")
@@ -121,9 +123,10 @@ def test_filenames_capped_at_100_but_files_lists_all(commit_env: CommitEnv) -> N
     attempt = job.run_task(0, 0, [f"f/{i:04d}.bin" for i in range(150)])
     job.committer.commit_job([attempt.result])
     obj = json.loads(env.store.read_bytes(env.dest.join("_SUCCESS")))
+    success = assert_committed(env.store, env.dest, attempt.files, job_id=job.job_id)
     assert len(obj["filenames"]) == 100
-    assert len(obj["files"]) == obj["fileCount"] == 150
-    assert_committed(env.store, env.dest, attempt.files, job_id=job.job_id)
+    assert obj["fileList"]["entries"] == obj["fileCount"] == 150
+    assert obj["filenames"] == [entry.uri for entry in success.iter_all_files(env.store, env.dest)][:100]
 
 
 @pytest.mark.parametrize("name", COMMITTER_PARAMS)

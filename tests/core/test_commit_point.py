@@ -482,7 +482,8 @@ def test_a_bad_job_record_is_refused_naming_it(commit_env: CommitEnv, damage: st
 
 
 def test_outcome_and_record_requests_per_job(commit_env: CommitEnv) -> None:
-    """What the commit point costs: O(1) requests per job commit, plus one per partition marker."""
+    """What the commit point costs: O(1) requests per job commit (reading and deciding the outcome,
+    the file list before it, the record after), plus one per partition marker."""
     env = commit_env
     name = "partitioned"
     job = JobRun.create(name, env.store, env.dest, env.options())
@@ -496,14 +497,18 @@ def test_outcome_and_record_requests_per_job(commit_env: CommitEnv) -> None:
     create_committer(name, counting, env.dest, job.job_id, env.options()).commit_job(results)
     records = [call for call in counting.calls if "/_airflow_commit/" in call.path]
     markers = [call for call in counting.calls if call.path.endswith("/_SUCCESS") and "/dt=" in call.path]
-    # The outcome read, created (the commit point), its index entry created, the record written.
+    # The outcome read, the file list written (before the commit point), the outcome created (the
+    # commit point), its index entry created, the record written.
     assert [call.op for call in records] == [
         "read_bytes",
+        "open_write",
+        "write_close",
         "write_bytes_if_absent",
         "write_bytes_if_absent",
         "write_bytes",
     ]
-    assert "/_airflow_commit/_index/" in records[2].path
+    assert "/files-" in records[1].path
+    assert "/_airflow_commit/_index/" in records[4].path
     partitions = 2
     assert len([call for call in markers if call.op == "write_bytes"]) == partitions
     assert len([call for call in markers if call.op != "write_bytes"]) <= partitions  # stale markers deleted

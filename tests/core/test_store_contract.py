@@ -124,6 +124,38 @@ def test_read_bytes_within_a_limit(store_root: StoreRoot, size: int) -> None:
         store.read_bytes_within(root.join("within", "missing"), 10)
 
 
+@pytest.mark.parametrize("size", [0, 1, 1000])
+def test_read_range(store_root: StoreRoot, size: int) -> None:
+    """What a page or the head of a large file costs: only the bytes asked for, fewer at the end,
+    none past it, one request each (a ranged GET on S3)."""
+    store, root = store_root
+    path = root.join("ranges", f"file-{size}")
+    data = bytes(i % 251 for i in range(size))
+    store.write_bytes(path, data)
+    ranges = [
+        (0, 0),
+        (0, 1),
+        (0, size),
+        (0, size + 1),
+        (1, 10),
+        (max(size - 1, 0), 5),
+        (size, 1),
+        (size + 10, 3),
+    ]
+    before = store.statistics.snapshot().get("op_get", 0)
+    assert [store.read_range(path, start, length) for start, length in ranges] == [
+        data[start : start + length] for start, length in ranges
+    ]
+    asked = sum(1 for _, length in ranges if length)
+    assert store.statistics.snapshot().get("op_get", 0) - before == asked, (
+        "one request per range, none for 0 bytes"
+    )
+    with pytest.raises(FileNotFoundInStoreError):
+        store.read_range(root.join("ranges", "missing"), 0, 10)
+    with pytest.raises(ValueError, match="ranges/file"):
+        store.read_range(path, -1, 10)
+
+
 def test_get_status_of_directory_is_none(store_root: StoreRoot) -> None:
     store, root = store_root
     store.write_bytes(root.join("dir", "file"), b"x")

@@ -1,25 +1,47 @@
 """Fuzz targets: every JSON file read from a store (task manifests, pendingsets, `.pending` files,
-job outcomes, `_SUCCESS` and job records, upload records, the rows recorded per partition).
+job outcomes, `_SUCCESS` and job records, upload records, the rows recorded per partition), the
+first bytes of a `_SUCCESS` as a sensor reads them, and the list references they hold.
 
 Each is fed its valid form damaged field by field, truncated, with a byte flipped, another JSON
 value or any bytes: it is read, or refused with an InvalidCommitDataError that names the file.
-Size and depth are refused before parsing (a 1 GB manifest, a deeply nested one).
+Size and depth are refused before parsing (a 1 GB manifest, a deeply nested one). A prefix of a
+`_SUCCESS`, cut anywhere, gives fewer fields than the whole file, never a different value.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import mmap
+import tempfile
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from support.fuzzing import FUZZ, accepted_or_refused, encoded, hostile_text, json_values, stored_bytes
+from support.fuzzing import (
+    FUZZ,
+    POSITIONS,
+    accepted_or_refused,
+    encoded,
+    hostile_text,
+    json_values,
+    stored_bytes,
+)
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.file_list import (
+    FileListEntry,
+    ListRef,
+    file_order_key,
+    iter_file_list,
+    read_file_list_page,
+    write_file_list,
+)
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix
 from airflow_commit_provider.core.formats.jsonio import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -35,6 +57,7 @@ from airflow_commit_provider.core.formats.partition_rows import (
 )
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.manifests import decode_pendingset, decode_task_manifest
@@ -89,6 +112,29 @@ SUCCESS = SuccessData(
     files=[CommittedFile("s3://bucket/t/dt=1/a", 3)],
 ).to_bytes()
 UPLOADS = json.dumps([{"uri": "s3://bucket/t/dt=1/a", "uploadId": "upload-1"}]).encode()
+SHA = "0123456789abcdef" * 4
+OUTCOME_WITH_LISTS = dataclasses.replace(
+    JobOutcome.from_bytes(OUTCOME, SOURCE, JOB),
+    file_list=ListRef(f"_airflow_commit/{JOB}/files-{SHA}.parquet", SHA, 56789, 1000),
+    partition_list=ListRef(f"_airflow_commit/{JOB}/partitions-{SHA}.parquet", SHA, 1234, 300),
+).to_bytes()
+#: A `_SUCCESS` of the bounded format: partitions past the cap, and both lists referenced.
+BOUNDED_SUCCESS = SuccessData(
+    "magic",
+    JOB,
+    filenames=["s3://bucket/t/dt=1/a"],
+    iostatistics=STATISTICS,
+    partitions=["dt=1", "dt=2"],
+    partition_count=300,
+    partition_list=ListRef(f"_airflow_commit/{JOB}/partitions-{SHA}.parquet", SHA, 1234, 300),
+    file_list=ListRef(f"_airflow_commit/{JOB}/files-{SHA}.parquet", SHA, 56789, 1000),
+    file_count=1000,
+    total_bytes=3000,
+    rows=3,
+    table="db.t",
+    registered_partitions=["dt=1"],
+    registered_partition_count=300,
+).to_bytes()
 
 
 def files_of(valid: bytes) -> st.SearchStrategy[bytes]:
@@ -128,7 +174,7 @@ def test_single_pending_commits(data: bytes) -> None:
 
 
 @FUZZ
-@given(files_of(OUTCOME))
+@given(st.one_of(files_of(OUTCOME), files_of(OUTCOME_WITH_LISTS)))
 def test_job_outcomes(data: bytes) -> None:
     outcome = accepted_or_refused(
         lambda: JobOutcome.from_bytes(data, SOURCE, JOB), InvalidCommitDataError, SOURCE
@@ -146,6 +192,130 @@ def test_success_files(data: bytes) -> None:
     if success is not None:
         success.summary()
         assert success.committed_file_count()[0] >= 0
+
+
+@FUZZ
+@given(files_of(BOUNDED_SUCCESS))
+def test_bounded_success_files(data: bytes) -> None:
+    success = refused_or_read(SuccessData.from_bytes, data)
+    if success is not None:
+        assert success.total_partitions >= len(success.partitions)
+        assert success.partitions_complete or success.partition_list is not None
+        assert success.committed_file_count()[0] >= 0
+
+
+def _members_once(data: bytes) -> dict[str, object] | None:
+    """The whole file's members, or None when it is not one JSON object naming each member once."""
+    pairs: list[list[tuple[str, object]]] = []
+    try:
+        json.loads(data, object_pairs_hook=lambda found: pairs.append(found) or dict(found))
+    except (ValueError, RecursionError):
+        return None
+    top = pairs[-1] if pairs else []
+    names = [name for name, _ in top]
+    return dict(top) if len(names) == len(set(names)) else None
+
+
+@FUZZ
+@given(st.one_of(files_of(BOUNDED_SUCCESS), files_of(SUCCESS)), st.integers(0, POSITIONS))
+@example(BOUNDED_SUCCESS, 30)
+@example(
+    BOUNDED_SUCCESS.replace(b'"fileCount": 1000', b'"fileCount": 10001'), BOUNDED_SUCCESS.index(b"1000,") + 2
+)
+def test_success_prefixes(data: bytes, cut: int) -> None:
+    """A sensor's read of the first bytes: read, or refused naming the file; what is read is what
+    the whole file says (a member named twice aside: JSON leaves that to the reader)."""
+    prefix = FilePrefix(data[: cut % (len(data) + 1)], whole=False)
+    parsed = refused_or_read(parse_prefix, prefix)
+    head = refused_or_read(SuccessData.from_prefix, prefix)
+    whole = _members_once(data)
+    if parsed is None or whole is None or not isinstance(json.loads(data), dict):
+        return
+    assert all(encoded(whole[name]) == encoded(value) for name, value in parsed.members.items())  # NaN too
+    if head is not None and head.read_fields is not None:
+        assert head.read_fields == set(parsed.members)
+
+
+@FUZZ
+@given(
+    st.one_of(
+        json_values,
+        st.fixed_dictionaries(
+            {
+                "path": hostile_text,
+                "sha256": st.just(SHA) | hostile_text,
+                "bytes": json_values,
+                "entries": json_values,
+            }
+        ),
+        st.builds(
+            lambda name: {"path": f"{name}-{SHA}.parquet", "sha256": SHA, "bytes": 1, "entries": 1},
+            hostile_text,
+        ),
+    )
+)
+@example({"path": f"../x-{SHA}.parquet", "sha256": SHA, "bytes": 1, "entries": 1})
+@example({"path": f"a/./x-{SHA}.parquet", "sha256": SHA, "bytes": 1, "entries": 1})
+def test_list_references(value: object) -> None:
+    """A reference is refused naming the file and field, or it leads to a file under the table."""
+    ref = accepted_or_refused(
+        lambda: ListRef.from_json(value, SOURCE, "fileList"), InvalidCommitDataError, SOURCE
+    )
+    if ref is not None:
+        root = StorePath.parse("s3://bucket/table")
+        assert ref.location(root).is_under(root) and ref.location(root).name.endswith(
+            f"-{ref.sha256}.parquet"
+        )
+
+
+def _list_fixture() -> tuple[LocalStore, StorePath, bytes]:
+    """A file list of 300 entries (odd and even part ETags, three partitions), written once per process."""
+    global _LIST
+    if _LIST is None:
+        destination = StorePath.parse(tempfile.mkdtemp(prefix="fuzz-file-list-")).join("table")
+        entries = [
+            FileListEntry(
+                destination.join(f"dt={i % 3}", f"part-{i:05d}").uri(), i, f"dt={i % 3}", ("e",) * (i % 2)
+            )
+            for i in range(300)
+        ]
+        entries.sort(key=lambda entry: file_order_key(entry.uri))
+        store = LocalStore()
+        ref = write_file_list(store, JobLayout(destination, JOB), entries)
+        _LIST = (store, destination, store.read_bytes(ref.location(destination)))
+    return _LIST
+
+
+_LIST: tuple[LocalStore, StorePath, bytes] | None = None
+
+
+@FUZZ
+@given(
+    st.lists(st.tuples(st.integers(0, POSITIONS), st.integers(0, 255)), min_size=1, max_size=4), st.booleans()
+)
+def test_file_lists_damaged_under_a_matching_reference(flips: list[tuple[int, int]], page: bool) -> None:
+    """A list damaged by whoever also wrote its reference (so its size and SHA-256 match): read, or
+    refused with an InvalidCommitDataError naming the list; never pyarrow's own error."""
+    store, destination, valid = _list_fixture()
+    data = bytearray(valid)
+    for position, byte in flips:
+        data[position % len(data)] = byte
+    sha = hashlib.sha256(data).hexdigest()
+    location = JobLayout(destination, JOB).file_list(sha)
+    store.write_bytes(location, bytes(data))
+    ref = ListRef(location.relative_to(destination), sha, len(data), 300)
+    if page:
+        read = accepted_or_refused(
+            lambda: read_file_list_page(store, destination, ref, 150, 20),
+            InvalidCommitDataError,
+            str(location),
+        )
+    else:
+        read = accepted_or_refused(
+            lambda: list(iter_file_list(store, destination, ref)), InvalidCommitDataError, str(location)
+        )
+    assert read is None or all(entry.uri and entry.size >= 0 for entry in read)
+    store.delete(location)
 
 
 @FUZZ

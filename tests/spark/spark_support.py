@@ -70,7 +70,10 @@ def assert_committed_write(
     success_path = dest.join("_SUCCESS")
     success = SuccessData.from_bytes(store.read_bytes(success_path), str(success_path))
     assert success.job_id == summary.job_id
-    listed = {StorePath.from_uri(entry.uri).relative_to(dest): entry.size for entry in success.iter_files()}
+    listed = {
+        StorePath.from_uri(entry.uri).relative_to(dest): entry.size
+        for entry in success.iter_all_files(store, dest)
+    }
     assert listed == files, f"_SUCCESS lists {sorted(listed)}, the destination holds {sorted(files)}"
     assert summary.files == len(files) > 0
     assert summary.bytes == sum(files.values()) > 0, "bytes written must be reported exactly (HADOOP-17414)"

@@ -196,6 +196,8 @@ def test_our_sensor_and_cli_verify_hadoops_success(
     assert code == 0 and out.startswith("OK "), out
     code, out = cli(capsys, *args, "--min-files", str(files + 1))
     assert code == 1 and f"{files} files committed, expected at least {files + 1}" in out
+    code, out = cli(capsys, *args, "--files")  # Hadoop's name the first 100 files, without sizes
+    assert code == 1 and "cannot check the files: " in out and "lists no files" in out, out
 
 
 # A killed S3A magic job: cleanup and abort --------------------------------------------------------

@@ -206,3 +206,80 @@ def test_hadoop_loads_our_success(spark, tmp_path):
     assert all(fs.exists(p) for p in paths), "Hadoop resolves every listed file to an existing path"
     names = sorted(str(p.getParent().getName()) for p in paths)
     assert names == ["p=a%3Db", "p=c", "p=ü %25"]
+
+
+@pytest.mark.spark
+def test_hadoop_loads_a_bounded_success_and_spark_reads_its_lists(spark, tmp_path):
+    """A `_SUCCESS` of the bounded format (partitions past the cap, both lists referenced, counts,
+    the record's bounded lost attempts): Hadoop's ManifestSuccessData loader reads it, ignoring what
+    it does not know; Spark reads the file list and the partition list as they are."""
+    from airflow_commit_provider.core.formats.attempts import FAILED, LostAttempt
+    from airflow_commit_provider.core.formats.file_list import (
+        FileListEntry,
+        file_order_key,
+        partition_order_key,
+        write_file_list,
+        write_partition_list,
+    )
+    from airflow_commit_provider.core.formats.partition_stats import PartitionStats
+    from airflow_commit_provider.core.formats.success import InlinePartitions
+    from airflow_commit_provider.core.layout import JobLayout
+    from airflow_commit_provider.core.paths import StorePath
+    from airflow_commit_provider.core.store.local import LocalStore
+
+    store = LocalStore()
+    destination = StorePath.parse(str(tmp_path / "bounded ü"))
+    layout = JobLayout(destination, "job-bounded")
+    names = [f"x={day}.5/part-{i}.parquet" for day in range(150) for i in range(2)] + ["top.parquet"]
+    entries = sorted(
+        (
+            FileListEntry(destination.join(name).uri(), 7, name.rpartition("/")[0], ('"e1"',))
+            for name in names
+        ),
+        key=lambda entry: file_order_key(entry.uri),
+    )
+    partitions = sorted({entry.partition for entry in entries if entry.partition}, key=partition_order_key)
+    file_list = write_file_list(store, layout, entries)
+    partition_list = write_partition_list(
+        store, layout, [(p, PartitionStats(2, 14, None)) for p in partitions]
+    )
+    inline = InlinePartitions()
+    for partition in partitions:
+        inline.add(partition)
+    success = SuccessData(
+        committer="magic",
+        job_id="job-bounded",
+        filenames=[entry.uri for entry in entries[:100]],
+        partitions=inline.names,
+        partition_count=inline.count,
+        partition_list=partition_list,
+        file_list=file_list,
+        file_count=len(entries),
+        total_bytes=7 * len(entries),
+        rows=10,
+        table="db.t",
+        registered_partitions=partitions,
+        lost_attempts=[LostAttempt("task_job-bounded_m_000000", f"attempt_{n}", FAILED) for n in range(300)],
+    )
+    store.write_bytes(layout.success_marker, success.to_bytes())
+
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(layout.success_marker.uri()))
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    loaded = jvm.org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.ManifestSuccessData.load(
+        fs, path
+    )
+    assert loaded.getJobId() == "job-bounded" and loaded.getCommitter() == "magic" and loaded.getSuccess()
+    assert list(loaded.getFilenames()) == [entry.uri for entry in entries[:100]]
+
+    # Spark takes a location literally, as Hadoop's Path(String) does (str, not the encoded URI).
+    files = spark.read.parquet(str(file_list.location(destination)))
+    assert files.columns == ["path", "size", "partition", "part_etags"]
+    assert files.count() == len(entries) == file_list.entries
+    assert files.where("partition = 'x=7.5'").count() == 2
+    assert files.selectExpr("sum(size)").first()[0] == 7 * len(entries)
+    assert files.first()["part_etags"] == ['"e1"']
+    listed = spark.read.parquet(str(partition_list.location(destination)))
+    assert listed.columns == ["partition", "files", "bytes", "rows"]
+    assert [row["partition"] for row in listed.orderBy("partition").collect()] == sorted(partitions)
+    assert listed.where("rows is null").count() == len(partitions)

@@ -57,6 +57,7 @@ def test_local_round_trip(spark, df, tmp_path, committer, fmt):
     assert summary.rows == 40
     assert summary.tasks == 2
     assert sorted(summary.partitions) == ["part=a", "part=b c", "part=x%3Dy"]
+    assert summary.partition_count == 3
     files = assert_committed_write(LocalStore(), dest, summary, staging_root=staging)
     # 2 tasks x 3 partitions, 6-7 rows per task and partition, rolled at 4 rows: 2 files each.
     assert len(files) == 12

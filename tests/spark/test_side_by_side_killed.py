@@ -332,7 +332,12 @@ def test_ours_job_commit_killed_then_aborted_is_all_or_nothing(
     assert len(files) == ROWS_PER_KILLED
     success = read_success(store, table)
     assert success.job_id == run.ours_job_id
-    assert sorted(StorePath.from_uri(entry.uri).relative_to(table) for entry in success.iter_files()) == files
+    assert (
+        sorted(
+            StorePath.from_uri(entry.uri).relative_to(table) for entry in success.iter_all_files(store, table)
+        )
+        == files
+    )
     assert uploads_left(store, table) == []
     assert temp_objects(store, table) == []
     assert inspect_job(store, table, run.ours_job_id).state is JobState.COMMITTED

@@ -122,9 +122,9 @@ def assert_committed(
     assert success.success is True
     if job_id is not None:
         assert success.job_id == job_id, f"_SUCCESS is from job {success.job_id!r}, not {job_id!r}"
-    assert success.files is not None, "_SUCCESS has no 'files' list"
+    assert success.files is None and success.file_list is not None, "_SUCCESS names no file list"
     listed: dict[str, int] = {}
-    for entry in success.files:
+    for entry in success.iter_all_files(store, dest):
         relative = StorePath.from_uri(entry.uri).relative_to(dest)
         assert relative not in listed, f"_SUCCESS lists {entry.uri} twice"
         listed[relative] = entry.size
@@ -133,7 +133,7 @@ def assert_committed(
     )
     assert success.file_count == len(committed)
     assert success.total_bytes == sum(len(data) for data in committed.values())
-    assert_job_records(dest, records, success, committed)
+    assert_job_records(store, dest, records, success, committed)
     uploads = pending_uploads(store, dest)
     assert not uploads, f"pending multipart uploads left under {dest}: {uploads}"
     if strict_dirs:
@@ -185,20 +185,40 @@ def assert_aborted(
 
 
 def assert_job_records(
-    dest: StorePath, records: Mapping[str, bytes], success: SuccessData, committed: Mapping[str, bytes]
+    store: Store,
+    dest: StorePath,
+    records: Mapping[str, bytes],
+    success: SuccessData,
+    committed: Mapping[str, bytes],
 ) -> None:
-    """The job's durable record matches its `_SUCCESS`; each partition `_SUCCESS` of the job lists
-    exactly the job's files in that partition, and if the job wrote any, it wrote one per partition."""
+    """The job's durable record matches its `_SUCCESS` and names the same lists as its outcome; each
+    partition `_SUCCESS` of the job vouches for exactly the job's files in that partition (its rows
+    of the job's file list), and if the job wrote any, it wrote one per partition."""
     name = f"{RECORDS_DIR}/{success.job_id}{RECORD_KINDS['success']}"
     assert name in records, f"no job record {name} in {dest}"
     record = SuccessData.from_bytes(records[name], name)
-    assert (record.job_id, record.file_count, record.total_bytes) == (
+    assert (
+        record.job_id,
+        record.file_count,
+        record.total_bytes,
+        record.file_list,
+        record.partition_list,
+    ) == (
         success.job_id,
         success.file_count,
         success.total_bytes,
+        success.file_list,
+        success.partition_list,
     ), f"job record {name} does not match _SUCCESS"
     outcome = json.loads(records[f"{RECORDS_DIR}/{success.job_id}{RECORD_KINDS['outcome']}"])
     assert outcome["decision"] == "commit", f"job {success.job_id} committed but its outcome is {outcome}"
+    named = (outcome.get("fileList"), outcome.get("partitionList"))
+    # An outcome from before the lists (an older release's driver that died after its commit point)
+    # names none: the job commit that rolls it forward writes them, named by checksum in _SUCCESS.
+    assert named == (None, None) or named == (
+        success.file_list.to_json() if success.file_list else None,
+        success.partition_list.to_json() if success.partition_list else None,
+    ), f"job {success.job_id}: _SUCCESS names other lists than its outcome"
     by_partition: dict[str, dict[str, int]] = {}
     for relative, data in committed.items():
         if "/" in relative:
@@ -209,8 +229,10 @@ def assert_job_records(
             continue
         marker = SuccessData.from_bytes(data, marker_name)
         if marker.job_id == success.job_id:
+            directory = dest.join(marker_name).parent
             markers[marker_name.rsplit("/", 1)[0]] = {
-                StorePath.from_uri(entry.uri).relative_to(dest): entry.size for entry in marker.iter_files()
+                StorePath.from_uri(entry.uri).relative_to(dest): entry.size
+                for entry in marker.iter_all_files(store, directory)
             }
     if markers:
         assert markers == by_partition, f"partition _SUCCESS files list {markers}, committed {by_partition}"

@@ -51,6 +51,9 @@ class DelegatingStore(Store):
     def read_bytes(self, path: StorePath) -> bytes:
         return self._delegate("read_bytes", path, False, lambda: self.inner.read_bytes(path))
 
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        return self._delegate("read_range", path, False, lambda: self.inner.read_range(path, start, length))
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         op = "write_bytes_if_absent" if if_absent else "write_bytes"
         self._delegate(op, path, True, lambda: self.inner.write_bytes(path, data, if_absent=if_absent))

@@ -25,6 +25,7 @@ from airflow_commit_provider.core.stages import (
     cleanup,
     commit_files,
     job_state,
+    lists,
     load_manifests,
     lost_attempts,
     sources,
@@ -134,7 +135,7 @@ class Committer(abc.ABC):
             self._nothing_committed_yet,
         )
         if not outcome.committing:
-            cleanup.cleanup_job(self.context, committed_attempts=set())
+            cleanup.discard_job(self.context)
             return None
         record = success.read_job_record(self.context)
         if record is None:
@@ -165,8 +166,8 @@ class Committer(abc.ABC):
                 )
             )
         try:
-            with self._load(committed).spool as spool:
-                sources.check_sources_exist(ctx, spool)
+            with self._load(committed) as loaded:
+                sources.check_sources_exist(ctx, loaded.spool)
         except (InvalidCommitDataError, CommitError):
             return False
         return True
@@ -174,7 +175,7 @@ class Committer(abc.ABC):
     def cleanup_job(self) -> None:
         outcome = job_state.read_outcome(self.context)
         if outcome is None or not outcome.committing:
-            cleanup.cleanup_job(self.context, committed_attempts=set())
+            cleanup.discard_job(self.context)
             return
         record = success.read_job_record(self.context)
         if record is None:
@@ -193,7 +194,7 @@ class Committer(abc.ABC):
         return record
 
     def _refuse_fenced(self, outcome: JobOutcome) -> NoReturn:
-        cleanup.cleanup_job(self.context, committed_attempts=set())
+        cleanup.discard_job(self.context)
         raise JobFencedError(
             f"job {self.job_id} was aborted ({outcome.reason or 'fenced'}, {self.layout.outcome}) "
             "before it could commit: its output was discarded"
@@ -213,8 +214,10 @@ class Committer(abc.ABC):
                     with ctx.phase("checks"):
                         sources.check_sources_exist(ctx, loaded.spool)
                         self._before_entries(loaded)
+                    # Before the commit point, so that its outcome names them (see `stages.lists`).
+                    job_lists = lists.write_job_lists(ctx, loaded)
                 except BaseException:
-                    loaded.spool.close()
+                    loaded.close()
                     raise
         except Exception:
             if job_state.read_outcome(ctx) is not None:  # decided elsewhere meanwhile: follow that
@@ -228,18 +231,20 @@ class Committer(abc.ABC):
             conflict_mode=self.options.conflict_mode,
             origin=self.options.origin,
             table=self.options.table,
+            file_list=job_lists.file_list,
+            partition_list=job_lists.partition_list,
         )
         try:
             with ctx.phase("commit point"):
                 outcome = job_state.decide(ctx, proposal)
         except BaseException:
-            loaded.spool.close()
+            loaded.close()
             raise
         if outcome is not proposal:
-            loaded.spool.close()
+            loaded.close()
             return self.commit_job(committed)
         with ctx.statistics.timed("committer_commit_job"):
-            return self._finish(outcome, loaded)
+            return self._finish(outcome, loaded, job_lists)
 
     def _roll_forward(self, outcome: JobOutcome, record: SuccessData | None) -> SuccessData:
         """Finish a job past its commit point, given its record if it has one (then only cleanup
@@ -253,11 +258,17 @@ class Committer(abc.ABC):
         # must not leave a decided job unable to finish.
         undigested = [dataclasses.replace(result, digest=None) for result in outcome.committed]
         with self.context.statistics.timed("committer_commit_job"):
-            return self._finish(outcome, self._load(undigested))
+            loaded = self._load(undigested)
+            try:
+                job_lists = lists.lists_to_roll_forward(self.context, loaded, outcome)
+            except BaseException:
+                loaded.close()
+                raise
+            return self._finish(outcome, loaded, job_lists)
 
-    def _finish(self, outcome: JobOutcome, loaded: LoadedJob) -> SuccessData:
+    def _finish(self, outcome: JobOutcome, loaded: LoadedJob, job_lists: lists.JobLists) -> SuccessData:
         ctx = self.context
-        with loaded.spool:
+        with loaded:
             if self.traits.partition_markers:
                 with ctx.phase("remove partition markers"):
                     success.delete_partition_markers(ctx, loaded.spool)
@@ -266,12 +277,7 @@ class Committer(abc.ABC):
             with ctx.phase(f"conflict mode {outcome.conflict_mode}"):
                 self._after_entries(loaded, outcome)
             result = success.save_success(
-                ctx,
-                loaded.spool,
-                loaded.rows,
-                per_partition=self.traits.partition_markers,
-                partition_rows=loaded.partition_rows,
-                table=outcome.table,
+                ctx, loaded, job_lists, per_partition=self.traits.partition_markers, table=outcome.table
             )
         log.info("job %s committed %d files, %d bytes", self.job_id, result.file_count, result.total_bytes)
         if not self.options.skip_cleanup:

@@ -1,7 +1,10 @@
 """The job outcome file: the one decision of a job, commit or abort, made once.
 
 A commit outcome carries the committed task list, so whoever finds it (a resumed driver, an
-abort, an Airflow retry) can roll the commit forward with exactly the attempts the driver chose.
+abort, an Airflow retry) can roll the commit forward with exactly the attempts the driver chose,
+and the references to the job's file list and partition list, written before the commit point, so
+the roll-forward writes the same references into `_SUCCESS` and the record without writing the
+lists again. An outcome from before the lists has none; its roll-forward writes them then.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.file_list import ListRef
 from airflow_commit_provider.core.formats.jsonio import (
     now_millis,
     optional_field,
@@ -41,6 +45,10 @@ class JobOutcome:
     """The catalog table whose partitions are registered once the commit is rolled forward."""
     timestamp: int = field(default_factory=now_millis)
     hostname: str = field(default_factory=socket.gethostname)
+    file_list: ListRef | None = None
+    """The job's file list, written before the commit point (None in an abort, or an older outcome)."""
+    partition_list: ListRef | None = None
+    """The job's partition list, when it wrote more partitions than `_SUCCESS` lists inline."""
 
     @property
     def committing(self) -> bool:
@@ -62,6 +70,10 @@ class JobOutcome:
             payload["origin"] = self.origin.to_json()
         if self.table is not None:
             payload["table"] = self.table
+        if self.file_list is not None:
+            payload["fileList"] = self.file_list.to_json()
+        if self.partition_list is not None:
+            payload["partitionList"] = self.partition_list.to_json()
         return json.dumps(payload).encode("utf-8")
 
     @classmethod
@@ -103,4 +115,6 @@ class JobOutcome:
             table=optional_field(obj, "table", str, source, None),
             timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
+            file_list=ListRef.read_field(obj, "fileList", source),
+            partition_list=ListRef.read_field(obj, "partitionList", source),
         )

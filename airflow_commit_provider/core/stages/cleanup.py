@@ -12,6 +12,15 @@ def cleanup_job(ctx: JobContext, committed_attempts: set[str], *, job_committed:
     remove_job_files(ctx, committed_attempts, job_committed=job_committed)
 
 
+def discard_job(ctx: JobContext) -> None:
+    """Clean up a job that did not commit (never decided, or aborted): its work, then its lists
+    (`stages.lists`), which only a commit would name. The outcome stays: an abort fences the job."""
+    cleanup_job(ctx, committed_attempts=set())
+    deleted = ctx.store.delete_tree(ctx.layout.lists_dir)
+    if deleted:
+        log.info("job %s: deleted its lists (%d files) in %s", ctx.job_id, deleted, ctx.layout.lists_dir)
+
+
 def end_job(ctx: JobContext) -> None:
     """Delete the job marker: from then on a task attempt still committing sees the job is over and
     discards its own output (and takes back any note of its end), so what the job directory holds

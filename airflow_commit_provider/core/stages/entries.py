@@ -1,14 +1,18 @@
-"""Commit entries and the local spool that keeps job commit's memory bounded (HADOOP-16570)."""
+"""Commit entries, and the sorted spool that keeps job commit's memory bounded (HADOOP-16570).
+
+Job commit holds nothing per file: the entries of all committed tasks go to a local spool sorted by
+destination key (`core.sorted_spool`), in the order S3 lists keys (UTF-8 bytes). Two entries with
+one destination are then adjacent, and the checks that would otherwise keep a set per file (sources
+present, conflicts) merge the spool with a store listing instead.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import RUN_BYTES, Record, SortedSpool, key_order, record_size
 
 
 @dataclass(frozen=True)
@@ -22,91 +26,63 @@ class CommitEntry:
     upload_id: str | None = None
     etags: tuple[str, ...] = ()
 
-    def to_line(self) -> str:
-        return json.dumps([self.dest, self.size, self.task_id, self.source, self.upload_id, list(self.etags)])
 
-    @classmethod
-    def from_line(cls, line: str | bytes) -> CommitEntry:
-        dest, size, task_id, source, upload_id, etags = json.loads(line)
-        return cls(dest, size, task_id, source, upload_id, tuple(etags))
-
-
-#: Entries job commit keeps in memory before spilling the rest to a local file (about 4 MB).
-MEMORY_ENTRIES = 10_000
-
-
-@dataclass
 class EntrySpool:
-    """Validated entries of all committed tasks, with job commit's memory bounded (HADOOP-16570).
+    """The entries of all committed tasks, sorted by destination key (see the module docstring).
 
-    The first `memory_entries` stay in memory, which covers most jobs without encoding each
-    entry twice; the rest go through a local file as JSON lines. That file is unlinked as soon
-    as it exists, so a driver killed mid-commit leaves nothing in the temp directory. Memory
-    also holds one 8-byte digest per destination, for the duplicate check.
+    Each record is `(relative key order, dest, size, task_id, source, upload_id, etags)`: the
+    destination's key relative to the job's destination, as `key_order` bytes, first.
     """
 
-    memory_entries: int = MEMORY_ENTRIES
-    count: int = 0
-    total_bytes: int = 0
-    partitions: set[str] = field(default_factory=set)
-    _digests: set[int] = field(default_factory=set)
-    _memory: list[CommitEntry] = field(default_factory=list)
-    _spill: BinaryIO | None = None
+    def __init__(self, destination: StorePath, *, run_bytes: int = RUN_BYTES) -> None:
+        self.destination = destination
+        self.total_bytes = 0
+        self.uploads = 0
+        """How many entries complete an upload (the others rename a file)."""
+        self._spool = SortedSpool(run_bytes=run_bytes, prefix="commit-entries-")
 
-    def add_destination(self, dest: str) -> bool:
-        """Record a destination URI; False if some entry already has it."""
-        digest = text_digest(dest)
-        if digest in self._digests:
-            return False
-        self._digests.add(digest)
-        return True
+    @property
+    def count(self) -> int:
+        return self._spool.count
 
-    def has_destination(self, dest: str) -> bool:
-        return text_digest(dest) in self._digests
-
-    def append(self, entry: CommitEntry, partition: str) -> None:
-        if len(self._memory) < self.memory_entries:
-            self._memory.append(entry)
-        else:
-            if self._spill is None:
-                self._spill = tempfile.TemporaryFile(prefix="commit-entries-", suffix=".jsonl")  # noqa: SIM115 - closed by close()
-            self._spill.write(entry.to_line().encode("utf-8") + b"\n")
-        self.count += 1
+    def append(self, entry: CommitEntry, dest: StorePath) -> None:
+        """Add `entry`, whose destination `dest` (its `dest` parsed) lies under the destination."""
+        record = (
+            key_order(dest.relative_to(self.destination)),
+            entry.dest,
+            entry.size,
+            entry.task_id,
+            entry.source,
+            entry.upload_id,
+            entry.etags,
+        )
+        self._spool.add(record, record_size(record))
         self.total_bytes += entry.size
-        if partition:
-            self.partitions.add(partition)
+        self.uploads += entry.upload_id is not None
+
+    def sort(self, duplicate: Callable[[CommitEntry, CommitEntry], Exception]) -> None:
+        """Sort the entries; two with one destination are adjacent then, and `duplicate(first,
+        second)` is raised for them."""
+
+        def refuse(first: Record, second: Record) -> Record:
+            raise duplicate(CommitEntry(*first[1:]), CommitEntry(*second[1:]))
+
+        self._spool.sort(refuse)
 
     def __iter__(self) -> Iterator[CommitEntry]:
-        yield from self._memory
-        if self._spill is not None:
-            self._spill.flush()
-            for line in _lines(self._spill.fileno()):
-                yield CommitEntry.from_line(line)
+        for record in self._spool:
+            yield CommitEntry(*record[1:])
+
+    def keyed(self) -> Iterator[tuple[bytes, CommitEntry]]:
+        """(relative key order, entry) in destination key order."""
+        for record in self._spool:
+            yield record[0], CommitEntry(*record[1:])
 
     def close(self) -> None:
-        self._memory = []
-        if self._spill is not None:
-            self._spill.close()
-            self._spill = None
+        self._spool.close()
 
     def __enter__(self) -> EntrySpool:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-def _lines(fd: int, chunk: int = 1 << 20) -> Iterator[bytes]:
-    """The file's lines, each read at its own offset: passes over the spool never share a position."""
-    offset, rest = 0, b""
-    while data := os.pread(fd, chunk, offset):
-        offset += len(data)
-        *lines, rest = (rest + data).split(b"\n")
-        yield from lines
-
-
-def text_digest(text: str) -> int:
-    """8 bytes that stand for `text` in a set: what job commit keeps per file to stay bounded."""
-    return int.from_bytes(
-        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big"
-    )

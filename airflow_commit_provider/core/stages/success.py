@@ -1,106 +1,84 @@
-"""Writing `_SUCCESS` last: the one atomic signal that the job's output is complete."""
+"""Writing `_SUCCESS` last: the one atomic signal that the job's output is complete.
+
+`_SUCCESS`, the partition markers and the job record come from one pass over the sorted entries
+(`stages.partitions`): a partition's marker is written, on the bounded pool, as the walk leaves the
+partition, and its stats go to a spool sorted by partition. Nothing is held per file, and per
+partition only what the current path holds.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections import defaultdict
-from collections.abc import Mapping
 from itertools import islice
 
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
-from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, CommittedFile, SuccessData
+from airflow_commit_provider.core.formats.success import FILENAMES_LIMIT, InlinePartitions, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.parallel import run_parallel
-from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext
 from airflow_commit_provider.core.stages.entries import EntrySpool
+from airflow_commit_provider.core.stages.lists import JobLists
+from airflow_commit_provider.core.stages.load_manifests import LoadedJob
+from airflow_commit_provider.core.stages.partitions import (
+    PartitionTally,
+    partition_stats,
+    tally_partitions,
+)
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
 def save_success(
-    ctx: JobContext,
-    spool: EntrySpool,
-    rows: int | None,
-    *,
-    per_partition: bool,
-    partition_rows: Mapping[str, int] | None = None,
-    table: str | None = None,
+    ctx: JobContext, loaded: LoadedJob, lists: JobLists, *, per_partition: bool, table: str | None = None
 ) -> SuccessData:
     """Write the partitions' `_SUCCESS` (if asked), the destination's, then the job record.
 
     The record goes last: its existence is what makes the job COMMITTED rather than COMMITTING,
     so a job whose record exists has every marker in place. A table write's record names the
     table with its registration pending: registering is the driver's, after the commit (`core.catalog`).
+    Both name the job's lists (written before the commit point) instead of listing what they hold.
     """
+    spool = loaded.spool
     with ctx.phase("write _SUCCESS"):
-        if per_partition:
-            save_partition_markers(ctx, spool, partition_rows)
+        inline = InlinePartitions()
+        stats: dict[str, PartitionStats] = {}
+        for name, counts in partition_stats(
+            spool,
+            loaded.partition_rows,
+            keep_filenames=FILENAMES_LIMIT if per_partition else 0,
+            each=functools.partial(_save_marker, ctx, lists) if per_partition else None,
+            threads=ctx.options.threads,
+        ):
+            inline.add(name)
+            if len(inline.names) == len(stats) + 1:
+                stats[name] = counts
         success = _success_data(ctx, [entry.dest for entry in islice(spool, FILENAMES_LIMIT)])
-        success.partitions = sorted(spool.partitions)
-        success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, rows
+        success.partitions, success.partition_count = inline.names, inline.count
+        success.partition_list = None if inline.complete else lists.partition_list
+        success.file_list = lists.file_list
+        success.file_count, success.total_bytes, success.rows = spool.count, spool.total_bytes, loaded.rows
         success.table = table
-        with ctx.store.open_write(ctx.layout.success_marker) as stream:
-            success.write_to(stream, (CommittedFile(entry.dest, entry.size) for entry in spool))
+        ctx.store.write_bytes(ctx.layout.success_marker, success.to_bytes())
     # The record holds every phase up to here; writing it is the last step that counts.
     success.phases = list(ctx.phases)
-    success.partition_stats = partition_stats(ctx.layout.destination, spool, partition_rows)
+    success.partition_stats = stats
     ctx.store.write_bytes(ctx.layout.job_record, success.to_bytes())
     return success
 
 
-def save_partition_markers(
-    ctx: JobContext, spool: EntrySpool, partition_rows: Mapping[str, int] | None = None
-) -> int:
-    """One `_SUCCESS` per partition written, listing that partition's files (and rows) of this job.
-
-    Holds one (URI, size) pair per file in memory, grouped by partition, for the time it takes.
-    """
-    by_partition: dict[str, list[CommittedFile]] = defaultdict(list)
-    for entry in spool:
-        partition = partition_of(ctx.layout.destination, entry.dest)
-        if partition is not None:
-            by_partition[partition].append(CommittedFile(entry.dest, entry.size))
-
-    def save(partition: str) -> None:
-        files = by_partition[partition]
-        marker = _success_data(ctx, [committed.uri for committed in files[:FILENAMES_LIMIT]])
-        marker.partitions = [partition]
-        marker.file_count, marker.total_bytes = len(files), sum(committed.size for committed in files)
-        if partition_rows is not None:
-            marker.rows = partition_rows.get(partition, 0)
-        marker.files = files
-        ctx.store.write_bytes(ctx.layout.partition_success(partition), marker.to_bytes())
-
-    return run_parallel(sorted(by_partition), save, ctx.options.threads)
-
-
-def partition_stats(
-    destination: StorePath, spool: EntrySpool, partition_rows: Mapping[str, int] | None
-) -> dict[str, PartitionStats]:
-    """What each partition directory received (files at the top are in no partition)."""
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for entry in spool:
-        partition = partition_of(destination, entry.dest)
-        if partition is not None:
-            totals[partition][0] += 1
-            totals[partition][1] += entry.size
-    rows = partition_rows if partition_rows is not None else {}
-    return {
-        name: PartitionStats(files, size, rows.get(name, 0) if partition_rows is not None else None)
-        for name, (files, size) in sorted(totals.items())
-    }
-
-
-def partition_of(destination: StorePath, uri: str) -> str | None:
-    """The partition directory (`dt=2024-01-01`, `a=1/b=2`) a committed file is in, None at the top."""
-    relative = StorePath.from_uri(uri).relative_to(destination)
-    return relative.rsplit("/", 1)[0] if "/" in relative else None
+def _save_marker(ctx: JobContext, lists: JobLists, tally: PartitionTally) -> None:
+    """One partition's `_SUCCESS`: its counts (and rows) and first files, of this job, and the job's
+    file list (whose rows of this partition are the partition's files)."""
+    marker = _success_data(ctx, tally.filenames)
+    marker.partitions = [tally.name]
+    marker.file_count, marker.total_bytes, marker.rows = tally.files, tally.size, tally.rows
+    marker.file_list = lists.file_list
+    ctx.store.write_bytes(ctx.layout.partition_success(tally.name), marker.to_bytes())
 
 
 def delete_partition_markers(ctx: JobContext, spool: EntrySpool) -> None:
     """Before a partition changes, its old `_SUCCESS` goes, as job setup removes the table's."""
     ctx.store.delete_files(
-        [ctx.layout.partition_success(partition) for partition in sorted(spool.partitions)]
+        ctx.layout.partition_success(tally.name) for tally in tally_partitions(spool, None)
     )
 
 

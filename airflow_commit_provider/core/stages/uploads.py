@@ -8,9 +8,10 @@ attempts, without listing (and endangering) anyone else's under the destination.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Future
 
 from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
@@ -18,6 +19,14 @@ from airflow_commit_provider.core.formats.pending import PendingCommit, is_pendi
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import (
+    SortedSpool,
+    grouped,
+    join_sorted,
+    key_order,
+    record_size,
+    spooled,
+)
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
@@ -54,14 +63,14 @@ def consolidate_upload_records(
 
 def recorded_uploads(
     ctx: JobContext, task_attempt_id: str | None = None, *, skip_attempts: Collection[str] = ()
-) -> list[tuple[str, StorePath, str]]:
-    """(task attempt, destination, upload ID) of every recorded upload of the job or one attempt.
+) -> Iterator[tuple[str, StorePath, str]]:
+    """(task attempt, destination, upload ID) of every recorded upload of the job or one attempt,
+    one record file at a time.
 
     Records of `skip_attempts` are not read at all: a record's attempt is its directory's name, so
     job commit's cleanup skips one GET per file of every committed magic attempt.
     """
     root = ctx.layout.upload_records_dir(task_attempt_id)
-    found = []
     for status in ctx.store.list_files(root):
         attempt = status.path.parent.name
         if attempt in skip_attempts:
@@ -69,8 +78,7 @@ def recorded_uploads(
         for path, upload_id in parse_upload_records(
             read_json_bytes(ctx.store, status.path), str(status.path)
         ):
-            found.append((attempt, path, upload_id))
-    return found
+            yield attempt, path, upload_id
 
 
 def parse_upload_records(data: bytes, source: str) -> list[tuple[StorePath, str]]:
@@ -143,7 +151,6 @@ def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> 
     def start(upload: tuple[StorePath, str]) -> Future[None]:
         return ctx.store.start_abort_multipart_upload(*upload)
 
-    uploads = list(uploads)
     if ctx.store.pipelines_requests:
         return run_pipelined(uploads, start, finish, ctx.options.threads)
     return run_parallel(uploads, lambda upload: finish(upload, start(upload)), ctx.options.threads)
@@ -172,24 +179,48 @@ def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, 
     ``"commits": []``). Once the job is committed (its record is written after every upload it
     committed was completed), those are exactly the recorded ones the store still lists as pending.
     Committed attempts' records are read only when the store lists a pending upload under the
-    destination at all, so a clean commit costs one listing, not one GET per task.
+    destination at all, so a clean commit costs one listing, not one GET per task; then they are
+    merged with that listing, both sorted through spools, so nothing is held per upload.
     """
-    pending: set[tuple[str, str, str]] = set()
-    if job_committed and committed_attempts:
-        pending = {
-            (upload.path.bucket, upload.path.key, upload.upload_id)
-            for upload in ctx.store.list_multipart_uploads(ctx.layout.destination)
-        }
-    doomed = [
-        (path, upload)
-        for attempt, path, upload in recorded_uploads(
-            ctx, skip_attempts=() if pending else committed_attempts
-        )
-        if attempt not in committed_attempts or (path.bucket, path.key, upload) in pending
-    ]
-    if doomed:
-        log.info("job %s: aborting %d uploads it did not commit", ctx.job_id, len(doomed))
-    return abort_uploads(ctx, doomed)
+    root = ctx.layout.destination
+    listing = ctx.store.list_multipart_uploads(root) if job_committed and committed_attempts else iter(())
+    first = next(listing, None)
+
+    def doomed() -> Iterator[tuple[StorePath, str]]:
+        committed = SortedSpool(prefix="commit-recorded-uploads-")
+        try:
+            for attempt, path, upload in recorded_uploads(
+                ctx, skip_attempts=() if first is not None else committed_attempts
+            ):
+                if attempt not in committed_attempts:
+                    yield path, upload
+                elif path.is_under(root):  # only those can be pending under the destination
+                    record = (key_order(path.relative_to(root)), upload, path.key)
+                    committed.add(record, record_size(record))
+            if first is None or committed.count == 0:
+                return
+            committed.sort()
+            with spooled(
+                (
+                    (key_order(found.path.relative_to(root)), found.upload_id)
+                    for found in itertools.chain([first], listing)
+                ),
+                prefix="commit-pending-uploads-",
+            ) as pending:
+                for recorded, listed in join_sorted(grouped(committed), grouped(pending)):
+                    if recorded is None or listed is None:
+                        continue
+                    still_pending = {upload for _key, upload in listed[1]}
+                    for _key, upload, key in recorded[1]:
+                        if upload in still_pending:
+                            yield StorePath(root.scheme, root.bucket, key), upload
+        finally:
+            committed.close()
+
+    aborted = abort_uploads(ctx, doomed())
+    if aborted:
+        log.info("job %s: aborted %d uploads it did not commit", ctx.job_id, aborted)
+    return aborted
 
 
 def upload_pending(store: Store, dest: StorePath, upload_id: str, chunks: Iterable[bytes]) -> PendingCommit:

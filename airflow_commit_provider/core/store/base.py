@@ -107,6 +107,13 @@ class Store(abc.ABC):
         data = self.read_bytes(path)
         return data if len(data) <= limit else None
 
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        """Up to `length` bytes of the file from byte `start`: fewer at its end, none past it. What
+        lets a reader take one page of a large file, or its head, without the rest. Stores override
+        this to read only those bytes (one ranged GET on S3); this default reads the whole file."""
+        check_range(path, start, length)
+        return self.read_bytes(path)[start : start + length]
+
     @abc.abstractmethod
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""
@@ -121,7 +128,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
-        """Every visible file under `directory`, recursively, in no set order."""
+        """Every visible file under `directory`, recursively, in key order (UTF-8 bytes) as far as
+        the store keeps it: S3 (and the local store, `LocalStore`) list in that order, but some S3
+        servers do not (SeaweedFS lists a directory's files right after its name, before a sibling
+        like ``a-b`` beside ``a/``). A caller that merges a listing with something sorted sorts the
+        listing itself (`core.sorted_spool.spooled`), as job commit does."""
 
     def list_page(self, directory: StorePath, *, limit: int, after: str = "") -> list[FileStatus]:
         """The first `limit` files under `directory` (recursively) whose path relative to it sorts
@@ -155,15 +166,23 @@ class Store(abc.ABC):
         """Delete one file; a missing file is not an error."""
 
     def delete_files(self, paths: Iterable[StorePath]) -> None:
-        """Delete many files; stores override this to batch."""
+        """Delete many files, streaming `paths` (a generator of a million holds one at a time);
+        stores override this to batch."""
         for path in paths:
             self.delete(path)
 
     def delete_tree(self, directory: StorePath) -> int:
-        """Delete everything under `directory`; returns the number of files deleted."""
-        paths = [status.path for status in self.list_files(directory)]
-        self.delete_files(paths)
-        return len(paths)
+        """Delete everything under `directory` as it is listed; returns the number of files deleted."""
+        deleted = 0
+
+        def listed() -> Iterator[StorePath]:
+            nonlocal deleted
+            for status in self.list_files(directory):
+                deleted += 1
+                yield status.path
+
+        self.delete_files(listed())
+        return deleted
 
     @abc.abstractmethod
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
@@ -205,7 +224,8 @@ class Store(abc.ABC):
         return completed_future(self.abort_multipart_upload, path, upload_id)
 
     def list_multipart_uploads(self, directory: StorePath) -> Iterator[PendingUpload]:
-        """Pending uploads under `directory`, with directory-boundary semantics."""
+        """Pending uploads under `directory`, with directory-boundary semantics, in no set order (AWS
+        lists them by key, SeaweedFS by upload ID)."""
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({directory})")
 
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
@@ -241,3 +261,9 @@ class Store(abc.ABC):
                 f"{purpose} needs a store with {capability.replace('_', ' ')}; "
                 f"{type(self).__name__} does not provide it"
             )
+
+
+def check_range(path: StorePath, start: int, length: int) -> None:
+    """Refuse a negative range (a caller's mistake) before any request is made."""
+    if start < 0 or length < 0:
+        raise ValueError(f"{path}: cannot read {length} bytes from byte {start}")

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import key_order, spooled
 from airflow_commit_provider.core.store.base import (
     FileAlreadyExistsError,
     FileNotFoundInStoreError,
@@ -27,6 +28,7 @@ from airflow_commit_provider.core.store.base import (
     Store,
     StoreCapabilities,
     UploadedPart,
+    check_range,
 )
 from airflow_commit_provider.core.store.check import ENFORCED
 from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
@@ -84,6 +86,18 @@ class LocalStore(Store):
             raise FileNotFoundInStoreError(f"no such file: {path}") from error
         return data if len(data) <= limit else None
 
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        check_range(path, start, length)
+        if length == 0:
+            return b""
+        self.statistics.increment("op_get")
+        try:
+            with open(path.key, "rb") as handle:
+                handle.seek(start)
+                return handle.read(length)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            raise FileNotFoundInStoreError(f"no such file: {path}") from error
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         if not if_absent:
             with self.open_write(path) as stream:
@@ -127,19 +141,19 @@ class LocalStore(Store):
             return []
 
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        """Every file under `directory` in key order, as S3 lists keys: a sorted walk in which a
+        directory sorts as its name and a slash. A directory's names are sorted through a spool,
+        so a directory of a million files is listed in bounded memory too."""
         self.statistics.increment("op_list")
         root = directory.key
         if not os.path.isdir(root):
             return
-        for current, dirs, files in os.walk(root):
-            dirs[:] = [name for name in dirs if name != UPLOADS_DIR]
-            for name in files:
-                full = os.path.join(current, name)
-                try:
-                    stat = os.stat(full)
-                except FileNotFoundError:
-                    continue
-                yield FileStatus(StorePath("file", "", full), stat.st_size, stat.st_mtime)
+        for full in _sorted_walk(root):
+            try:
+                stat = os.stat(full)
+            except FileNotFoundError:
+                continue
+            yield FileStatus(StorePath("file", "", full), stat.st_size, stat.st_mtime)
 
     def delete(self, path: StorePath) -> None:
         self.statistics.increment("op_delete")
@@ -263,7 +277,11 @@ class LocalStore(Store):
                 continue
             dirs.remove(UPLOADS_DIR)
             uploads_root = os.path.join(current, UPLOADS_DIR)
-            for upload_id in sorted(os.listdir(uploads_root)):
+            try:
+                upload_ids = sorted(os.listdir(uploads_root))
+            except FileNotFoundError:  # its last upload finished or was aborted since the walk saw it
+                continue
+            for upload_id in upload_ids:
                 try:
                     with open(
                         os.path.join(uploads_root, upload_id, _UPLOAD_META), encoding="utf-8"
@@ -284,6 +302,39 @@ class LocalStore(Store):
                 etag = f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
                 parts.append(UploadedPart(int(name[5:]), etag, len(data)))
         return parts
+
+
+def _sorted_walk(directory: str) -> Iterator[str]:
+    """The paths of the files under `directory` in key order. Like `os.walk`, symbolic links to
+    directories are not followed; the hidden uploads directories are skipped."""
+    try:
+        scan = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    with scan:
+        names = spooled(
+            (_listing_record(entry) for entry in scan if entry.name != UPLOADS_DIR), prefix="local-listing-"
+        )
+    with names:
+        for _order, name, kind in names:
+            if kind == _DIRECTORY:
+                yield from _sorted_walk(os.path.join(directory, name))
+            elif kind == _FILE:
+                yield os.path.join(directory, name)
+
+
+_FILE, _DIRECTORY, _LINKED_DIRECTORY = 0, 1, 2
+
+
+def _listing_record(entry: os.DirEntry[str]) -> tuple[bytes, str, int]:
+    """(key order, name, kind) of a directory entry: a directory sorts as its name and a slash."""
+    try:
+        is_dir = entry.is_dir()
+    except OSError:
+        is_dir = False
+    if not is_dir:
+        return key_order(entry.name), entry.name, _FILE
+    return key_order(entry.name + "/"), entry.name, _LINKED_DIRECTORY if entry.is_symlink() else _DIRECTORY
 
 
 def _hidden_temp_file(path: StorePath) -> tuple[int, str]:

@@ -40,6 +40,7 @@ from airflow_commit_provider.core.store.base import (
     StoreCapabilities,
     StoreError,
     UploadedPart,
+    check_range,
 )
 from airflow_commit_provider.core.store.check import chosen_conditional_create
 from airflow_commit_provider.core.store.s3_requests import (
@@ -311,6 +312,20 @@ class S3Store(Store):
             raise
         return data if len(data) <= limit else None
 
+    def read_range(self, path: StorePath, start: int, length: int) -> bytes:
+        check_range(path, start, length)
+        if length == 0:
+            return b""
+        bucket, key = _object(path)
+        try:
+            with self._request("op_get", path, "GetObject"):
+                return self.hot.get_object(bucket, key, byte_range=f"bytes={start}-{start + length - 1}")
+        except StoreError as exc:
+            code, status = _code_and_status(exc.__cause__)
+            if code == "InvalidRange" or status == 416:  # `start` at or past the end of the object
+                return b""
+            raise
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         self._put(path, data, len(data), if_absent=if_absent)
 
@@ -369,6 +384,7 @@ class S3Store(Store):
         return FileStatus(path, head["ContentLength"], head["LastModified"].timestamp(), head.get("ETag"))
 
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
+        """In the order the server lists: UTF-8 key order on AWS S3, not on SeaweedFS (see `Store`)."""
         for entry in self._list_objects(directory):
             if not _is_directory_marker(entry):
                 yield _status(directory, entry)
@@ -436,14 +452,20 @@ class S3Store(Store):
             self.client.delete_object(Bucket=bucket, Key=key)
 
     def delete_files(self, paths: Iterable[StorePath]) -> None:
-        by_bucket: dict[tuple[str, str], list[str]] = {}
+        """DeleteObjects in batches of `DELETE_BATCH` keys, each sent as soon as it is full: `paths`
+        is streamed, so memory holds one batch per bucket however many there are."""
+        batches: dict[tuple[str, str], list[str]] = {}
+        failures: list[str] = []
         for path in paths:
             bucket, key = _object(path)
-            by_bucket.setdefault((path.scheme, bucket), []).append(key)
-        failures: list[str] = []
-        for (scheme, bucket), keys in by_bucket.items():
-            for start in range(0, len(keys), DELETE_BATCH):
-                failures += self._delete_batch(scheme, bucket, keys[start : start + DELETE_BATCH])
+            batch = batches.setdefault((path.scheme, bucket), [])
+            batch.append(key)
+            if len(batch) >= DELETE_BATCH:
+                failures += self._delete_batch(path.scheme, bucket, batch)
+                batches[(path.scheme, bucket)] = []
+        for (scheme, bucket), keys in batches.items():
+            if keys:
+                failures += self._delete_batch(scheme, bucket, keys)
         _raise_delete_failures(failures)
 
     def delete_tree(self, directory: StorePath) -> int:
