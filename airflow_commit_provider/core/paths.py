@@ -1,16 +1,21 @@
-"""Store paths: one value type for `file://`, `s3://` and `s3a://` locations.
+"""Store paths: one value type for `file://`, `s3://` and `s3a://` locations, and `Destination`,
+where a job writes.
 
 Two ways in, never confused: a location a user gives (`parse`) is taken literally, as Spark,
 Hadoop and the AWS CLI take it; a URI read from a manifest or `_SUCCESS` (`from_uri`) is
 percent-decoded, because those files store `uri()`, where spaces, `%`, `#`, `?`, unicode and
 `=` are encoded (HADOOP-17112).
+
+The words, as the API, the CLI and the docs use them: a **destination** is where a job writes (a
+table's root folder), a **scope** what a cleanup acts on, a **path** one stored file or object, and
+a **location** only a catalog's partition location.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote, unquote, urlsplit
 
 #: Characters left unencoded in URIs; everything else (space, %, non-ASCII, ...) is encoded.
@@ -163,6 +168,63 @@ class StorePath:
         if self.is_local:
             return f"file://{self.key}"
         return f"{self.scheme}://{self.bucket}/{self.key}"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a job writes (a table's root folder), parsed once when its write is planned.
+
+    Hadoop's own committers (``engine="hadoop"``) write to any Hadoop filesystem (``hdfs://``,
+    ``abfss://``, ``gs://``...), of which this package's stores open only S3 and local files: the
+    URI is kept as given, and the store root is there only where one of ours opens it. Everything
+    downstream of a plan reads this value instead of parsing the string again.
+    """
+
+    uri: str
+    """As given for Hadoop's committers; for ours ``str(root)``, the spelling every reader parses back."""
+    _root: StorePath | None = field(repr=False)
+
+    @classmethod
+    def parse(
+        cls, given: str | os.PathLike[str] | StorePath, *, any_hadoop_filesystem: bool = False
+    ) -> Destination:
+        """`given` read once; `any_hadoop_filesystem` (Hadoop's committers) also takes URIs of
+        filesystems this package opens no store for. An `InvalidPathError` names what is wrong."""
+        if isinstance(given, StorePath):
+            return cls(str(given), given)
+        text = os.fspath(given)
+        if any_hadoop_filesystem and _scheme_of(text) not in ("file", *S3_SCHEMES):
+            return cls(text, None)
+        root = StorePath.parse(text)
+        return cls(text if any_hadoop_filesystem else str(root), root)
+
+    @property
+    def scheme(self) -> str:
+        """The URI's scheme, lower case; ``file`` for a path without one (as Hadoop's default fs here)."""
+        return _scheme_of(self.uri)
+
+    @property
+    def in_store(self) -> bool:
+        """Whether one of this package's stores opens it (S3 or local files)."""
+        return self._root is not None
+
+    @property
+    def root(self) -> StorePath:
+        """The destination in its store; an `InvalidPathError` for a filesystem only Hadoop opens."""
+        if self._root is None:
+            raise InvalidPathError(
+                f"destination {self.uri!r} is on {self.scheme}://, which only Hadoop's committers write: "
+                "its _SUCCESS, jobs and files can be checked here only on s3://, s3a:// or file://"
+            )
+        return self._root
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def _scheme_of(text: str) -> str:
+    match = _URL_SCHEME.match(text)
+    return match.group(1).lower() if match else "file"
 
 
 def _check_encodable(path: str, scheme: str, text: str) -> None:

@@ -5,6 +5,12 @@ submits to (to route credentials), the spark-submit process (to kill its whole p
 how it turns ``env_vars`` into ``--conf`` arguments on YARN and Kubernetes. This subclass is the one
 module that reads them, so a change in the provider is a change here only.
 
+A kill is final and never lost. The provider's ``submit`` assigns the process it started to
+``_submit_sp``; here that assignment records it under a lock that :meth:`~CommittedSparkSubmitHook.
+kill_process_group` takes too. A kill before the process is started stops it from starting; one
+that arrives between ``Popen`` and the record (from another thread, it waits for the record; from
+the submitting thread itself, in its SIGTERM handler, it cannot) kills the group as it is recorded.
+
 S3 settings reach spark-submit as environment variables, never as ``--conf`` or arguments, so they
 are in no command line, log or XCom. On YARN and Kubernetes the provider's hook turns environment
 variables into ``--conf`` arguments; there only the endpoint and region are passed, and the cluster
@@ -22,12 +28,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.hooks.spark_launcher import check_spark_launcher
 
@@ -67,6 +75,11 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         private_conf_dir: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        # Before the provider's __init__, which records "no process yet" through `_submit_sp`.
+        self._recorded = threading.Condition(threading.RLock())  # re-entrant: a SIGTERM handler may kill
+        self._process: subprocess.Popen[str] | None = None
+        self._kill_requested = False
+        self._submitting_thread: int | None = None
         super().__init__(env_vars=None, **kwargs)
         self._private_conf_dir = private_conf_dir
         self._env_vars = self._route_environment(
@@ -92,12 +105,32 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     @property
     def process_group(self) -> int | None:
         """The process group of the running spark-submit (its PID: it leads a session of its own)."""
-        return self._submit_sp.pid if self._submit_sp is not None else None
+        return self._process.pid if self._process is not None else None
 
     @property
     def exit_code(self) -> int | None:
         """spark-submit's exit code once it has ended (None before it started or while it runs)."""
-        return self._submit_sp.returncode if self._submit_sp is not None else None
+        return self._process.returncode if self._process is not None else None
+
+    @property
+    def kill_requested(self) -> bool:
+        """Whether :meth:`kill_process_group` was called: this hook's spark-submit is not to run."""
+        return self._kill_requested
+
+    @property
+    def _submit_sp(self) -> subprocess.Popen[str] | None:
+        return self._process
+
+    @_submit_sp.setter
+    def _submit_sp(self, process: subprocess.Popen[str] | None) -> None:
+        """The provider's ``submit`` assigns the process it has just started: recorded under the lock,
+        and killed at once if a kill came first (before the record, or while it was made)."""
+        with self._recorded:
+            self._process = process
+            self._recorded.notify_all()
+            if process is not None and self._kill_requested:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
 
     def submit_command(self, application: str) -> list[str]:
         """The spark-submit command line for `application`: what any ``ps`` on the worker shows."""
@@ -144,7 +177,16 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         """
         self.check_launcher()
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        return super().submit(application, start_new_session=True, **kwargs)
+        with self._recorded:
+            if self._kill_requested:
+                raise AirflowException("spark-submit was not started: it was killed before it could start")
+            self._submitting_thread = threading.get_ident()
+        try:
+            return super().submit(application, start_new_session=True, **kwargs)
+        finally:
+            with self._recorded:
+                self._submitting_thread = None
+                self._recorded.notify_all()
 
     def check_launcher(self) -> None:
         """Fail with one line naming what is missing (spark-submit, Java 17+) before anything starts.
@@ -174,15 +216,29 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
                 )
 
     def kill_process_group(self, wait_seconds: float) -> bool:
-        """Kill spark-submit and everything it started; True once they are all gone.
+        """Kill spark-submit and everything it started, or keep it from starting; True once they are
+        all gone (or none was started), False while some may live.
 
         The provider's ``on_kill`` handles cluster drivers (YARN, Kubernetes, standalone) and
         spark-submit itself; the process group also takes the Python driver and workers, which
-        would otherwise outlive the JVM and could still commit.
+        would otherwise outlive the JVM and could still commit. A spark-submit being started is
+        waited for up to `wait_seconds`, unless this is the submitting thread (a SIGTERM handler
+        interrupting ``submit``): its group is then killed as the process is recorded.
         """
-        process = self._submit_sp
+        deadline = time.monotonic() + wait_seconds
+        with self._recorded:
+            self._kill_requested = True
+            submitting = self._submitting_thread
+            if submitting == threading.get_ident() and self._process is None:
+                self.log.warning("Killed while spark-submit is being started: it is killed as it starts")
+                return False
+            self._recorded.wait_for(
+                lambda: self._process is not None or self._submitting_thread is None,
+                max(deadline - time.monotonic(), 0),
+            )
+            process = self._process
         if process is None:
-            return True
+            return self._submitting_thread is None
         if process.poll() is None:
             try:
                 self.on_kill()

@@ -1,4 +1,5 @@
-"""What a committed try hands spark-submit: its confs, the provider's hook arguments, and the package.
+"""What a committed try hands spark-submit: its plan and confs, the provider's hook arguments, the
+OpenLineage properties, and the package.
 
 ``CommittedSparkSubmitOperator`` subclasses the Spark provider's ``SparkSubmitOperator``, so its
 arguments, defaults and template fields are the provider's own, with no copy here to drift. The
@@ -13,28 +14,35 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+from airflow_commit_provider import lineage
 from airflow_commit_provider.core.committers.registry import WritePlan, resolve
-from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.spark import config as cfg
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 __all__ = [
     "SHIPPED_SUBPACKAGES",
     "build_py_files_zip",
     "check_submission",
     "hook_arguments",
+    "lineage_conf",
     "shipped_py_files",
     "try_confs",
     "write_plan",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Subpackages shipped to executors: the protocols and the PySpark writer (no Airflow imports).
 SHIPPED_SUBPACKAGES = ("core", "spark")
@@ -54,10 +62,11 @@ def hook_arguments(operator: object) -> dict[str, Any]:
     return arguments
 
 
-def write_plan(given: tuple[str, str, str | None, str], *, allow_unsafe_v2: bool) -> WritePlan:
-    """How a task's writes are committed, from its (committer, destination, conflict mode, engine);
-    a ValueError for a choice that cannot be honoured."""
-    committer, destination, conflict_mode, engine = given
+def write_plan(
+    *, committer: str, destination: str, conflict_mode: str | None, engine: str, allow_unsafe_v2: bool
+) -> WritePlan:
+    """How a task's writes are committed (its destination parsed, once); a ValueError for a choice
+    that cannot be honoured."""
     if not committer:
         raise ValueError("committer is required (magic, directory, partitioned, manifest, file-v1, ...)")
     return resolve(
@@ -65,9 +74,10 @@ def write_plan(given: tuple[str, str, str | None, str], *, allow_unsafe_v2: bool
     )
 
 
-def check_submission(destination: str, application: str, conf: Mapping[str, Any] | None) -> None:
-    """A ValueError naming the argument unless the destination, application and conf can be submitted."""
-    StorePath.parse(destination)
+def check_submission(plan: WritePlan, application: str, conf: Mapping[str, Any] | None) -> None:
+    """A ValueError naming the argument unless the plan, application and conf can be submitted: a
+    try checks its job's ``_SUCCESS`` through a store of ours, so its destination must be in one."""
+    plan.destination.root  # noqa: B018  (raises, in one line, for a filesystem only Hadoop opens)
     if not application:
         raise ValueError("application is required: the PySpark application to submit")
     reserved = sorted(k for k in (conf or {}) if k in cfg.OPERATOR_CONFS)
@@ -87,30 +97,29 @@ def shipped_py_files(
 
 def try_confs(
     plan: WritePlan,
-    given: tuple[str, str | None, str | None],
     job_id: str,
-    task_try: tuple[TaskKey | None, int | None],
+    *,
+    table: str | None,
+    key: TaskKey | None,
+    try_number: int | None,
     jvm_options: dict[str, Any],
 ) -> dict[str, str]:
     """The ``spark.airflow_commit.*`` confs of one try (for engine="hadoop", with the JVM committer conf).
 
-    `given` is the (destination, conflict mode, table) as the user wrote them; the committer is the
-    plan's, as `resolve` spelled it, so the application reads the name every other entry point does.
-    `task_try` is the task instance and try number, recorded with the job's decision when both are known.
-    A table is written by ``write_committed``, which registers its partitions (engine="python"); the
-    destination stays the table's location, which the operator's store checks need without Spark,
-    and the driver refuses a table that is elsewhere.
+    They are the plan's values, as `resolve` spelled and parsed them, so the application reads the
+    names every other entry point does, and their digest (``cfg.CONF_PLAN_DIGEST``) lets the driver
+    take the plan as checked. The task instance `key` and `try_number` are recorded with the job's
+    decision when both are known. A table is written by ``write_committed``, which registers its
+    partitions (engine="python"); the destination stays the table's root folder, which the
+    operator's store checks need without Spark, and the driver refuses a table that is elsewhere.
     """
-    destination, conflict_mode, table = given
-    key, try_number = task_try
     conf = {
         cfg.CONF_JOB_ID: job_id,
         cfg.CONF_COMMITTER: plan.committer,
-        cfg.CONF_DESTINATION: destination,
+        cfg.CONF_DESTINATION: plan.destination.uri,
         cfg.CONF_ENGINE: plan.engine,
+        cfg.CONF_CONFLICT_MODE: plan.conflict_mode,
     }
-    if conflict_mode:
-        conf[cfg.CONF_CONFLICT_MODE] = plan.conflict_mode
     if table:
         if plan.engine != "python":
             raise ValueError(
@@ -121,10 +130,33 @@ def try_confs(
         conf[cfg.CONF_TRY_NUMBER] = str(try_number)
         if key is not None:
             conf[cfg.CONF_ORIGIN] = json.dumps(TryOrigin(key, try_number).to_json())
+    conf[cfg.CONF_PLAN_DIGEST] = cfg.plan_digest(conf)
     if plan.engine == "hadoop":
         from airflow_commit_provider.spark.jvm_committers import plan_conf
 
         conf.update(plan_conf(plan, job_id=job_id, **jvm_options))
+    return conf
+
+
+def lineage_conf(
+    conf: Mapping[str, Any], context: Context, *, parent_job_info: bool, transport_info: bool
+) -> dict[str, Any]:
+    """`conf` with the OpenLineage properties the Spark provider's arguments ask for: the parent
+    job's (IDs and names), and the transport's only when asked (it may hold an API key)."""
+    conf = dict(conf)
+    if parent_job_info:
+        conf = lineage.parent_job_conf(conf, context)
+    if transport_info:
+        try:
+            from airflow.providers.common.compat.openlineage.utils.spark import (
+                inject_transport_information_into_spark_properties,
+            )
+        except ImportError:
+            log.warning(
+                "openlineage_inject_transport_info: this Airflow has no OpenLineage transport to pass"
+            )
+        else:
+            conf = dict(inject_transport_information_into_spark_properties(conf, context))
     return conf
 
 

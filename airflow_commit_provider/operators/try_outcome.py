@@ -86,12 +86,13 @@ def try_expectations(plan: WritePlan, job_id: str, submitted_ms: int) -> Success
 
 
 def verify_success(
-    store: Store, plan: WritePlan, destination: str, job_id: str, submitted_ms: int, log: TaskLog
+    store: Store, plan: WritePlan, job_id: str, submitted_ms: int, log: TaskLog
 ) -> SuccessData:
     """This job's ``_SUCCESS`` (or its record), or an error naming why what was found is not."""
     expectations = try_expectations(plan, job_id, submitted_ms)
+    destination = plan.destination
     try:
-        found = expectations.check(store, destination)
+        found = expectations.check(store, destination.root)
     except InvalidCommitDataError as error:
         raise AirflowException(
             f"job {job_id}: {error}; the {plan.committer} committer writes a JSON _SUCCESS, so Spark "
@@ -105,7 +106,7 @@ def verify_success(
             f"not commit ({found.describe()}; does the application write through the committer?)"
         )
     if found.state == "rejected" and data.job_id == job_id and data.registration_pending:
-        raise RegistrationPendingError(destination, str(data.table), job_id)
+        raise RegistrationPendingError(destination.uri, str(data.table), job_id)
     if found.state == "rejected":
         raise AirflowException(
             f"the _SUCCESS in {destination} is not this try's: it names job {data.job_id!r} "
@@ -133,25 +134,22 @@ def verify_success(
 
 def try_summary(
     data: SuccessData,
+    plan: WritePlan,
     job_id: str,
-    where: tuple[str, str],
+    *,
     try_number: int | None,
     duration: float,
     log: TaskLog,
     adopted_from_try: int | None = None,
 ) -> dict[str, Any]:
-    """The task's XCom: what the commit made visible, and which job of which try made it.
-
-    `where` is the (engine, destination) the operator was given.
-    """
-    engine, destination = where
+    """The task's XCom: what the commit made visible, and which job of which try made it."""
     summary = data.summary()
     result = {
         "job_id": data.job_id or job_id,
         "try_job_id": job_id,
         "committer": data.committer,
-        "engine": engine,
-        "destination": destination,
+        "engine": plan.engine,
+        "destination": plan.destination.uri,
         "files": summary.get("files"),
         "bytes": summary.get("bytes"),
         "rows": summary.get("rows"),

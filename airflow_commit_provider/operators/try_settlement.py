@@ -8,54 +8,51 @@ operator knows and turns its answer into the task's errors and log lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.job_control import JobState
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
-from airflow_commit_provider.operators.try_outcome import task_key, try_number
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan
     from airflow_commit_provider.core.store import Store
+    from airflow_commit_provider.core.task_key import TaskKey
     from airflow_commit_provider.operators.try_outcome import TaskLog
 
 __all__ = ["log_adoption", "log_settled_tries", "settle_earlier_tries"]
 
 
 def settle_earlier_tries(
-    open_store: Callable[[], AbstractContextManager[Store]],
+    store: Store,
     plan: WritePlan,
-    context: Any,
-    conflict_mode: str | None,
+    key: TaskKey | None,
+    number: int | None,
+    *,
     adopt_committed_tries: bool,
     log: TaskLog,
 ) -> TryPlan:
     """Adopt, leave or fence the jobs of the running try's predecessors; log what each one became.
 
-    `conflict_mode` is the operator's argument: None leaves the committer's default to the core.
+    A job rolled forward or fenced gets the plan's conflict mode (``append`` unless asked otherwise,
+    the committers' default).
     """
-    key, number = task_key(context), try_number(context)
     if key is None or number is None:
         raise AirflowException(
             "engine='python' names each try's job after the task instance (dag_id, task_id, run_id, "
             "map_index, try_number), and the context has none"
         )
-    options = CommitOptions(conflict_mode=plan.conflict_mode) if conflict_mode else None
-    with open_store() as store:
-        tries = plan_try(
-            store,
-            plan.location,
-            key,
-            number,
-            plan.committer,
-            adopt_committed=adopt_committed_tries,
-            options=options,
-        )
+    tries = plan_try(
+        store,
+        plan.destination.root,
+        key,
+        number,
+        plan.committer,
+        adopt_committed=adopt_committed_tries,
+        options=CommitOptions(conflict_mode=plan.conflict_mode),
+    )
     log_settled_tries(tries, adopt_committed_tries, log)
     return tries
 

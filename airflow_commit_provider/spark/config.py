@@ -8,6 +8,8 @@ write in ``spark.session_conf``. Nothing here imports PySpark.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Protocol
 
 PREFIX = "spark.airflow_commit."
@@ -45,8 +47,8 @@ CONF_S3_REQUEST_PATH = PREFIX + "s3.request_path"
 CONF_S3_CONDITIONAL_CREATE = PREFIX + "s3.conditional_create"
 #: botocore Config options as a JSON object (the Amazon provider's ``botocore_config``).
 CONF_S3_BOTOCORE_CONFIG = PREFIX + "s3.botocore_config"
-#: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
-OPERATOR_CONFS = (
+#: The confs of the write the operator planned, which its digest covers.
+PLANNED_CONFS = (
     CONF_JOB_ID,
     CONF_COMMITTER,
     CONF_DESTINATION,
@@ -56,6 +58,11 @@ OPERATOR_CONFS = (
     CONF_TRY_NUMBER,
     CONF_ORIGIN,
 )
+#: `plan_digest` of the `PLANNED_CONFS` as the operator set them: the driver takes the operator's
+#: checked plan from them while they match it, and refuses them if one was changed.
+CONF_PLAN_DIGEST = PREFIX + "plan_digest"
+#: What ``CommittedSparkSubmitOperator`` sets for every try; a user's ``conf`` must not set them.
+OPERATOR_CONFS = (*PLANNED_CONFS, CONF_PLAN_DIGEST)
 
 #: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.
 HADOOP_CONF_PREFIX = "spark.hadoop."
@@ -92,6 +99,37 @@ class ConfSource(Protocol):
     write without Spark."""
 
     def get(self, key: str) -> str | None: ...
+
+
+def plan_digest(conf: ConfSource) -> str:
+    """The SHA-256 of the `PLANNED_CONFS` values in `conf` (unset ones as null), as canonical JSON.
+
+    An integrity check, not a secret: it tells the driver that the plan it reads is, value for
+    value, the one the operator checked, so the driver need not check it again. Whoever can change
+    the conf could recompute it; nothing here guards against that.
+    """
+    values = {key: conf.get(key) or None for key in PLANNED_CONFS}
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def operator_planned(conf: ConfSource) -> bool:
+    """Whether `conf` holds a write the operator planned and checked (its `CONF_PLAN_DIGEST`).
+
+    False without a digest (no operator: the write is checked as given); a ValueError, one line
+    naming the digest's key, when a planned conf no longer matches it.
+    """
+    digest = conf.get(CONF_PLAN_DIGEST)
+    if not digest:
+        return False
+    if digest != plan_digest(conf):
+        raise ValueError(
+            f"{CONF_PLAN_DIGEST} does not match the confs CommittedSparkSubmitOperator planned the write "
+            f"with ({', '.join(key.removeprefix(PREFIX) for key in PLANNED_CONFS)} under {PREFIX}): one "
+            "was changed after the operator checked it (by the application, a properties file or a "
+            "thread's local property); set them only through the operator's arguments"
+        )
+    return True
 
 
 class SparkConf:

@@ -426,7 +426,7 @@ def _task_config(
     )
     return TaskConfig(
         committer=plan.commit.committer,
-        destination=plan.commit.destination,
+        destination=plan.commit.destination.uri,
         job_id=plan.job_id,
         commit_options=plan.commit_options,
         s3=plan.s3,

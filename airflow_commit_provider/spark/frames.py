@@ -130,7 +130,7 @@ def prepare_frame(df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf) -> t
 
     return prepared, TaskConfig(
         committer=plan.commit.committer,
-        destination=plan.commit.destination,
+        destination=plan.commit.destination.uri,
         job_id=plan.job_id,
         commit_options=plan.commit_options,
         s3=plan.s3,

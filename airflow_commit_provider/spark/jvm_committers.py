@@ -90,12 +90,6 @@ _MANIFEST_SCHEMES = {
 SPARK_WRITE_UUID = "spark.sql.sources.writeJobUUID"
 
 
-def _scheme(destination: str) -> str:
-    if "://" not in destination:
-        return "file"
-    return urlsplit(destination).scheme.lower()
-
-
 def jvm_committer_conf(
     destination: str,
     committer: str,
@@ -146,7 +140,7 @@ def plan_conf(
     """`jvm_committer_conf` for a plan `resolve` made with ``engine="hadoop"``."""
     if job_id is not None:
         validate_job_id(job_id)
-    name, jvm, scheme = plan.committer, plan.traits.jvm, _scheme(plan.destination)
+    name, jvm, scheme = plan.committer, plan.traits.jvm, plan.destination.scheme
     conf: dict[str, str] = {}
     if store is not None:
         if scheme != "s3a":

@@ -63,7 +63,7 @@ def summarise(plan: SparkWritePlan, run: WriteRun) -> WriteSummary:
     return WriteSummary(
         job_id=plan.job_id,
         committer=plan.commit.committer,
-        destination=plan.commit.destination,
+        destination=plan.commit.destination.uri,
         format=plan.format,
         files=success.committed_file_count()[0],
         bytes=success.total_bytes if success.total_bytes is not None else sum(t["bytes"] for t in tasks),

@@ -4,6 +4,11 @@ Planning reads settings through a :class:`~airflow_commit_provider.spark.config.
 session's ``SparkConf``, or a plain dict) and imports no PySpark, so what a write would do - which
 committer, which conflict handling, which job ID, options and S3 settings - can be checked on its
 own. Every refusal happens here, before a job is set up.
+
+A write ``CommittedSparkSubmitOperator`` planned is checked once, by the operator: the driver takes
+its plan from the conf, whose digest (``spark.airflow_commit.plan_digest``) says it is the one the
+operator checked, and refuses a conf that no longer matches it. Without the operator, or for a
+write whose arguments differ from the operator's plan, the write is checked here.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_commit_provider.core.committers import WritePlan, resolve
+from airflow_commit_provider.core.committers.registry import accepted_plan
 from airflow_commit_provider.core.layout import validate_job_id
-from airflow_commit_provider.core.options import CommitOptions
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.options import CommitOptions, parse_conflict_mode
+from airflow_commit_provider.core.paths import Destination, StorePath
 from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark import write_options
@@ -39,7 +45,8 @@ class SparkWritePlan:
 
     @property
     def destination(self) -> StorePath:
-        return self.commit.location
+        """Where the write goes, in its store (a ``write_committed`` plan is always on one of ours)."""
+        return self.commit.destination.root
 
     @property
     def table(self) -> str | None:
@@ -65,20 +72,33 @@ def plan_write(
     ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4). `table` is the
     catalog table at `path` (``spark.tables`` resolved it), recorded in the job's commit decision.
     """
+    from_operator = cfg.operator_planned(conf)  # first: a conf changed since is refused before all else
     fmt = file_format(format).name
     parsed = write_options.parse_options(options, fmt, conf)
     location = path if path is not None else conf.get(cfg.CONF_DESTINATION)
     if not location:
         raise ValueError(f"no destination: pass a path or set {cfg.CONF_DESTINATION}")
     commit_options = write_options.commit_options(parsed.committer, conf)
-    commit = resolve(
-        committer or conf.get(cfg.CONF_COMMITTER) or None,
-        location,
-        partition_columns=(partition_by,) if isinstance(partition_by, str) else tuple(partition_by),
-        conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),
-        allow_unsafe_v2=commit_options.allow_unsafe_v2,
-    )
-    local = commit.location.is_local
+    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    planned = from_operator and _planned_committer(conf, location, committer, conflict_mode)
+    if planned:
+        commit = accepted_plan(
+            planned,
+            Destination.parse(location),
+            columns,
+            parse_conflict_mode(conf.get(cfg.CONF_CONFLICT_MODE) or "append"),
+            engine="python",
+            allow_unsafe_v2=commit_options.allow_unsafe_v2,
+        )
+    else:
+        commit = resolve(
+            committer or conf.get(cfg.CONF_COMMITTER) or None,
+            location,
+            partition_columns=columns,
+            conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),
+            allow_unsafe_v2=commit_options.allow_unsafe_v2,
+        )
+    local = commit.destination.root.is_local
     return SparkWritePlan(
         commit=commit,
         format=fmt,
@@ -89,3 +109,23 @@ def plan_write(
         s3=S3Settings() if local else write_options.resolve_s3_settings(parsed.s3, conf, environ),
         writer=parsed.writer,
     )
+
+
+def _planned_committer(
+    conf: cfg.ConfSource,
+    location: str | os.PathLike[str] | StorePath,
+    committer: str | None,
+    conflict_mode: str | None,
+) -> str | None:
+    """The committer of the operator's plan, if this is the write it planned for ``write_committed``
+    (``engine="python"``): the destination, committer and conflict mode given are the conf's, or unset."""
+    planned = conf.get(cfg.CONF_COMMITTER)
+    destination = str(location) if isinstance(location, StorePath) else os.fspath(location)
+    if (
+        conf.get(cfg.CONF_ENGINE) == "python"
+        and destination == conf.get(cfg.CONF_DESTINATION)
+        and committer in (None, planned)
+        and conflict_mode in (None, conf.get(cfg.CONF_CONFLICT_MODE))
+    ):
+        return planned
+    return None

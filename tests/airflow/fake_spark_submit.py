@@ -13,6 +13,8 @@ application using the core committers, as FAKE_SPARK_MODE says:
 - ``hang``: commits the tasks, says "ready" through the FIFO FAKE_SPARK_READY, then waits for
   a signal forever;
 - ``commit-then-fail``: commits the job, then exits 4 (an application failing after its write);
+- ``change-committer``: changes the committer conf, as an application calling ``spark.conf.set``
+  would, before planning its write: the driver's plan refuses it (exit 6);
 - ``pause-before-commit``, ``pause-at-commit-point``, ``pause-after-commit``: commits the tasks
   and pauses before job commit, at the commit point (the outcome is written, nothing else of the
   commit yet) or after job commit: it writes the file FAKE_SPARK_PAUSED and blocks reading the
@@ -28,7 +30,9 @@ its registration pending. Given the operator's registration-only application
 with FAKE_SPARK_REGISTRATION=fail, exits 1 as if the metastore were down.
 
 FAKE_SPARK_MODE_BY_TRY (``"1=commit-then-fail,2=commit"``) picks the mode by the try number the
-operator passed, for DAG runs where every try shares one environment. When job commit is refused
+operator passed, for DAG runs where every try shares one environment. For ``engine="python"`` the
+write is planned as ``write_committed`` plans it (``spark.write_plan.plan_write``, from the confs
+and their digest); a refused plan exits 6, printing the refusal. When job commit is refused
 because the job was fenced, the fake exits 5; it writes how it ended (``committed``, ``fenced:
 <error>``) to FAKE_SPARK_RESULT when that is set.
 """
@@ -118,6 +122,17 @@ def main(argv: list[str]) -> int:
     from airflow_commit_provider.core.store import open_store
 
     destination = confs[cfg.CONF_DESTINATION]
+    committer_name = confs[cfg.CONF_COMMITTER]
+    if confs.get(cfg.CONF_ENGINE) == "python":
+        from airflow_commit_provider.spark.write_plan import plan_write
+
+        if mode == "change-committer":
+            confs[cfg.CONF_COMMITTER] = "directory"
+        try:
+            committer_name = plan_write(None, conf=confs, format="csv").commit.committer
+        except ValueError as error:
+            say(f"refused: {error}")
+            return 6
     job_id = confs[cfg.CONF_JOB_ID]
     if mode == "foreign":
         job_id = f"foreign-{job_id}"
@@ -129,7 +144,7 @@ def main(argv: list[str]) -> int:
     store = open_store(destination)
     if mode == "pause-at-commit-point":
         store = pause_after_the_outcome(store)
-    committer = create_committer(confs[cfg.CONF_COMMITTER], store, destination, job_id, options_)
+    committer = create_committer(committer_name, store, destination, job_id, options_)
     try:
         committer.setup_job()
     except JobFencedError as error:

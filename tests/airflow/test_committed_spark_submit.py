@@ -41,6 +41,7 @@ from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+from airflow_commit_provider.spark.config import plan_digest
 
 
 @pytest.fixture
@@ -117,6 +118,7 @@ def test_commit_on_s3(
         "spark.airflow_commit.origin": json.dumps(
             {"dagId": "ingest", "taskId": "write", "runId": RUN_ID, "mapIndex": -1, "tryNumber": 3}
         ),
+        "spark.airflow_commit.plan_digest": plan_digest(record["confs"]),
     }
     assert record["options"]["master"] == "local[2]"
     assert record["application"] == "/jobs/app.py" and record["args"] == ["--day", "2024-01-01"]
@@ -396,6 +398,61 @@ def test_hadoop_classic_marker_is_accepted_when_fresh(fake_spark: FakeSpark, tmp
     fake_spark.mode("legacy")
     summary = operator(str(tmp_path / "out"), committer="file-v1", engine="hadoop").execute(context())
     assert summary["committer"] == "" and summary["job_id"] == summary["try_job_id"]
+
+
+def test_a_hadoop_only_destination_is_planned_but_not_submitted(fake_spark: FakeSpark) -> None:
+    """engine="hadoop" plans a write to any Hadoop filesystem (its conf names it as given), but a try
+    must check the job's _SUCCESS through a store of ours: refused in one line before anything starts
+    (with its asset declared, as by default, already when the task is made: the asset names a store path)."""
+    op = operator("hdfs://nn:8020/warehouse/events", committer="manifest", engine="hadoop", emit_asset=False)
+    conf = op.job_conf("job-1", 1)
+    assert conf["spark.airflow_commit.destination"] == "hdfs://nn:8020/warehouse/events"
+    assert conf["spark.hadoop.mapreduce.outputcommitter.factory.scheme.hdfs"].endswith(
+        "ManifestCommitterFactory"
+    )
+    with pytest.raises(
+        ValueError, match=r"^destination 'hdfs://nn:8020/warehouse/events' is on hdfs://"
+    ) as refused:
+        op.execute(context())
+    assert "\n" not in str(refused.value)
+    assert not (fake_spark.directory / "record.json").exists(), "no spark-submit ran"
+
+
+@pytest.mark.parametrize("engine", ["python", "hadoop"])
+def test_a_try_parses_its_destination_once(
+    fake_spark: FakeSpark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """The plan parses the destination; settling, the store, spark-submit's environment and confs,
+    the _SUCCESS check, the delivered mark and the summary all read that one value."""
+    given = str(tmp_path / "out")
+    parsed: list[str] = []
+    real = StorePath.parse.__func__  # type: ignore[attr-defined]
+
+    def parse(cls: type[StorePath], location: Any) -> StorePath:
+        if not isinstance(location, StorePath):
+            parsed.append(os.fspath(location))
+        return real(cls, location)
+
+    op = operator(given, committer="manifest", engine=engine)
+    monkeypatch.setattr(StorePath, "parse", classmethod(parse))
+    summary = op.execute(context())
+    monkeypatch.undo()
+    assert summary["files"] == 2
+    assert parsed.count(given) == 1, parsed
+    assert all(not text.endswith("/out") for text in parsed if text != given), parsed
+
+
+def test_a_conf_the_application_changed_is_refused_and_nothing_is_left(
+    fake_spark: FakeSpark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The application changes the committer conf before its write (as ``spark.conf.set`` would): its
+    driver refuses the conf, naming the digest, and the try fails with nothing written."""
+    destination = StorePath.parse(str(tmp_path / "out"))
+    fake_spark.mode("change-committer")
+    with pytest.raises(AirflowException, match="Error code is: 6"):
+        operator(str(destination), committer="manifest").execute(context())
+    assert "refused: spark.airflow_commit.plan_digest does not match the confs" in operator_log(capsys)
+    assert visible(LocalStore(), destination) == []
 
 
 # Exactly once across tries (engine="python") --------------------------------------------------------

@@ -10,16 +10,19 @@ fails here; so does one whose type this test cannot give a value to, so it is lo
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import json
 import re
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_commit_provider.core.task_key import TaskKey
 from airflow_commit_provider.operators.registration import registration_arguments
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 from airflow_commit_provider.operators.submission import hook_arguments, try_confs
@@ -32,6 +35,8 @@ REAL_VALUES: dict[str, Any] = {"conn_id": "spark_default", "spark_binary": "spar
 ALIASES = ("reconnect_on_retry",)
 #: What a hook holds that is its own or a try's, not an argument's: ours adds the S3 and Python environment.
 HOOK_STATE = ("_env_vars", "_env")
+#: The provider's record of the spark-submit process, which ours keeps behind a property (under a lock).
+PROCESS_RECORD = "_submit_sp"
 
 
 class AuthSentinel:
@@ -92,11 +97,12 @@ def test_every_hook_argument_reaches_our_hook_as_the_providers(
 ) -> None:
     provider, ours = both
     theirs, mine = vars(provider._get_hook()), vars(ours._get_hook())
-    assert set(mine) >= set(theirs)
+    assert set(mine) >= set(theirs) - {PROCESS_RECORD}
+    assert ours._get_hook()._submit_sp is None
     differing = {
         key: (theirs[key], mine[key])
         for key in theirs
-        if key not in HOOK_STATE and key != "_last_submit_log_lines" and theirs[key] != mine[key]
+        if key not in (*HOOK_STATE, PROCESS_RECORD, "_last_submit_log_lines") and theirs[key] != mine[key]
     }
     assert differing == {}
     assert mine["_env_vars"].items() >= theirs["_env_vars"].items(), "the user's variables are all passed"
@@ -135,7 +141,7 @@ def test_table_reaches_the_driver_through_its_conf_key() -> None:
     assert cfg.CONF_TABLE not in CommittedSparkSubmitOperator(**values, committer="magic").job_conf("j", 1)
     hadoop = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", table="lake.events")
     with pytest.raises(ValueError, match=r"^table='lake.events' needs engine='python'") as refused:
-        try_confs(hadoop.write_plan(), ("s3://b/events", None, "lake.events"), "j", (None, 1), {})
+        try_confs(hadoop.write_plan(), "j", table="lake.events", key=None, try_number=1, jvm_options={})
     assert "\n" not in str(refused.value)
 
 
@@ -179,7 +185,7 @@ def test_the_amazon_providers_aws_arguments_reach_the_store_and_the_spark_job(
         **TEMPLATED_AWS_ARGUMENTS,
     )
     render_aws_arguments(op, "aws_default")
-    with op._destination_store() as store:
+    with contextlib.closing(op.hook.get_store(op.write_plan().destination.root)) as store:  # a try's
         assert isinstance(store, S3Store)
         assert (store.region_name, store.verify) == (REGION, CA_BUNDLE)
         assert store.client.meta.config.read_timeout == 9
@@ -207,3 +213,81 @@ def test_the_registration_application_gets_only_checked_arguments() -> None:
         with pytest.raises(AirflowException, match=re.escape(message)) as refused:
             registration_arguments(RegistrationPendingError("s3://lake/events", table, job_id))
         assert "\n" not in str(refused.value)
+
+
+# The plan the driver takes from the operator -------------------------------------------------------
+def planning_operator() -> CommittedSparkSubmitOperator:
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://lake/events"}
+    return CommittedSparkSubmitOperator(**values, committer=" Partitioned", conflict_mode="replace")
+
+
+def planned_confs() -> dict[str, str]:
+    """The confs a try of the operator hands its application (what the driver's conf holds)."""
+    return planning_operator().job_conf("job-1", 2, key=TaskKey("ingest", "write", "run-1", -1))
+
+
+def counting_resolve(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every `resolve` the driver's planning makes (the committer validation), counted."""
+    from airflow_commit_provider.spark import write_plan
+
+    calls: list[Any] = []
+    real = write_plan.resolve
+
+    def resolve(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write_plan, "resolve", resolve)
+    return calls
+
+
+def test_the_driver_takes_the_operators_plan_without_validating_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The application's ``write_committed(df)`` plans from the conf the operator set: the plan is
+    the operator's (partition columns are the application's), and `resolve` is not called again."""
+    from airflow_commit_provider.spark.write_plan import plan_write
+
+    conf = planned_confs()
+    calls = counting_resolve(monkeypatch)
+    planned = plan_write(None, conf=conf, partition_by="dt", environ={})
+    assert calls == [], "the driver did not validate the write again"
+    assert planned.commit == replace(planning_operator().write_plan(), partition_columns=("dt",))
+    assert planned.job_id == "job-1" and planned.commit_options.origin is not None
+
+    # Arguments that are the plan's keep it; others are the application's own write, checked here.
+    plan_write(None, conf=conf, committer="partitioned", conflict_mode="replace", environ={})
+    assert calls == []
+    plan_write("s3://lake/other", conf=conf, environ={})
+    plan_write(None, conf=conf, committer="directory", environ={})
+    assert len(calls) == 2
+    # Without the operator's digest (a user's own confs), the write is validated as given.
+    plan_write(None, conf={k: v for k, v in conf.items() if k != cfg.CONF_PLAN_DIGEST}, environ={})
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {cfg.CONF_COMMITTER: "directory"},
+        {cfg.CONF_DESTINATION: "s3://lake/events2"},
+        {cfg.CONF_CONFLICT_MODE: "append"},
+        {cfg.CONF_JOB_ID: "job-2"},
+        {cfg.CONF_TABLE: "lake.events"},
+        {cfg.CONF_ENGINE: "hadoop"},
+        {cfg.CONF_TRY_NUMBER: "3"},
+        {cfg.CONF_PLAN_DIGEST: "0" * 64},
+    ],
+    ids=lambda changed: next(iter(changed)).removeprefix(cfg.PREFIX),
+)
+def test_a_conf_changed_after_the_operator_planned_is_refused_in_one_line(changed: dict[str, str]) -> None:
+    from airflow_commit_provider.spark.write_plan import plan_write
+
+    conf = {**planned_confs(), **changed}
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(cfg.CONF_PLAN_DIGEST)} does not match the confs"
+    ) as refused:
+        plan_write(None, conf=conf, environ={})
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError, match=re.escape(cfg.CONF_PLAN_DIGEST)):
+        plan_write("s3://lake/elsewhere", conf=conf, environ={})  # whatever the write

@@ -7,16 +7,21 @@ The hook is the provider's real SparkSubmitHook resolving real Airflow connectio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import stat
+import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
+from support.waiting import wait_until
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook, CommittedSparkSubmitHook
@@ -104,18 +109,29 @@ def test_local_master_python_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert mine.environment["PYSPARK_PYTHON"] == "/mine"
 
 
-def test_kill_takes_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """spark-submit's children (a Python driver, its workers) die with it, not just the JVM."""
+def fake_spark_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`spark-submit` on PATH: a shell that starts a child (a driver) and writes its own PID, which
+    is its process group's (the hook starts it in a session of its own), to the returned marker."""
     spark_connection(monkeypatch, "local[2]")
     started = tmp_path / "started"
     script = tmp_path / "bin" / "spark-submit"
     script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\nsleep 300 &\necho "$!" > "{started}"\nwait\n')
+    script.write_text(
+        f'#!/bin/sh\nsleep 300 &\necho "$$" > "{started}.tmp"\nmv "{started}.tmp" "{started}"\nwait\n'
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
-    hook = CommittedSparkSubmitHook()
-    assert hook.kill_process_group(1.0), "nothing started yet: nothing to kill"
+    return started
 
+
+def started_group(marker: Path) -> int:
+    """The fake spark-submit's process group, once it has started its child and said so."""
+    return int(
+        wait_until(lambda: marker.exists() and marker.read_text().strip(), "the fake spark-submit", 30)
+    )
+
+
+def submit_in_thread(hook: CommittedSparkSubmitHook) -> tuple[threading.Thread, list[BaseException]]:
     failures: list[BaseException] = []
 
     def submit() -> None:
@@ -126,17 +142,98 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.
 
     runner = threading.Thread(target=submit)
     runner.start()
-    deadline = time.monotonic() + 30
-    while not (started.exists() and started.read_text().strip()):
-        assert time.monotonic() < deadline, "the fake spark-submit never started its child"
-        time.sleep(0.05)
-    group = hook.process_group
-    assert group is not None and process_group_alive(group)
+    return runner, failures
+
+
+def test_kill_takes_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit's children (a Python driver, its workers) die with it, not just the JVM. The
+    group is the marker's, written by the child: the kill does not rely on the submitting thread
+    having recorded the process yet (it waits for the record)."""
+    marker = fake_spark_submit(tmp_path, monkeypatch)
+    hook = CommittedSparkSubmitHook()
+    runner, failures = submit_in_thread(hook)
+    group = started_group(marker)
+    assert process_group_alive(group)
 
     assert hook.kill_process_group(10.0)
     runner.join(30)
+    assert hook.process_group == group
     assert not process_group_alive(group), "the child of spark-submit is gone too"
     assert failures, "spark-submit killed: submit fails"
+
+
+def test_a_kill_before_the_start_keeps_spark_submit_from_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator may be killed after making the hook and before submitting: nothing starts then."""
+    marker = fake_spark_submit(tmp_path, monkeypatch)
+    hook = CommittedSparkSubmitHook()
+    assert hook.kill_process_group(1.0), "nothing started yet: nothing to kill"
+    with pytest.raises(AirflowException, match=r"^spark-submit was not started: it was killed") as refused:
+        hook.submit("/jobs/app.py")
+    assert "\n" not in str(refused.value)
+    assert hook.process_group is None and not marker.exists(), "the fake spark-submit never ran"
+
+
+@contextlib.contextmanager
+def popen_then(monkeypatch: pytest.MonkeyPatch, between: Callable[[], None]) -> Iterator[None]:
+    """spark-submit's ``Popen`` runs `between` after the process started and before it returns,
+    which is before the hook can record the process: the window a kill may fall into."""
+    real = subprocess.Popen
+
+    def popen(args: Any, *more: Any, **kwargs: Any) -> Any:
+        process = real(args, *more, **kwargs)
+        if str(args[0]).endswith("spark-submit"):
+            between()
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    yield
+    monkeypatch.setattr(subprocess, "Popen", real)
+
+
+def test_a_kill_from_another_thread_between_popen_and_the_record_waits_for_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = fake_spark_submit(tmp_path, monkeypatch)
+    hook = CommittedSparkSubmitHook()
+    release = threading.Event()
+    killed: list[bool] = []
+    with popen_then(monkeypatch, lambda: release.wait(60)):
+        runner, failures = submit_in_thread(hook)
+        group = started_group(marker)  # started, and held before the record
+        assert hook.process_group is None
+        killer = threading.Thread(target=lambda: killed.append(hook.kill_process_group(30.0)))
+        killer.start()
+        wait_until(lambda: hook.kill_requested, "the kill to be asked for", 30)
+        assert killer.is_alive() and process_group_alive(group), "the kill waits for the record"
+        release.set()
+        killer.join(60)
+        runner.join(60)
+    assert killed == [True]
+    assert hook.process_group == group and not process_group_alive(group)
+    assert failures, "spark-submit killed: submit fails"
+
+
+def test_a_kill_in_the_submitting_threads_signal_handler_kills_the_group_as_it_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow calls on_kill from its SIGTERM handler, in the thread that runs execute, which may be
+    inside ``Popen``: the kill cannot wait for the record there, so the record itself kills."""
+    fake_spark_submit(tmp_path, monkeypatch)
+    hook = CommittedSparkSubmitHook()
+    in_handler: list[bool] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: in_handler.append(hook.kill_process_group(5.0)))
+    try:
+        with popen_then(monkeypatch, lambda: signal.raise_signal(signal.SIGUSR1)):
+            with pytest.raises(AirflowException, match="Error code is: -9"):
+                hook.submit("/jobs/app.py")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert in_handler == [False], "the handler returned at once: the group was not known yet"
+    group = hook.process_group
+    assert group is not None and hook.exit_code == -signal.SIGKILL
+    assert hook.kill_process_group(10.0) and not process_group_alive(group)
 
 
 def test_private_confs_go_to_a_properties_file_with_the_users_own(

@@ -135,7 +135,7 @@ def test_a_retry_registers_the_partitions_of_a_driver_killed_after_its_commit(
     plan = operator(destination, conf).write_plan()
 
     def verify() -> SuccessData:
-        return verify_success(store, plan, destination, job, 0, logging.getLogger(__name__))
+        return verify_success(store, plan, job, 0, logging.getLogger(__name__))
 
     def register(*_: Any) -> int:
         raise AssertionError("a registered job needs no registration application")

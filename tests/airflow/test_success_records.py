@@ -113,12 +113,10 @@ def test_a_table_write_waits_until_its_partitions_are_registered(table: StorePat
     with pytest.raises(
         AirflowException, match=r"^job job-a committed to .*not yet registered in table db\.events: "
     ):
-        verify_success(
-            store, plan, str(table), "job-a", 0, logging.getLogger(__name__)
-        )  # the operator's check
+        verify_success(store, plan, "job-a", 0, logging.getLogger(__name__))  # the operator's check
     save_job_record(store, table, replace(record, table="db.events", registered_partitions=["dt=1"]))
     assert sensor(table, job_id="job-a").execute({})["source"] == "job record"
-    assert verify_success(store, plan, str(table), "job-a", 0, logging.getLogger(__name__)).job_id == "job-a"
+    assert verify_success(store, plan, "job-a", 0, logging.getLogger(__name__)).job_id == "job-a"
 
 
 BAD_RECORDS = [

@@ -222,3 +222,50 @@ def test_parse_options_keeps_spark_spellings(spark):
     assert parsed.writer.max_records_per_file == 10
     assert parsed.committer == {"threads": 3}
     assert parsed.s3 == {"s3.region": "x"}
+
+
+def test_the_operators_plan_is_taken_from_the_session_and_refused_once_changed(spark, tmp_path, monkeypatch):
+    """The confs the operator hands its application (with their digest) set on the session:
+    ``write_committed(df)`` commits by that plan without validating it again; the application
+    changing one of them (``spark.conf.set``, a thread's local property) is refused in one line,
+    before any work."""
+    from airflow_commit_provider.spark import config as cfg
+    from airflow_commit_provider.spark import write_plan
+
+    destination = StorePath.parse(str(tmp_path / "out"))
+    planned = {
+        cfg.CONF_JOB_ID: "try-1.job",
+        cfg.CONF_COMMITTER: "manifest",
+        cfg.CONF_DESTINATION: str(destination),
+        cfg.CONF_ENGINE: "python",
+        cfg.CONF_CONFLICT_MODE: "append",
+    }
+    planned[cfg.CONF_PLAN_DIGEST] = cfg.plan_digest(planned)
+    validations = []
+    monkeypatch.setattr(write_plan, "resolve", lambda *a, **k: validations.append(a))
+    try:
+        for key, value in planned.items():
+            spark.conf.set(key, value)
+        summary = write_committed(sample_df(spark, rows=6))
+        assert validations == [], "the driver took the operator's plan as it was checked"
+        assert (summary.job_id, summary.committer, summary.destination) == (
+            "try-1.job",
+            "manifest",
+            str(destination),
+        )
+        written = _files(tmp_path / "out")
+        assert sorted(written) == [f"part-0000{task}-try-1.job-c000.snappy.parquet" for task in range(2)]
+
+        spark.sparkContext.setLocalProperty(cfg.CONF_CONFLICT_MODE, "fail")
+        with pytest.raises(ValueError, match=f"^{cfg.CONF_PLAN_DIGEST} does not match") as refused:
+            write_committed(sample_df(spark, rows=6))
+        spark.sparkContext.setLocalProperty(cfg.CONF_CONFLICT_MODE, None)
+        spark.conf.set(cfg.CONF_COMMITTER, "file-v1")
+        with pytest.raises(ValueError, match=f"^{cfg.CONF_PLAN_DIGEST} does not match") as refused:
+            write_committed(sample_df(spark, rows=6))
+        assert "\n" not in str(refused.value)
+        assert _files(tmp_path / "out") == written, "nothing more was written"
+    finally:
+        spark.sparkContext.setLocalProperty(cfg.CONF_CONFLICT_MODE, None)
+        for key in planned:
+            spark.conf.unset(key)

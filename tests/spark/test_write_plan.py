@@ -3,10 +3,13 @@ and `jvm_committer_conf`, all from the committers' declared traits. No SparkSess
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_commit_provider.core.committers import COMMITTERS, committer_names, create_committer, resolve
 from airflow_commit_provider.core.committers.traits import UnsafeCommitterError
+from airflow_commit_provider.core.paths import Destination, InvalidPathError, StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import jvm_committer_conf, plan_write
 from airflow_commit_provider.spark.config import (
@@ -100,7 +103,7 @@ def test_plan_write_takes_unset_arguments_from_the_conf():
     }
     plan = plan_write(None, conf=conf, partition_by="dt", environ=NO_ENV)
     assert plan.commit.committer == "partitioned"
-    assert plan.commit.destination == "s3://lake/events %41", "taken literally"
+    assert plan.commit.destination.uri == "s3://lake/events %41", "taken literally"
     assert plan.destination.key == "events %41"
     assert plan.commit.partition_columns == ("dt",)
     assert plan.commit_options.conflict_mode == "replace"
@@ -137,3 +140,48 @@ def test_plan_write_refuses_before_any_work(arguments, message):
 def test_operator_confs_are_the_contract_keys():
     assert all(key.startswith("spark.airflow_commit.") for key in OPERATOR_CONFS)
     assert {CONF_DESTINATION, CONF_JOB_ID, CONF_COMMITTER, CONF_CONFLICT_MODE} <= set(OPERATOR_CONFS)
+
+
+@pytest.mark.parametrize(
+    ("given", "scheme"),
+    [
+        ("hdfs://nn:8020/warehouse/events", "hdfs"),
+        ("abfss://data@acct.dfs.core.windows.net/events", "abfss"),
+        ("gs://bucket/events", "gs"),
+    ],
+)
+def test_a_hadoop_plan_keeps_a_uri_no_store_of_ours_opens(given, scheme):
+    """Hadoop's committers write to any Hadoop filesystem: the plan keeps the URI as given, parsed
+    once; asking it for a store root is refused in one line naming it. Ours refuse the URI."""
+    plan = resolve("manifest", given, engine="hadoop")
+    assert (plan.destination.uri, plan.destination.scheme, plan.destination.in_store) == (
+        given,
+        scheme,
+        False,
+    )
+    assert str(plan.destination) == given
+    with pytest.raises(
+        InvalidPathError, match=rf"^destination '{re.escape(given)}' is on {scheme}://"
+    ) as refused:
+        plan.destination.root  # noqa: B018
+    assert "\n" not in str(refused.value)
+    with pytest.raises(InvalidPathError, match="unsupported scheme"):
+        resolve("manifest", given)
+
+
+@pytest.mark.parametrize(
+    ("given", "engine", "uri", "root"),
+    [
+        ("s3a://lake/events/", "hadoop", "s3a://lake/events/", StorePath("s3a", "lake", "events")),
+        ("/data/events", "hadoop", "/data/events", StorePath("file", "", "/data/events")),
+        ("s3a://lake/events/", "python", "s3a://lake/events", StorePath("s3a", "lake", "events")),
+        ("/data/events", "python", "file:///data/events", StorePath("file", "", "/data/events")),
+        ("s3://lake/k=50%25 #1", "python", "s3://lake/k=50%25 #1", StorePath("s3", "lake", "k=50%25 #1")),
+    ],
+)
+def test_a_destination_of_ours_has_its_store_root(given, engine, uri, root):
+    """Hadoop's committers get the URI as given; ours the spelling every reader parses back."""
+    destination = resolve("magic" if given.startswith("s3") else "manifest", given, engine=engine).destination
+    assert (destination.uri, destination.root, destination.in_store) == (uri, root, True)
+    if engine == "python":
+        assert Destination.parse(destination.uri) == destination, "its URI parses back to it"

@@ -19,7 +19,7 @@ from airflow_commit_provider.core.committers.manifest import ManifestCommitter
 from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.options import ConflictMode, parse_conflict_mode
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import Destination, StorePath
 
 Engine = Literal["python", "hadoop"]
 #: ``python``: this package's committers (``write_committed``); ``hadoop``: Hadoop's JVM committers.
@@ -107,8 +107,8 @@ class WritePlan:
 
     committer: str
     traits: CommitterTraits
-    destination: str
-    """As given for ``engine="hadoop"`` (any Hadoop filesystem), else ``str(StorePath)``."""
+    destination: Destination
+    """Parsed once: any Hadoop filesystem for ``engine="hadoop"``, else one of our stores."""
     partition_columns: tuple[str, ...]
     conflict_mode: ConflictMode
     """The mode the user asked for."""
@@ -123,11 +123,6 @@ class WritePlan:
     records_job_id: bool
     """Whether the ``_SUCCESS`` names the job ID given to the write; when it does not (Hadoop's
     manifest and classic committers), only its time can tie it to this write."""
-
-    @property
-    def location(self) -> StorePath:
-        """The destination as a store path (``engine="python"``)."""
-        return StorePath.parse(self.destination)
 
 
 def resolve(
@@ -158,26 +153,48 @@ def resolve(
         if committer is None:
             raise ValueError("engine='hadoop' needs a committer: one of Hadoop's JVM committers")
         name = canonical_jvm_name(committer)
-        location = str(destination) if isinstance(destination, StorePath) else os.fspath(destination)
+        target = Destination.parse(destination, any_hadoop_filesystem=True)
     else:
-        path = StorePath.parse(destination)
-        name = committer or default_committer(path, bool(columns), mode)
-        location = str(path)
+        target = Destination.parse(destination)
+        name = committer or default_committer(target.root, bool(columns), mode)
     traits = committer_class(name).traits
     traits.require_allowed(name, allow_unsafe_v2)
-    check_before_setup = False
-    if mode != "append" and traits.conflicts is None:
-        if not (mode == "fail" and engine == "python"):
-            raise ValueError(_conflict_refusal(name, mode, engine))
-        check_before_setup = True
+    if mode != "append" and traits.conflicts is None and not (mode == "fail" and engine == "python"):
+        raise ValueError(_conflict_refusal(name, mode, engine))
+    return accepted_plan(
+        name,
+        target,
+        columns,
+        mode,
+        engine="hadoop" if engine == "hadoop" else "python",
+        allow_unsafe_v2=allow_unsafe_v2,
+    )
+
+
+def accepted_plan(
+    committer: str,
+    destination: Destination,
+    partition_columns: tuple[str, ...],
+    conflict_mode: ConflictMode,
+    *,
+    engine: Engine,
+    allow_unsafe_v2: bool,
+) -> WritePlan:
+    """The plan of a choice `resolve` accepted: what follows from it, nothing checked again.
+
+    `resolve` ends here; a Spark driver comes here directly with the plan the operator resolved and
+    passed in the conf under its digest (``spark.write_plan``), so a write is validated once.
+    """
+    traits = committer_class(committer).traits
+    resolves_conflicts = traits.conflicts is not None
     return WritePlan(
-        committer=name,
+        committer=committer,
         traits=traits,
-        destination=location,
-        partition_columns=columns,
-        conflict_mode=mode,
-        committer_conflict_mode="append" if traits.conflicts is None else mode,
-        check_conflicts_before_setup=check_before_setup,
+        destination=destination,
+        partition_columns=partition_columns,
+        conflict_mode=conflict_mode,
+        committer_conflict_mode=conflict_mode if resolves_conflicts else "append",
+        check_conflicts_before_setup=conflict_mode == "fail" and not resolves_conflicts,
         engine=engine,
         allow_unsafe_v2=allow_unsafe_v2,
         records_job_id=engine == "python" or traits.jvm.records_job_id,
