@@ -7,6 +7,9 @@ as such: creating a million real objects on the embedded S3 would take hours) an
 just before the check, its seconds and client CPU, and its requests (one ranged GET of `_SUCCESS`,
 the file list's reads, one listing of the destination). Every file must be found present.
 
+Baseline: the same check done naively in the same process (the whole file list and listing held
+in dicts; bench.verify_files_memory), its memory and time beside ours.
+
 Targets: at most `TARGET_MEMORY_MB` above the baseline at every size, and flat - the largest
 point within `FLAT_MB` of the smallest - since the check holds nothing per file (the listing goes
 through a sorted spool on local disk, the file list is read a row group at a time).
@@ -49,7 +52,18 @@ def run(env: BenchEnv) -> ScenarioResult:
             found = measured["check"]
             if (found["present"], found["missing"], found["resized"]) != (files, 0, 0):
                 raise RuntimeError(f"verify_files: {label}: the check did not find every file: {found}")
+            naive = measured["naive"]
+            if (naive["present"], naive["missing"]) != (files, 0):
+                raise RuntimeError(f"verify_files: {label}: the naive check disagrees: {naive}")
             check.values.append(measured["rss_growth_bytes"] / 1e6)
+            result.measure(f"naive check peak RSS growth, {label}", naive["rss_growth_bytes"] / 1e6, "MB")
+            result.comparison(
+                f"verify --files seconds, {label}",
+                ours_label="success verify --files",
+                baseline_label="naive: file list and listing in dicts",
+                unit="s",
+                group="verify_files_time",
+            ).add(measured["seconds"], naive["seconds"])
             result.measure(f"verify --files seconds, {label}", measured["seconds"])
             result.measure(f"verify --files client CPU seconds, {label}", measured["cpu_seconds"])
             result.measure(

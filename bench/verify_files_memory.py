@@ -8,7 +8,8 @@ runs what `success verify --files` runs - the success check (`SuccessExpectation
 ranged GET of `_SUCCESS`) and `core.listed_files.check_listed_files` (one listing of the
 destination merged with the job's sorted file list) - and prints one JSON line: the peak RSS
 above the RSS just before the check (sampled every 5 ms), its seconds and client CPU, the store
-requests, and what it found (every file present, none missing or resized).
+requests, and what it found (every file present, none missing or resized); then the same check
+done naively (the file list and the listing held in dicts), the scenario's baseline.
 
 The check holds nothing per file: the listing goes through a sorted spool on local disk and the
 file list is read a row group at a time, so its memory stays flat from 10k to 1M files (the
@@ -51,19 +52,47 @@ def verify_point(directory: str, files: int, tasks: int, partitions: int = 0) ->
         found = SuccessExpectations.build().check(store, job.layout.success_marker)
         assert found.data is not None, found.reasons
         check = check_listed_files(store, found.data, found.directory, source=str(found.path))
+    ours = {
+        "rss_baseline_bytes": sampler.baseline,
+        "rss_peak_bytes": sampler.peak,
+        "rss_growth_bytes": sampler.growth,
+        "seconds": round(time.perf_counter() - started, 6),
+        "cpu_seconds": round(time.process_time() - cpu_started, 6),
+        "requests": dict(store.statistics.counters_since(before).snapshot()),
+    }
+    naive = _naive_check(store, committed, job.layout.destination)
     return {
         "committer": "magic",
         "files": files,
         "tasks": tasks,
         "partitions": partitions,
         "store": "S3Store over the in-process S3 stand-in (bench.fake_s3)",
-        "rss_baseline_bytes": sampler.baseline,
-        "rss_peak_bytes": sampler.peak,
-        "rss_growth_bytes": sampler.growth,
-        "seconds": round(time.perf_counter() - started, 3),
-        "cpu_seconds": round(time.process_time() - cpu_started, 3),
-        "requests": dict(store.statistics.counters_since(before).snapshot()),
+        **ours,
         "check": check.to_json(),
+        "naive": naive,
+    }
+
+
+def _naive_check(store: Store, committed: SuccessData, destination: StorePath) -> dict[str, Any]:
+    """The baseline: the same check done the obvious way, every listed file and the whole listing
+    held in dicts, measured in the same process after ours (any memory ours freed is reused, which
+    favours the baseline). Its findings must match ours."""
+    gc.collect()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    with RSSSampler() as sampler:
+        listed = {
+            StorePath.parse(entry.uri).key: entry.size
+            for entry in committed.iter_all_files(store, destination)
+        }
+        stored = {status.path.key: status.size for status in store.list_files(destination)}
+        present = sum(1 for key, size in listed.items() if stored.get(key) == size)
+        missing = sum(1 for key in listed if key not in stored)
+    return {
+        "rss_growth_bytes": sampler.growth,
+        "seconds": round(time.perf_counter() - started, 6),
+        "cpu_seconds": round(time.process_time() - cpu_started, 6),
+        "present": present,
+        "missing": missing,
     }
 
 
