@@ -277,20 +277,24 @@ def test_a_plan_that_sends_other_rows_to_python_is_told_apart(spark, tmp_path):
     assert arrow_batches.sends_rows_to_python(selected)
     plus_one = F.udf(lambda value: value + 1, "long")
     assert arrow_batches.sends_rows_to_python(plain.select(plus_one("id").alias("id")))
-    cached = selected.cache()  # computed by the first job that reads it
+    # A cached frame is computed by the first job that reads it: its own plan counts.
+    cached_plain, cached_selected = plain.cache(), selected.cache()
     try:
-        assert arrow_batches.sends_rows_to_python(cached.select("id"))
+        assert not arrow_batches.sends_rows_to_python(cached_plain.select("id"))
+        assert arrow_batches.sends_rows_to_python(cached_selected.select("id"))
     finally:
-        cached.unpersist()
+        cached_plain.unpersist()
+        cached_selected.unpersist()
 
 
 def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
     spark_row_limit_unset, tmp_path, batch_log
 ):
     """A ``mapInArrow`` that receives 1 MiB rows and passes on their ids: the frame written has a
-    fixed width, but the step before the write gets the wide rows in the same job. Under a row
-    limit worked out from the written schema (10,000) that step's batches would be whole 80 MiB
-    partitions; the job keeps Spark's measurement, so they stay within 64 MiB."""
+    fixed width, but the step before the write gets the wide rows in the same job. Unmeasured,
+    under the row limit worked out from the written schema (10,000), that step's batches were
+    whole partitions of 80 rows (80 MiB); the job keeps Spark's measurement, so they stay within
+    64 MiB."""
     spark = spark_row_limit_unset
     (tmp_path / "upstream").mkdir()
     upstream = BatchLog(str(tmp_path / "upstream"))
@@ -300,11 +304,11 @@ def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
     summary = instrumented_write(df, str(tmp_path / "out"), instrumentation, format="parquet")
 
     assert summary.rows == 160
-    written = [entry for entry in batch_log.read() if entry["rows"]]
-    assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
     received = [entry for entry in upstream.read() if entry["rows"]]
     assert sum(entry["rows"] for entry in received) == 160
     assert max(entry["bytes"] for entry in received) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
+    written = [entry for entry in batch_log.read() if entry["rows"]]
+    assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
     assert sorted(row.id for row in spark.read.parquet(str(tmp_path / "out")).collect()) == list(range(160))
 
 
