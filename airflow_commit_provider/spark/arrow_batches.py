@@ -149,7 +149,9 @@ def unmeasured_conf(
 
 
 @contextlib.contextmanager
-def write_job_batches(df: DataFrame, bounded_strings: Mapping[str, int] | None = None) -> Iterator[None]:
+def write_job_batches(
+    df: DataFrame, bounded_strings: Mapping[str, int] | None = None
+) -> Iterator[dict[str, str] | None]:
     """For the Spark jobs this thread runs in the block (a ``write_committed``'s one job, or a
     ``df.write.format("committed")`` through `schema_bounded_batches`): Arrow batches of `df`'s
     rows bounded without Spark's per-row measurement when its schema allows it
@@ -161,7 +163,7 @@ def write_job_batches(df: DataFrame, bounded_strings: Mapping[str, int] | None =
     propagated instead): concurrent writes in other threads and other jobs of the session keep
     their own. A byte limit the session sets is used as it is; a row limit it sets is kept, and the
     measurement skipped only if that many rows fit in `BATCH_BYTES`. A Spark Connect session (no
-    local properties) keeps Spark's measurement."""
+    local properties) keeps Spark's measurement. Yields the properties set (None: none)."""
     spark = df.sparkSession
     context = cfg.spark_context(spark)
     conf = None if context is None else _job_conf(spark, df.schema, bounded_strings or {})
@@ -169,13 +171,13 @@ def write_job_batches(df: DataFrame, bounded_strings: Mapping[str, int] | None =
         log.debug("Arrow batches measured by Spark: the plan sends other rows to Python, of no known width")
         conf = None
     if conf is None or context is None:
-        yield
+        yield None
         return
     previous = {key: context.getLocalProperty(key) for key in conf}
     for key, value in conf.items():
         context.setLocalProperty(key, value)
     try:
-        yield
+        yield conf
     finally:
         for key, value in previous.items():
             context.setLocalProperty(key, value)
@@ -192,7 +194,19 @@ def schema_bounded_batches(df: DataFrame) -> Iterator[None]:
 
     The data source cannot do this itself: its ``writer()`` runs in a Python process that Spark
     starts for planning, away from the thread whose local properties become the job's."""
-    with write_job_batches(df):
+    with write_job_batches(df) as conf:
+        if conf:
+            log.info(
+                "Arrow batches of this thread's writes in the block: %s, as the schema bounds them "
+                "(Spark's per-row measurement skipped; the session is unchanged)",
+                ", ".join(f"{key}={value}" for key, value in conf.items()),
+            )
+        else:
+            log.info(
+                "Arrow batches of this thread's writes in the block are measured by Spark as usual: a "
+                "column of no fixed width, another Python step in the plan, a byte limit the session "
+                "sets, or a Spark Connect session"
+            )
         yield
 
 

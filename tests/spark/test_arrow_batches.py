@@ -313,7 +313,7 @@ def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
 
 
 def test_the_data_source_in_a_schema_bounded_block_skips_the_measurement_and_leaves_the_session(
-    spark_row_limit_unset, tmp_path, batch_log, monkeypatch
+    spark_row_limit_unset, tmp_path, batch_log, monkeypatch, caplog
 ):
     """``with schema_bounded_batches(df)``: the data source's fixed-width rows arrive unmeasured,
     in batches the row limit holds under the bound (lowered to 16 KiB, so that a partition of
@@ -326,11 +326,18 @@ def test_the_data_source_in_a_schema_bounded_block_skips_the_measurement_and_lea
     out = tmp_path / "out"
     spark.dataSource.register(observed_data_source(batch_log))
     try:
-        with schema_bounded_batches(df):
+        with (
+            caplog.at_level(logging.INFO, logger="airflow_commit_provider.spark"),
+            schema_bounded_batches(df),
+        ):
             df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
     finally:
         register_data_source(spark)
 
+    [said] = [record.getMessage() for record in caplog.records if "Arrow batches" in record.getMessage()]
+    assert f"{ARROW_MAX_BYTES_PER_BATCH}={ARROW_UNMEASURED_BATCHES}" in said
+    assert f"{ARROW_MAX_RECORDS_PER_BATCH}={16 * 1024 // width}" in said
+    assert "the session is unchanged" in said
     batches = [entry for entry in batch_log.read() if entry["rows"]]
     assert sum(entry["rows"] for entry in batches) == 4000
     assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
