@@ -57,7 +57,9 @@ the whole session (`unmeasure_session`, only when the user asks:
 session sends to Python (``mapInArrow``, pandas UDFs, the data source) cut by rows alone, and 1 MB
 rows then exhaust the direct memory of the JVM that builds the batch, which Spark treats as fatal
 (``OutOfDirectMemoryError``: the local driver exits). A row limit for the session small enough to
-hold 1 MB rows to 64 MiB (64 rows) would cost narrow rows more per batch than the measurement does.
+hold 1 MB rows to 64 MiB (64 rows) would cost narrow rows more per batch than the measurement does
+(bench ``arrow_batches``). The conf ``CommittedSparkSubmitOperator`` gives the application it
+submits is that application's session, the same trade, so it sets neither key.
 """
 
 from __future__ import annotations
