@@ -28,6 +28,7 @@ and 0 bytes copied. `tiny` (the smoke test) runs the magic committers only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,8 @@ from typing import Any
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.success_check import load_success
-from airflow_commit_provider.spark import register_data_source
+from airflow_commit_provider.spark import register_data_source, schema_bounded_batches
+from airflow_commit_provider.spark.config import ARROW_MAX_RECORDS_PER_BATCH
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
@@ -67,10 +69,14 @@ class Variant:
     route: str = ""
     arrow_byte_check_off: bool = False
     """Informative: run with `common.ARROW_BYTE_CHECK_OFF` (what moving rows to Python costs without it)."""
+    arrow_records_per_batch: int = 0
+    """Informative, with `arrow_byte_check_off`: the session's row limit too (0: Spark's default)."""
 
     @property
     def name(self) -> str:
         suffix = ", Arrow byte check off" if self.arrow_byte_check_off else ""
+        if self.arrow_records_per_batch:
+            suffix += f", {self.arrow_records_per_batch} rows per batch"
         return {
             "ours": f"{self.route}, {self.committer}",
             "s3a": f"S3A {self.committer}",
@@ -87,6 +93,8 @@ class Variant:
 
 
 REFERENCE = Variant("s3a", "magic")
+#: The data source's route with its writes in a `schema_bounded_batches` block.
+SCHEMA_BOUNDED_SOURCE = "format committed, schema-bounded"
 
 
 @dataclass
@@ -169,7 +177,9 @@ def write_variant(env: BenchEnv, variant: Variant, frame: Any, bucket: str) -> W
     s3a_before = s3a_statistics(spark, bucket).counters
     cpu_before = env.client_cpu.parts()
     summary = None
-    arrow = ARROW_BYTE_CHECK_OFF if variant.arrow_byte_check_off else {}
+    arrow = dict(ARROW_BYTE_CHECK_OFF) if variant.arrow_byte_check_off else {}
+    if variant.arrow_records_per_batch:
+        arrow[ARROW_MAX_RECORDS_PER_BATCH] = str(variant.arrow_records_per_batch)
     with applied_conf(spark, arrow), timer() as elapsed, timer(env.server_cpu) as server_cpu:
         if variant.kind == "ours":
             summary = _write_ours(env, variant, frame, url)
@@ -213,14 +223,16 @@ def _write_ours(env: BenchEnv, variant: Variant, frame: Any, url: str) -> Any:
     options: dict[str, Any] = {**env.s3_options(), "threads": env.threads, "compression": CODEC}
     if variant.route == "write_committed":
         return write_committed(frame, url, format="parquet", committer=variant.committer, options=options)
-    (
-        frame.write.format("committed")
-        .mode("append")
-        .option("format", "parquet")
-        .option("committer", variant.committer)
-        .options(**{key: str(value) for key, value in options.items()})
-        .save(url)
-    )
+    bounded = variant.route == SCHEMA_BOUNDED_SOURCE
+    with schema_bounded_batches(frame) if bounded else contextlib.nullcontext():
+        (
+            frame.write.format("committed")
+            .mode("append")
+            .option("format", "parquet")
+            .option("committer", variant.committer)
+            .options(**{key: str(value) for key, value in options.items()})
+            .save(url)
+        )
     return None
 
 

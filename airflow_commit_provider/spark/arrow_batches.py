@@ -18,13 +18,48 @@ the measurement bounds a batch of them (1 MB rows would otherwise make 10,000-ro
 except strings the write itself bounds (the partition keys ``write_committed`` adds).
 
 Where the settings go: `write_job_batches` sets them for the one Spark job of a ``write_committed``
-(local properties of the calling thread, which executors read as the job's SQL conf). A Python data
-source's driver side has no session, and Spark gives its writes no setting of their own: only the
-session's apply, for every Arrow batch the session sends to Python. Its writes keep Spark's
-measurement unless the user asks for the session to go without (`unmeasure_session`), because
-without it 1 MB rows exhaust the direct memory of the JVM that builds the batch, which Spark treats
-as fatal (``OutOfDirectMemoryError``: the local driver exits). Neither overrides a value the
-session sets.
+(local properties of the calling thread, which executors read as the job's SQL conf), unless the
+job also sends other rows to Python (an upstream UDF or ``mapInArrow`` whose input the schema does
+not bound: `sends_rows_to_python`). Neither overrides a value the session sets.
+
+A Python data source (``df.write.format("committed")``) gets no such setting of its own. How Spark
+4.2.0 runs its write (sql/core, ``org.apache.spark.sql.execution``):
+
+- ``datasources.v2.python.PythonBatchWrite.createBatchWriterFactory`` (PythonWrite.scala) runs on
+  the driver, in the thread executing the query (the caller's own in classic PySpark, a server
+  thread on Spark Connect). It calls ``UserDefinedPythonDataSource.createWriteInfoInPython``, whose
+  ``UserDefinedPythonDataSourceWriteRunner`` (a ``python.PythonPlannerRunner``) starts a separate
+  Python process for the source's ``writer(schema, overwrite)``: it is given the schema, the
+  write's options and the overwrite flag, and hands back only the pickled writer and its write
+  function. It has no session, and nothing it returns becomes a setting.
+- ``PythonBatchWriterFactory.createWriter(...).writeAll`` (PythonBatchWriterFactory.scala) runs in
+  each task: ``UserDefinedPythonDataSource.createMapInBatchEvaluatorFactory`` reads ``SQLConf.get``
+  there, which on an executor is a ``ReadOnlySQLConf`` over the task's local properties, and builds
+  a ``python.MapInBatchEvaluatorFactory`` whose ``ArrowPythonRunner`` mixes in
+  ``BasicPythonArrowInput``: its initialiser reads ``arrowMaxRecordsPerBatch`` and
+  ``arrowMaxBytesPerBatch`` from that same ``SQLConf.get``, and
+  ``BatchedPythonArrowInput.writeSizedBatch`` calls ``ArrowWriter.sizeInBytes`` after each row
+  unless the byte limit is ``Int.MaxValue`` (``ArrowFieldWriter.getSizeInBytes``:
+  ``setValueCount`` and ``getBufferSizeFor`` on every top-level column).
+- A task's local properties are those of the thread that submitted the job, with every SQL conf
+  the session sets copied over them (``SQLExecution.withSQLConfPropagated``). The data source's
+  options are not SQL confs, and the columnar Arrow input of Spark 4.2
+  (``spark.sql.execution.arrow.pythonUDF.columnarInput.enabled``, ``ColumnarArrowPythonInput``)
+  serves only ``ArrowEvalPythonExec``, not ``MapInBatch`` or data source writes.
+
+So the only setting narrower than the session is a local property of the thread that calls
+``save()``, which only the caller can set: `schema_bounded_batches` does it for one block, as
+``write_job_batches`` does for ``write_committed``. With the session as Spark leaves it, the data
+source's rows are measured, which keeps it above S3A magic's time on narrow rows (bench
+``arrow_batches``). The data source never changes that by itself: turning the measurement off for
+the whole session (`unmeasure_session`, only when the user asks:
+``register_data_source(spark, unmeasured_arrow_batches=True)``) leaves every Arrow batch the
+session sends to Python (``mapInArrow``, pandas UDFs, the data source) cut by rows alone, and 1 MB
+rows then exhaust the direct memory of the JVM that builds the batch, which Spark treats as fatal
+(``OutOfDirectMemoryError``: the local driver exits). A row limit for the session small enough to
+hold 1 MB rows to 64 MiB (64 rows) would cost narrow rows more per batch than the measurement does
+(bench ``arrow_batches``). The conf ``CommittedSparkSubmitOperator`` gives the application it
+submits is that application's session, the same trade, so it sets neither key.
 """
 
 from __future__ import annotations
@@ -38,6 +73,7 @@ from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.frames import arrow_schema
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 log = logging.getLogger("airflow_commit_provider.spark")
@@ -49,6 +85,11 @@ BATCH_BYTES = 64 * 1024**2
 SPARK_RECORDS_PER_BATCH = 10_000
 #: The ``maxBytesPerBatch`` value at which Spark stops measuring batches (Int.MaxValue).
 UNMEASURED = cfg.ARROW_UNMEASURED_BATCHES
+#: The package of Spark's physical operators that send rows to Python workers (ArrowEvalPythonExec,
+#: MapInArrowExec, FlatMapGroupsInPandasExec, BatchEvalPythonExec, ...).
+PYTHON_EXEC_PACKAGE = "org.apache.spark.sql.execution.python."
+#: The scan of a cached frame, whose plan runs in the job that first reads it.
+CACHED_SCAN_EXEC = "org.apache.spark.sql.execution.columnar.InMemoryTableScanExec"
 
 
 def max_row_bytes(schema: StructType, bounded_strings: Mapping[str, int] | None = None) -> int | None:
@@ -111,31 +152,88 @@ def unmeasured_conf(
 
 @contextlib.contextmanager
 def write_job_batches(
-    spark: Any, schema: StructType, bounded_strings: Mapping[str, int] | None = None
-) -> Iterator[None]:
-    """For the Spark job a ``write_committed`` runs in this thread: batches of `schema` bounded
-    without Spark's per-row measurement when the schema allows it (`unmeasured_conf`;
-    `bounded_strings` as for `max_row_bytes`).
+    df: DataFrame, bounded_strings: Mapping[str, int] | None = None
+) -> Iterator[dict[str, str] | None]:
+    """For the Spark jobs this thread runs in the block (a ``write_committed``'s one job, or a
+    ``df.write.format("committed")`` through `schema_bounded_batches`): Arrow batches of `df`'s
+    rows bounded without Spark's per-row measurement when its schema allows it
+    (`unmeasured_conf`; `bounded_strings` as for `max_row_bytes`) and its plan sends no other rows
+    to Python (`sends_rows_to_python`).
 
     The settings are local properties of this thread, which Spark hands each task of the job as
     its SQL conf (``ReadOnlySQLConf``) unless the session sets the key itself (its value is then
     propagated instead): concurrent writes in other threads and other jobs of the session keep
     their own. A byte limit the session sets is used as it is; a row limit it sets is kept, and the
     measurement skipped only if that many rows fit in `BATCH_BYTES`. A Spark Connect session (no
-    local properties) keeps Spark's measurement."""
+    local properties) keeps Spark's measurement. Yields the properties set (None: none)."""
+    spark = df.sparkSession
     context = cfg.spark_context(spark)
-    conf = None if context is None else _job_conf(spark, schema, bounded_strings or {})
+    conf = None if context is None else _job_conf(spark, df.schema, bounded_strings or {})
+    if conf is not None and sends_rows_to_python(df):
+        log.debug("Arrow batches measured by Spark: the plan sends other rows to Python, of no known width")
+        conf = None
     if conf is None or context is None:
-        yield
+        yield None
         return
     previous = {key: context.getLocalProperty(key) for key in conf}
     for key, value in conf.items():
         context.setLocalProperty(key, value)
     try:
-        yield
+        yield conf
     finally:
         for key, value in previous.items():
             context.setLocalProperty(key, value)
+
+
+@contextlib.contextmanager
+def schema_bounded_batches(df: DataFrame) -> Iterator[None]:
+    """``df.write.format("committed")...save()`` in the block sends `df`'s rows to its tasks as
+    fast as ``write_committed`` does: in batches bounded by the schema, not measured by Spark,
+    when every column has a fixed width and the plan sends no other rows to Python; measured as
+    usual otherwise (wide rows stay in 64 MiB batches). Nothing changes in the session: the
+    settings are this thread's, for the jobs it runs in the block (`write_job_batches`), so other
+    threads and later jobs keep Spark's measurement. A Spark Connect session keeps it too.
+
+    The data source cannot do this itself: its ``writer()`` runs in a Python process that Spark
+    starts for planning, away from the thread whose local properties become the job's."""
+    with write_job_batches(df) as conf:
+        if conf:
+            log.info(
+                "Arrow batches of this thread's writes in the block: %s, as the schema bounds them "
+                "(Spark's per-row measurement skipped; the session is unchanged)",
+                ", ".join(f"{key}={value}" for key, value in conf.items()),
+            )
+        else:
+            log.info(
+                "Arrow batches of this thread's writes in the block are measured by Spark as usual: a "
+                "column of no fixed width, another Python step in the plan, a byte limit the session "
+                "sets, or a Spark Connect session"
+            )
+        yield
+
+
+def sends_rows_to_python(df: DataFrame) -> bool:
+    """Whether running `df` sends rows to Python anywhere (a Python or pandas UDF, ``mapInArrow``,
+    ``applyInPandas``, a UDTF...), including in the plan of a cached frame it reads. Their input
+    is not `df`'s schema, so a row limit worked out from `df`'s schema would not bound their
+    batches: a job that runs them keeps Spark's measurement. Read from the physical plan, where
+    every such operator is a node of ``PYTHON_EXEC_PACKAGE``; a plan that cannot be read counts
+    as sending rows."""
+    try:
+        pending = [df._jdf.queryExecution().sparkPlan()]
+        while pending:
+            node = pending.pop()
+            name = node.getClass().getName()
+            if name.startswith(PYTHON_EXEC_PACKAGE):
+                return True
+            if name == CACHED_SCAN_EXEC:  # a cached frame not yet materialized is computed in this job
+                pending.append(node.relation().cachedPlan())
+            for nodes in (node.children(), node.subqueries()):
+                pending += [nodes.apply(index) for index in range(nodes.size())]
+    except Exception:
+        log.debug("could not read the physical plan; Spark measures the Arrow batches", exc_info=True)
+        return True
+    return False
 
 
 def _job_conf(spark: Any, schema: StructType, bounded_strings: Mapping[str, int]) -> dict[str, str] | None:

@@ -57,12 +57,15 @@ whose calendar table Spark's ORC writer rebases old timestamps with is taken fro
 environment (``orc_layout.process_time_zone``): there is no session to ask.
 
 **Arrow batches.** Spark sends the rows to ``write()`` in Arrow batches sized by the session's
-``spark.sql.execution.arrow.*`` settings, the same for every write of the session (a data source's
-write has none of its own, and its driver side no session to set them for one job, as
-``write_committed`` does: ``arrow_batches``). By default Spark measures each batch after every row to
-keep it under 64 MiB, which keeps wide rows safe and costs narrow rows most of their transfer time;
-``register_data_source(spark, unmeasured_arrow_batches=True)`` turns the measurement off for the
-session when the user knows no rows are wide.
+``spark.sql.execution.arrow.*`` settings, the same for every write of the session: a data source's
+write has none of its own, and its driver side runs in a process of its own with no session to
+set them for one job, as ``write_committed`` does (``arrow_batches`` says where in Spark). By
+default Spark measures each batch after every row to keep it under 64 MiB, which keeps wide rows
+safe and costs narrow rows most of their transfer time. Two ways skip it, both the user's choice:
+``with schema_bounded_batches(df): df.write.format("committed")...save()`` skips it for the writes
+of that block in that thread when ``df``'s schema bounds a batch (as ``write_committed`` does;
+wide rows stay measured), and ``register_data_source(spark, unmeasured_arrow_batches=True)`` turns
+it off for the whole session (the only way on Spark Connect), for users who know no rows are wide.
 
 **Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
 Spark's ``PythonBatchWrite`` keeps ``BatchWrite.useCommitCoordinator()``'s default (true), so
@@ -168,7 +171,8 @@ def register_data_source(spark: SparkSession, *, unmeasured_arrow_batches: bool 
     logs a warning saying so. Batches are then cut at ``maxRecordsPerBatch`` rows alone, for every
     Arrow batch the session sends to Python; leave it off if any rows may be wide (1 MB rows make
     10 GB batches at Spark's default 10,000 rows). Spark gives a Python data source's writes no
-    setting of their own, so this cannot be narrower.
+    setting of their own; the narrowest is the calling thread's, for a block of writes:
+    ``arrow_batches.schema_bounded_batches(df)``, which also keeps wide rows measured.
     """
     if unmeasured_arrow_batches:
         unmeasure_session(spark)

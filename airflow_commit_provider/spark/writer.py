@@ -225,11 +225,7 @@ def _run_tasks(
                 ),
             },
         ),
-        write_job_batches(
-            prepared.sparkSession,
-            prepared.schema,
-            dict.fromkeys(task_config.key_columns, PARTITION_VALUE_BYTES),
-        ),
+        write_job_batches(prepared, dict.fromkeys(task_config.key_columns, PARTITION_VALUE_BYTES)),
     ):
         collected = prepared.mapInArrow(
             functools.partial(_write_partition, task_config, instrumentation), _result_schema()

@@ -146,6 +146,23 @@ class BatchLog:
         return entries
 
 
+@dataclass(frozen=True)
+class ObservedSelect:
+    """A ``mapInArrow`` body that logs every batch it receives to `batch_log` and passes on only
+    the `columns`: a step before a write that sends other (wider) rows to Python."""
+
+    batch_log: BatchLog
+    columns: tuple[str, ...]
+
+    def __call__(self, batches: Any) -> Any:
+        from airflow_commit_provider.spark.task_info import current_task_info
+
+        info = current_task_info()
+        for batch in batches:
+            self.batch_log(info, batch)
+            yield batch.select(list(self.columns))
+
+
 def observed_data_source(batch_log: BatchLog) -> type:
     """The ``committed`` data source, its tasks logging every batch they receive to `batch_log`
     (registered under the same name, it replaces the plain one until that is registered again)."""

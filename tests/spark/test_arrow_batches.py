@@ -9,19 +9,25 @@ the tests about Spark's own limits unset that for their write.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_hooks import BatchLog, instrumented_write, observed_data_source
+from spark_hooks import BatchLog, ObservedSelect, instrumented_write, observed_data_source
 from spark_support import visible_files
 from support.invariants import assert_nothing_left_behind
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.spark import arrow_batches, register_data_source, write_committed
+from airflow_commit_provider.spark import (
+    arrow_batches,
+    register_data_source,
+    schema_bounded_batches,
+    write_committed,
+)
 from airflow_commit_provider.spark.config import (
     ARROW_MAX_BYTES_PER_BATCH,
     ARROW_MAX_RECORDS_PER_BATCH,
@@ -201,7 +207,10 @@ def test_a_byte_limit_the_session_sets_is_used_as_it_is(spark, tmp_path, batch_l
     assert {entry["limit"] for entry in batches} == {"1048576"}
 
 
-@pytest.mark.parametrize("route", ["write_committed", "df.write.format('committed')"])
+@pytest.mark.parametrize(
+    "route",
+    ["write_committed", "df.write.format('committed')", "df.write.format('committed'), schema-bounded"],
+)
 def test_one_mebibyte_rows_reach_python_in_batches_spark_measured(
     spark_row_limit_unset, tmp_path, batch_log, route
 ):
@@ -215,7 +224,8 @@ def test_one_mebibyte_rows_reach_python_in_batches_spark_measured(
     else:
         spark.dataSource.register(observed_data_source(batch_log))
         try:
-            df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
+            with schema_bounded_batches(df) if route.endswith("schema-bounded") else contextlib.nullcontext():
+                df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
         finally:
             register_data_source(spark)
         batches = [entry for entry in batch_log.read() if entry["rows"]]
@@ -255,3 +265,86 @@ def test_registering_with_unmeasured_batches_says_so_and_never_overrides_the_ses
     finally:
         spark.conf.unset(ARROW_MAX_BYTES_PER_BATCH)
         register_data_source(spark)
+
+
+def test_a_plan_that_sends_other_rows_to_python_is_told_apart(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    plain = _numeric_df(spark, 10)
+    assert not arrow_batches.sends_rows_to_python(plain)
+    assert not arrow_batches.sends_rows_to_python(plain.groupBy("k").count()), "a shuffle is not Python"
+    selected = plain.mapInArrow(ObservedSelect(BatchLog(str(tmp_path)), ("id",)), "id long")
+    assert arrow_batches.sends_rows_to_python(selected)
+    plus_one = F.udf(lambda value: value + 1, "long")
+    assert arrow_batches.sends_rows_to_python(plain.select(plus_one("id").alias("id")))
+    # A cached frame is computed by the first job that reads it: its own plan counts.
+    cached_plain, cached_selected = plain.cache(), selected.cache()
+    try:
+        assert not arrow_batches.sends_rows_to_python(cached_plain.select("id"))
+        assert arrow_batches.sends_rows_to_python(cached_selected.select("id"))
+    finally:
+        cached_plain.unpersist()
+        cached_selected.unpersist()
+
+
+def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
+    spark_row_limit_unset, tmp_path, batch_log
+):
+    """A ``mapInArrow`` that receives 1 MiB rows and passes on their ids: the frame written has a
+    fixed width, but the step before the write gets the wide rows in the same job. Unmeasured,
+    under the row limit worked out from the written schema (10,000), that step's batches were
+    whole partitions of 80 rows (80 MiB); the job keeps Spark's measurement, so they stay within
+    64 MiB."""
+    spark = spark_row_limit_unset
+    (tmp_path / "upstream").mkdir()
+    upstream = BatchLog(str(tmp_path / "upstream"))
+    df = _wide_df(spark, 160).mapInArrow(ObservedSelect(upstream, ("id",)), "id long")
+    instrumentation = WriteInstrumentation(task=TaskInstrumentation(received_batch=batch_log))
+
+    summary = instrumented_write(df, str(tmp_path / "out"), instrumentation, format="parquet")
+
+    assert summary.rows == 160
+    received = [entry for entry in upstream.read() if entry["rows"]]
+    assert sum(entry["rows"] for entry in received) == 160
+    assert max(entry["bytes"] for entry in received) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
+    written = [entry for entry in batch_log.read() if entry["rows"]]
+    assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
+    assert sorted(row.id for row in spark.read.parquet(str(tmp_path / "out")).collect()) == list(range(160))
+
+
+def test_the_data_source_in_a_schema_bounded_block_skips_the_measurement_and_leaves_the_session(
+    spark_row_limit_unset, tmp_path, batch_log, monkeypatch, caplog
+):
+    """``with schema_bounded_batches(df)``: the data source's fixed-width rows arrive unmeasured,
+    in batches the row limit holds under the bound (lowered to 16 KiB, so that a partition of
+    2,000 rows fills several), and the thread and the session are as before afterwards."""
+    spark = spark_row_limit_unset
+    monkeypatch.setattr(arrow_batches, "BATCH_BYTES", 16 * 1024)
+    df = _numeric_df(spark, 4000)
+    width = arrow_batches.max_row_bytes(df.schema)
+    assert width is not None
+    out = tmp_path / "out"
+    spark.dataSource.register(observed_data_source(batch_log))
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="airflow_commit_provider.spark"),
+            schema_bounded_batches(df),
+        ):
+            df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
+    finally:
+        register_data_source(spark)
+
+    [said] = [record.getMessage() for record in caplog.records if "Arrow batches" in record.getMessage()]
+    assert f"{ARROW_MAX_BYTES_PER_BATCH}={ARROW_UNMEASURED_BATCHES}" in said
+    assert f"{ARROW_MAX_RECORDS_PER_BATCH}={16 * 1024 // width}" in said
+    assert "the session is unchanged" in said
+    batches = [entry for entry in batch_log.read() if entry["rows"]]
+    assert sum(entry["rows"] for entry in batches) == 4000
+    assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
+    assert max(entry["rows"] for entry in batches) == 16 * 1024 // width
+    assert max(entry["bytes"] for entry in batches) <= 16 * 1024
+    _same_rows(spark, df, out)
+    context = spark.sparkContext
+    assert context.getLocalProperty(ARROW_MAX_BYTES_PER_BATCH) is None, "the thread's properties are restored"
+    assert context.getLocalProperty(ARROW_MAX_RECORDS_PER_BATCH) is None
+    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None, "the session is untouched"
