@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any, cast
 
@@ -285,6 +285,11 @@ class MagicTaskAttempt(TaskAttempt):
             self._pending.add(commit.to_record())
             self._pending_bytes += commit.length
 
+    def pending_commits(self) -> Iterator[PendingCommit]:
+        """The commit of each file closed so far, in the order they closed: what the pendingset
+        lists (read back from the spool, one batch in memory at a time)."""
+        return (PendingCommit(*record) for record in self._pending)
+
     def needs_task_commit(self) -> bool:
         return self._pending.count > 0 or bool(self._open)
 
@@ -300,7 +305,7 @@ class MagicTaskAttempt(TaskAttempt):
         if rows is not None:
             pendingset.iostatistics.increment("rows_written", rows)
         record_partition_rows(pendingset.extra_data, partition_rows)
-        commits = (PendingCommit(*record) for record in self._pending)
+        commits = self.pending_commits()
         summary = self._summary(self._pending.count, self._pending_bytes, rows)
         try:
             with written_manifest(
