@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any, NoReturn, TypeVar
 
 from airflow_commit_provider.core.cleanup import (
@@ -327,17 +328,38 @@ def _progress(args: argparse.Namespace) -> Iterator[Progress]:
         yield NoProgress()
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        _rate_column(),
+        TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
     ) as bars:
         yield _RichProgress(bars)
+
+
+def _rate_column() -> Any:
+    """Items per second (rich's own speed column is for bytes)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text("" if task.speed is None else f"{task.speed:,.0f}/s", style="progress.data.speed")
+
+    return RateColumn()
 
 
 class _RichProgress:
@@ -390,29 +412,51 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _print_table(items: Sequence[T], header: str, row: Callable[[T], str], limit: int | None) -> None:
-    """A header and a row for each of the first `limit` items (all without one), then how many more."""
-    shown = items if limit is None else items[:limit]
-    if shown:
-        print(header)
-    for item in shown:
+def _print_table(
+    items: Iterable[T], count: int, header: str, row: Callable[[T], str], limit: int | None
+) -> None:
+    """A header and a row for each of the first `limit` of `count` items (all without one), then how
+    many more. The items are streamed: a listing can be a million long."""
+    shown = items if limit is None else islice(items, limit)
+    for index, item in enumerate(shown):
+        if index == 0:
+            print(header)
         print(row(item))
-    if limit is not None and len(items) > limit:
-        print(f"... and {len(items) - limit} more")
+    if limit is not None and count > limit:
+        print(f"... and {count - limit} more")
+
+
+def _emit_streamed(summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]]) -> None:
+    """`summary` with `key` listing `items` as one JSON document, written as the items come (one a
+    line), so that a million of them are never one string in memory."""
+    head = json.dumps(summary, indent=2, default=str)
+    print(head[: head.rindex("}")].rstrip() + ("," if summary else "") + f"\n  {json.dumps(key)}: [")
+    previous = None  # each line but the last ends with a comma, so it is printed once the next one is known
+    for item in items:
+        if previous is not None:
+            print(f"    {previous},")
+        previous = json.dumps(item, default=str)
+    if previous is not None:
+        print(f"    {previous}")
+    print("  ]\n}")
 
 
 def _show(
     args: argparse.Namespace,
     find: Callable[[argparse.Namespace, Store, Progress], Any],
     describe: Callable[[Any], None],
+    emit: Callable[[Any], None],
 ) -> int:
-    """The flow of the list commands: list with progress bars, then JSON or `describe` for people."""
+    """The flow of the list commands: list with progress bars, then JSON (`emit`) or `describe` for people."""
     with _open(args, args.url).session() as store, _progress(args) as progress:
         listing = find(args, store, progress)
-    if args.json:
-        _emit(listing.to_json())
-    else:
-        describe(listing)
+    try:
+        if args.json:
+            emit(listing)
+        else:
+            describe(listing)
+    finally:
+        listing.close()
     return 0
 
 
@@ -421,8 +465,8 @@ def _list_confirm_act(
     *,
     action: str,
     find: Callable[[argparse.Namespace, Store, Progress], Any],
-    targets: Callable[[Any], Sequence[Any]],
-    preview: Callable[[Sequence[Any], int], None],
+    targets: Callable[[Any], tuple[Iterable[Any], int]],
+    preview: Callable[[Iterable[Any], int, int], None],
     question: Callable[[Any], str],
     declined: str,
     act: Callable[..., Any],
@@ -431,32 +475,61 @@ def _list_confirm_act(
 
     Refuses before listing when a prompt would be needed that nobody can answer. Exits 1 when the
     user declines or anything failed. The closing line for people is what the report says of
-    itself; failures follow it on stderr, one line each.
+    itself; failures follow it on stderr, one line each. Interrupted (Ctrl-C), it says that what
+    was done stays done and that the same command finishes the rest.
     """
     _scope(args)
     _confirm_possible(args, action)
     with _open(args, args.url).session() as store:
         with _progress(args) as progress:
             listing = find(args, store, progress)
-        chosen = targets(listing)
-        if chosen and not args.dry_run and not args.yes:
-            preview(chosen, _ASK_PREVIEW)
-            if not _confirm(args, question(listing)):
-                print(declined, file=sys.stderr)
-                return 1
-        with _progress(args) as progress:
-            report = act(store, listing, dry_run=args.dry_run, threads=args.threads, progress=progress)
-    summary = report.to_json(details=args.json)
+        try:
+            chosen, count = targets(listing)
+            if count and not args.dry_run and not args.yes:
+                preview(chosen, count, _ASK_PREVIEW)
+                if not _confirm(args, question(listing)):
+                    print(declined, file=sys.stderr)
+                    return 1
+            try:
+                with _progress(args) as progress:
+                    report = act(
+                        store,
+                        listing,
+                        dry_run=args.dry_run,
+                        threads=args.threads,
+                        progress=progress,
+                        keep_outcomes=args.json,
+                    )
+            except KeyboardInterrupt:
+                _fail(f"interrupted: what was done stays done; run the same command again to {action} left")
+                return 130
+            try:
+                return _report_act(args, report, targets, preview)
+            finally:
+                report.close()
+        finally:
+            listing.close()
+
+
+def _report_act(
+    args: argparse.Namespace,
+    report: Any,
+    targets: Callable[[Any], tuple[Iterable[Any], int]],
+    preview: Callable[[Iterable[Any], int, int], None],
+) -> int:
+    """Print what a destructive command did: JSON with every outcome, or the preview (dry run),
+    the closing line and each listed failure for people. 1 when anything failed."""
+    summary = report.to_json()
     if args.json:
-        _emit(summary)
+        _emit_streamed(summary, report.DETAILS, (outcome.to_json() for outcome in report.outcomes))
     else:
         if args.dry_run:
-            preview(chosen, _DRY_RUN_PREVIEW)
+            preview(*targets(report.listing), _DRY_RUN_PREVIEW)
         print(report.describe())
         for failure in summary["failures"]:  # what names the item (URL, or key and upload ID), then why
             where = " ".join(str(value) for key, value in failure.items() if key != "error")
             print(f"FAILED {where}: {failure['error']}", file=sys.stderr)
-    return 1 if report.failed else 0
+    return 1 if report.count("failed") else 0
 
 
 # uploads ----------------------------------------------------------------------------------
@@ -470,9 +543,13 @@ def _list_uploads_to_abort(args: argparse.Namespace, store: Store, progress: Pro
     return list_pending_uploads(store, progress=progress, sizes=sizes, **_selection(args))
 
 
-def _print_uploads(uploads: Sequence[Any], limit: int | None = None) -> None:
+def _print_uploads(uploads: Iterable[Any], count: int, limit: int | None = None) -> None:
     _print_table(
-        uploads, f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID", _upload_row, limit
+        uploads,
+        count,
+        f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPLOAD-ID",
+        _upload_row,
+        limit,
     )
 
 
@@ -490,15 +567,18 @@ def _or_dash(value: int | None) -> str:
 
 def _uploads_list(args: argparse.Namespace) -> int:
     def describe(listing: Any) -> None:
-        _print_uploads(listing.uploads)
+        _print_uploads(listing.uploads, listing.count)
         print(
-            f"{len(listing.uploads)} pending uploads older than {_age_text(args)} under {listing.scope}: "
+            f"{listing.count} pending uploads older than {_age_text(args)} under {listing.scope}: "
             f"{format_size(listing.total_bytes)} in {listing.total_parts} parts "
             f"({listing.too_recent} more recent, {listing.other_jobs} of other jobs, "
             f"{listing.committing} of jobs past their commit point)"
         )
 
-    return _show(args, _list_uploads, describe)
+    def emit(listing: Any) -> None:
+        _emit_streamed(listing.summary_json(), "uploads", (u.to_json() for u in listing.uploads))
+
+    return _show(args, _list_uploads, describe, emit)
 
 
 def _uploads_abort(args: argparse.Namespace) -> int:
@@ -506,10 +586,10 @@ def _uploads_abort(args: argparse.Namespace) -> int:
         args,
         action="abort uploads",
         find=_list_uploads_to_abort,
-        targets=lambda listing: listing.uploads,
+        targets=lambda listing: (listing.uploads, listing.count),
         preview=_print_uploads,
         question=lambda listing: (
-            f"Abort {len(listing.uploads)} uploads "
+            f"Abort {listing.count} uploads "
             f"({'size not measured' if listing.total_bytes is None else format_size(listing.total_bytes)}) under "
             f"{listing.scope} older than {_age_text(args)}?"
         ),
@@ -523,9 +603,13 @@ def _find_trees(args: argparse.Namespace, store: Store, progress: Progress) -> A
     return find_temp_trees(store, nested=args.nested, progress=progress, **_selection(args))
 
 
-def _print_trees(trees: Sequence[Any], limit: int | None = None) -> None:
+def _print_trees(trees: Iterable[Any], count: int, limit: int | None = None) -> None:
     _print_table(
-        trees, f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE", _tree_row, limit
+        trees,
+        count,
+        f"{'STATE':<7} {'AGE':>7} {'FILES':>6} {'SIZE':>10} {'UPLOADS':>7}  TREE",
+        _tree_row,
+        limit,
     )
 
 
@@ -537,16 +621,17 @@ def _tree_row(tree: Any) -> str:
 
 def _temp_list(args: argparse.Namespace) -> int:
     def describe(listing: Any) -> None:
-        _print_trees(listing.trees)
-        stale = listing.stale
-        committing = sum(1 for tree in listing.trees if tree.committing)
+        _print_trees(listing.trees, listing.count)
         print(
-            f"{len(listing.trees)} temporary trees under {listing.scope}; {len(stale)} stale "
-            f"(no writes for {_age_text(args)}): {format_size(sum(t.bytes for t in stale))} "
-            f"in {sum(t.files for t in stale)} files; {committing} kept for jobs past their commit point"
+            f"{listing.count} temporary trees under {listing.scope}; {listing.stale_count} stale "
+            f"(no writes for {_age_text(args)}): {format_size(listing.stale_bytes)} "
+            f"in {listing.stale_files} files; {listing.kept_committing} kept for jobs past their commit point"
         )
 
-    return _show(args, _find_trees, describe)
+    def emit(listing: Any) -> None:
+        _emit_streamed(listing.summary_json(), "trees", (tree.to_json() for tree in listing.trees))
+
+    return _show(args, _find_trees, describe, emit)
 
 
 def _temp_clean(args: argparse.Namespace) -> int:
@@ -554,11 +639,11 @@ def _temp_clean(args: argparse.Namespace) -> int:
         args,
         action="delete temporary trees",
         find=_find_trees,
-        targets=lambda listing: listing.stale,
+        targets=lambda listing: (listing.stale(), listing.stale_count),
         preview=_print_trees,
         question=lambda listing: (
-            f"Delete {len(listing.stale)} stale temporary trees "
-            f"({format_size(sum(t.bytes for t in listing.stale))}) under {listing.scope}?"
+            f"Delete {listing.stale_count} stale temporary trees "
+            f"({format_size(listing.stale_bytes)} in {listing.stale_files} files) under {listing.scope}?"
         ),
         declined="Nothing deleted.",
         act=clean_temp_trees,
@@ -727,9 +812,13 @@ def _find_records(args: argparse.Namespace, store: Store, progress: Progress) ->
     )
 
 
-def _print_jobs(jobs: Sequence[Any], limit: int | None = None) -> None:
+def _print_jobs(jobs: Iterable[Any], count: int, limit: int | None = None) -> None:
     _print_table(
-        jobs, f"{'STATE':<11} {'AGE':>7} {'FILES':>5} {'SIZE':>10}  {'KINDS':<25} JOB", _job_row, limit
+        jobs,
+        count,
+        f"{'STATE':<11} {'AGE':>7} {'FILES':>5} {'SIZE':>10}  {'KINDS':<25} JOB",
+        _job_row,
+        limit,
     )
 
 
@@ -744,7 +833,7 @@ def _job_row(job: Any) -> str:
 
 def _records_list(args: argparse.Namespace) -> int:
     def describe(listing: Any) -> None:
-        _print_jobs(listing.jobs)
+        _print_jobs(listing.jobs, len(listing.jobs))
         print(
             f"{len(listing.jobs)} jobs with records in {listing.records_dir}; {len(listing.stale)} may go "
             f"({format_size(sum(job.bytes for job in listing.stale))}); kept: "
@@ -753,7 +842,7 @@ def _records_list(args: argparse.Namespace) -> int:
             f"{sum(job.unindexed for job in listing.jobs)} without an index entry"
         )
 
-    return _show(args, _find_records, describe)
+    return _show(args, _find_records, describe, lambda listing: _emit(listing.to_json()))
 
 
 def _records_prune(args: argparse.Namespace) -> int:
@@ -761,7 +850,7 @@ def _records_prune(args: argparse.Namespace) -> int:
         args,
         action="prune job records",
         find=_find_records,
-        targets=lambda listing: listing.stale,
+        targets=lambda listing: (listing.stale, len(listing.stale)),
         preview=_print_jobs,
         question=lambda listing: (
             f"Prune the records of {len(listing.stale)} jobs older than {_age_text(args)}"

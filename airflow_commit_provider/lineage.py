@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.cleanup.records import RecordPruneReport
+from airflow_commit_provider.core.cleanup.reports import KEPT_OUTCOMES
 from airflow_commit_provider.core.cleanup.temp_trees import TempCleanReport
 from airflow_commit_provider.core.cleanup.uploads import AbortReport
 from airflow_commit_provider.core.layout import RECORDS_DIR
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 FACET_LOCATIONS = 100
 #: Datasets one cleanup reports dropped: enough for a table's leftovers, few enough for one event.
 DROPPED_DATASETS = 50
+# The named trees and the locations of the rest come from the outcomes a report keeps.
+assert DROPPED_DATASETS - 1 + FACET_LOCATIONS <= KEPT_OUTCOMES
 #: Under a cleanup's scope, the dataset standing for the temporary trees past `DROPPED_DATASETS`.
 OTHER_TEMPORARY_TREES = "_other_temporary_trees"
 #: Under a cleanup's scope, the dataset standing for the multipart uploads it aborted.
@@ -135,33 +138,36 @@ class _Dropped:
 
 
 def _temporary_trees(report: TempCleanReport) -> list[_Dropped]:
-    trees = [_Dropped(o.tree.path, o.files, o.bytes) for o in sorted(report.acted, key=lambda o: o.tree.path)]
-    if len(trees) <= DROPPED_DATASETS:
+    """The first trees in path order, then one dataset summing the rest (from the report's totals)."""
+    kept = report.kept  # the acted-on trees with the smallest paths, in path order
+    trees = [_Dropped(o.tree.path, o.files, o.bytes) for o in kept]
+    if report.acted_count <= DROPPED_DATASETS:
         return trees
     named, rest = trees[: DROPPED_DATASETS - 1], trees[DROPPED_DATASETS - 1 :]
     other = _Dropped(
         report.listing.scope.join(OTHER_TEMPORARY_TREES),
-        sum(tree.files or 0 for tree in rest),
-        sum(tree.bytes or 0 for tree in rest),
+        report.totals["files"] - sum(tree.files or 0 for tree in named),
+        report.totals["bytes"] - sum(tree.bytes or 0 for tree in named),
         tuple(tree.location for tree in rest),
     )
     return [*named, other]
 
 
 def _pending_uploads(report: AbortReport) -> list[_Dropped]:
-    aborted = report.acted
-    if not aborted:
+    if not report.acted_count:
         return []
-    keys = tuple(sorted({o.upload.path for o in aborted}))
-    return [_Dropped(report.listing.scope.join(PENDING_UPLOADS), len(aborted), report.bytes_reclaimed, keys)]
+    keys = tuple(o.upload.path for o in report.kept)  # the first keys in key order; the count is of all
+    return [
+        _Dropped(report.listing.scope.join(PENDING_UPLOADS), report.acted_count, report.bytes_reclaimed, keys)
+    ]
 
 
 def _job_records(report: RecordPruneReport) -> list[_Dropped]:
-    files = sorted((status for o in report.acted for status in o.job.files), key=lambda s: s.path)
-    if not files:
+    if not report.acted_count:
         return []
+    files = sorted((status for o in report.kept for status in o.job.files), key=lambda s: s.path)
     directory = report.listing.scope.join(RECORDS_DIR)
-    return [_Dropped(directory, len(files), sum(s.size for s in files), tuple(s.path for s in files))]
+    return [_Dropped(directory, report.totals["files"], report.totals["bytes"], tuple(s.path for s in files))]
 
 
 def _dropped_dataset(dropped: _Dropped) -> InputDataset:

@@ -1,8 +1,10 @@
 """Benchmarks: `python -m bench` (or `make bench`) runs every scenario and writes the report.
 
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
-                                 s3a_job_commit,report_page,report_file_pages,
-                                 table_registration,scale,all}] [--size {tiny,small,full}]
+                                 arrow_batches,s3a_job_commit,report_page,report_file_pages,
+                                 table_registration,asset_events,partitions,scale,
+                                 verify_files,all}]
+                    [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
 Each scenario writes `<out>/<scenario>.json`; then `<out>/REPORT.md` and `<out>/chart.png` are
@@ -44,11 +46,15 @@ SCENARIOS = {
     "cleanup": "bench.cleanup",
     "datasource": "bench.datasource",
     "s3a_writes": "bench.s3a_writes",
+    "arrow_batches": "bench.arrow_batches",
     "s3a_job_commit": "bench.s3a_job_commit",
     "report_page": "bench.report_page",
     "report_file_pages": "bench.report_file_pages",
     "table_registration": "bench.table_registration",
+    "asset_events": "bench.asset_events",
+    "partitions": "bench.partitions",
     "scale": "bench.scale",
+    "verify_files": "bench.verify_files",
 }
 SCHEMA_VERSION = 1
 

@@ -9,10 +9,12 @@ ratios (ours / baseline): the median of the ratios, with min and max, is what th
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -207,6 +209,23 @@ def wait_for_quiet_host(max_load: float, max_wait: float, poll: float = 60.0) ->
     return load
 
 
+def child_json(module: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run `python -m module *args` in a fresh process (a measurement of its own memory) and return
+    the JSON object its last line of output holds; a RuntimeError with its stderr's end if it failed."""
+    completed = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
+    lines = completed.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
 class RSSSampler:
     """Peak resident set size of this process while the block runs, sampled every `interval` s."""
 
@@ -243,6 +262,19 @@ class RSSSampler:
         return self.peak - self.baseline
 
 
+def start_pyarrow() -> int:
+    """Start what job commit starts to write its lists, before the baseline: pyarrow's import and
+    its runtime's first table and Parquet write cost this process about 100 MB of RSS once (a Spark
+    driver has paid it already: PySpark moves data in Arrow), not memory that grows with the job.
+    Returns that cost, which the memory benchmarks report apart from the growth."""
+    before = RSSSampler.rss()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"path": ["s3://b/k"]}), io.BytesIO(), compression="zstd")
+    return RSSSampler.rss() - before
+
+
 @contextlib.contextmanager
 def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[], float]]:
     """`with timer() as elapsed: ...` then `elapsed()` gives the block's seconds on `clock`:
@@ -253,9 +285,9 @@ def timer(clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[
     end.append(clock())
 
 
-#: Spark 4's per-row Arrow batch measurement off in the session (`config.ARROW_MAX_BYTES_PER_BATCH`
-#: says why it matters; `ArrowWriter.sizeInBytes` sets the value count of every vector, for
-#: `mapInArrow`'s one struct column all the fields), as `write_committed` has it for its own jobs.
+#: Spark 4's per-row Arrow batch measurement off in the session (`spark.arrow_batches` says what it
+#: costs), as `write_committed` has it for its own job on fixed-width frames and as
+#: `register_data_source(spark, unmeasured_arrow_batches=True)` sets it for a session.
 ARROW_BYTE_CHECK_OFF = {ARROW_MAX_BYTES_PER_BATCH: ARROW_UNMEASURED_BATCHES}
 
 #: S3Store counters that are one HTTP request each.

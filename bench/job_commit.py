@@ -24,9 +24,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,9 +32,9 @@ from typing import Any
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from bench import s3_setup
 from bench.common import (
-    REPO_ROOT,
     BenchEnv,
     ScenarioResult,
+    child_json,
     log,
     new_id,
     requests_in,
@@ -301,14 +298,4 @@ def _memory(env: BenchEnv, result: ScenarioResult, files: int) -> None:
 
 
 def _child(args: list[str]) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-m", "bench.job_commit_memory", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"bench.job_commit_memory {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
-    lines = completed.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {}
+    return child_json("bench.job_commit_memory", args)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import json
 import os
 import shutil
@@ -47,7 +46,7 @@ from airflow_commit_provider.core.options import parse_conflict_mode
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from bench.common import RSSSampler
+from bench.common import RSSSampler, start_pyarrow
 from bench.fake_s3 import FakeS3Client
 
 JOB_ID = "bench-memory-job"
@@ -111,8 +110,8 @@ def prepare(
     return {**asdict(spec), "store": spec.store_label}
 
 
-def commit(directory: str, traced: bool = False) -> dict[str, Any]:
-    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
+def load_job(directory: str) -> tuple[JobSpec, list[TaskCommitResult], Store, Committer]:
+    """The job `prepare` saved in `directory`: its spec, task results, store and committer."""
     with open(os.path.join(directory, "job.json")) as handle:
         spec = JobSpec(**json.load(handle))
     with open(os.path.join(directory, "results.json")) as handle:
@@ -123,9 +122,14 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
         else FakeS3Client.load(os.path.join(directory, "objects.pickle"))
     )
     store = _store(client)
-    job = _committer(spec, store, directory)
+    return spec, results, store, _committer(spec, store, directory)
+
+
+def commit(directory: str, traced: bool = False) -> dict[str, Any]:
+    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
+    spec, results, store, job = load_job(directory)
     measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label}
-    measured["pyarrow_start_rss_bytes"] = _start_pyarrow()
+    measured["pyarrow_start_rss_bytes"] = start_pyarrow()
     gc.collect()
     started = time.perf_counter()
     if traced:
@@ -174,19 +178,6 @@ def task_attempt(directory: str, files: int, committer: str = "magic") -> dict[s
         "committed_files": result.files,
         "manifest_bytes": _size(store, job.layout.manifest_path(attempt.task_id)),
     }
-
-
-def _start_pyarrow() -> int:
-    """Start what job commit starts to write its lists, before the baseline: pyarrow's import and
-    its runtime's first table and Parquet write cost this process about 100 MB of RSS once (a Spark
-    driver has paid it already: PySpark moves data in Arrow), not memory that grows with the job.
-    Returns that cost."""
-    before = RSSSampler.rss()
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({"path": ["s3://b/k"]}), io.BytesIO(), compression="zstd")
-    return RSSSampler.rss() - before
 
 
 def _store(client: FakeS3Client | None) -> Store:

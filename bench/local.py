@@ -13,8 +13,9 @@ Three informative rows show what bounds ours: the same DataFrame through `mapInA
 that only counts the rows (the cost of moving them from the JVM to Python, which Spark's native
 writer never pays), a raw uncommitted `mapInArrow` + pyarrow write of one file per task with our
 tasks' writer (ours minus the commit protocol), and `df.write.format("committed")` with Spark's
-per-row Arrow batch-size check off in the session (`common.ARROW_BYTE_CHECK_OFF`), which
-`write_committed` turns off for its own jobs and a data source cannot.
+per-row Arrow batch-size check off in the session (`common.ARROW_BYTE_CHECK_OFF`, what
+`register_data_source(spark, unmeasured_arrow_batches=True)` sets), which `write_committed` skips
+for its own job when the schema bounds a batch and a data source's writes cannot skip on their own.
 
 Codecs are explicit on both sides: parquet snappy, ORC zstd (Spark 4's defaults).
 """

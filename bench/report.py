@@ -21,11 +21,15 @@ ORDER = (
     "cleanup",
     "datasource",
     "s3a_writes",
+    "arrow_batches",
     "s3a_job_commit",
     "report_page",
     "report_file_pages",
     "table_registration",
+    "asset_events",
+    "partitions",
     "scale",
+    "verify_files",
 )
 
 
@@ -170,6 +174,15 @@ def markdown(
                 lines.append(f"| {name} | {_span(stats, unit)}{'' if unit in ('s', '') else ' ' + unit} |")
         if points:
             lines += ["", *curve_table(points)]
+            phases = phase_table(points)
+            if phases:
+                lines += [
+                    "",
+                    "The phases of job commit at each committer's largest point on the files axis "
+                    "(the job record's `phases`: wall seconds and store requests per phase):",
+                    "",
+                    *phases,
+                ]
             earlier = (before or {}).get(doc["scenario"])
             if earlier is not None:
                 lines += [
@@ -177,6 +190,8 @@ def markdown(
                     f"Before (`{BEFORE_DIR}/{doc['scenario']}.json`, size {earlier['size']}, run at "
                     f"{earlier.get('started_at', '–')}; drawn faded in the chart):",
                     "",
+                    *(f"- {note}" for note in earlier.get("notes") or []),
+                    *([""] if earlier.get("notes") else []),
                     *curve_table(earlier.get("points") or []),
                 ]
             if chart:
@@ -205,6 +220,7 @@ CURVE_COLUMNS = (
     ("Lists (B)", "lists_bytes", ""),
     ("Poke reads (B)", "poke_bytes", ""),
     ("Poke requests", "poke_requests", ""),
+    ("Poke judged", "poke_source", None),
     ("S3A poke reads (B)", "s3a_poke_bytes", ""),
     ("Report page 0", "report_page_seconds", "s"),
 )
@@ -223,6 +239,36 @@ def curve_table(points: list[dict[str, Any]]) -> list[str]:
     ):
         cells = [_curve_cell(point.get(key), unit) for _, key, unit in CURVE_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def phase_table(points: list[dict[str, Any]]) -> list[str]:
+    """The job record's phases of each committer's largest point on the files axis, per store:
+    where the commit spends its time and its requests at the top of the curve."""
+    largest: dict[tuple[str, str], dict[str, Any]] = {}
+    for point in points:
+        key = (point["committer"], point["store"])
+        if (
+            point["axis"] == "files"
+            and point.get("phases")
+            and point["files"] >= largest.get(key, {}).get("files", 0)
+        ):
+            largest[key] = point
+    if not largest:
+        return []
+    lines = [
+        "| Committer | Store | Files | Phase | Seconds | Share | Requests | By kind |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (committer, store), point in sorted(largest.items()):
+        total = sum(phase["end"] - phase["start"] for phase in point["phases"]) or 1
+        for phase in point["phases"]:
+            millis = phase["end"] - phase["start"]
+            kinds = ", ".join(f"{kind} {count:,}" for kind, count in phase["requests"].items()) or "–"
+            lines.append(
+                f"| {committer} | {store} | {point['files']:,} | {phase['name']} | {_num(millis / 1000, 's')} | "
+                f"{millis / total:.0%} | {sum(phase['requests'].values()):,} | {kinds} |"
+            )
     return lines
 
 

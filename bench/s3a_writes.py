@@ -14,8 +14,9 @@ for every committer's job commit):
   JVM to Python, which Spark's own writer never does), and into a raw pyarrow write of one file per
   task with no commit protocol (plus encoding and uploading); and, informative, the transfer and
   `df.write.format("committed")` with Spark's per-row Arrow batch-size check off in the session
-  (`ARROW_BYTE_CHECK_OFF`), which `write_committed` turns off for its own jobs and a data source
-  cannot.
+  (`ARROW_BYTE_CHECK_OFF`, what `register_data_source(spark, unmeasured_arrow_batches=True)` sets),
+  which `write_committed` skips for its own job when the schema bounds a batch (this frame's does:
+  `spark.arrow_batches`) and a data source's writes cannot skip on their own.
 
 Per write: wall time; client CPU (`BenchEnv.client_cpu`: the driver's Python, the Spark JVM, its
 Python workers); the S3 server's CPU (`BenchEnv.server_cpu`); requests per file written (ours: the
@@ -149,18 +150,18 @@ def run(env: BenchEnv) -> ScenarioResult:
         small = spark_tasks.make_frame(spark, 256 * 1024, partitions)
         with env.bucket("s3aw-warmup") as bucket:
             for variant in variants:
-                _write(env, variant, small, bucket)
+                write_variant(env, variant, small, bucket)
 
     for rep in range(env.repeat):
         with env.bucket("s3aw") as bucket:
-            written = {variant: _write(env, variant, df, bucket) for variant in rotated(variants, rep)}
+            written = {variant: write_variant(env, variant, df, bucket) for variant in rotated(variants, rep)}
         for variant in variants:
             _record(result, variant, written[variant])
         _compare(result, ours, bounds, written)
     return result
 
 
-def _write(env: BenchEnv, variant: Variant, frame: Any, bucket: str) -> Written:
+def write_variant(env: BenchEnv, variant: Variant, frame: Any, bucket: str) -> Written:
     """One write of `frame` by `variant` into a fresh prefix of `bucket`."""
     spark = env.s3a_spark
     prefix = new_id(variant.kind.replace("-", ""))

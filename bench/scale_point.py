@@ -9,7 +9,10 @@ directory). `prepare` sets the job up and runs its tasks through the real task p
 (`setup_task`, `create_file`, write 1 KiB, close, `commit_task`), saving the task results (and,
 on the in-process store, its objects) in the work directory. `measure` loads them, runs
 `commit_job` in this fresh process and prints one JSON line (`measure_point`): wall and CPU
-seconds, requests, peak RSS growth, the stored sizes, one sensor poke and the report's first page.
+seconds, requests, peak RSS growth (pyarrow is started before the baseline and its fixed cost
+reported apart, `bench.common.start_pyarrow`), the stored sizes (None for a file the store does
+not hold), one sensor poke (and the file it judged), the report's first page and the job record's
+`phases`.
 
 The stores: ``s3`` is the embedded S3 (endpoint and credentials come in the environment, never on
 the command line), ``in-process`` the real `S3Store` over `bench.fake_s3`'s stand-in for the
@@ -29,8 +32,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.job_records import job_record_path
@@ -40,7 +41,7 @@ from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.core.success_check import SuccessExpectations, success_path
-from bench.common import RSSSampler, requests_in, timer
+from bench.common import RSSSampler, requests_in, start_pyarrow, timer
 from bench.fake_s3 import FakeS3Client
 
 STORES = ("s3", "in-process", "local")
@@ -86,39 +87,6 @@ class PointSpec:
         )
 
 
-class KeepingFakeS3Client(FakeS3Client):
-    """`FakeS3Client` that keeps every `put_object` body whatever its size.
-
-    The stand-in keeps bodies up to `fake_s3.KEEP_BYTES` (1 MiB) and serves zeros for larger ones,
-    so a pendingset of a few thousand files reads back as zeros and a 1M-file job commit fails.
-    Every `put_object` the committers make is a record the protocol reads back (pendingsets,
-    manifests, `_SUCCESS`, the job's records); data goes up as multipart parts, which the stand-in
-    never keeps. Local to this benchmark until `bench.fake_s3` keeps them itself.
-    """
-
-    _keys: dict[str, SortedList]
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        # Sorted keys that take a new key in O(log n): the stand-in's list takes it with `insort`,
-        # moving every later key, and a magic job's upload records sort before its pending files,
-        # so a million-file prepare moved terabytes.
-        self._keys = {bucket: SortedList(keys) for bucket, keys in self._keys.items()}
-
-    def _store(self, bucket: str, key: str, value: bytes | int) -> None:
-        with self._lock:
-            if (bucket, key) not in self.objects:
-                self._keys.setdefault(bucket, SortedList()).add(key)
-            self.objects[(bucket, key)] = value
-
-    def put_object(self, Bucket: str, Key: str, Body: Any, IfNoneMatch: str | None = None) -> dict:
-        if IfNoneMatch == "*" and (Bucket, Key) in self.objects:
-            return super().put_object(Bucket, Key, Body, IfNoneMatch)  # the 412, as S3 answers it
-        data = bytes(Body) if isinstance(Body, (bytes, bytearray, memoryview)) else Body.read()
-        self._store(Bucket, Key, data)
-        return {"ETag": '"fake"'}
-
-
 def file_name(index: int, task: int, partitions: int) -> str:
     """The `index`-th file of the job, written by `task`: spread over `partitions` partitions by
     index, so each task writes into many partitions (an unsorted write, the harder case)."""
@@ -129,7 +97,7 @@ def open_store(spec: PointSpec, *, threads: int) -> Store:
     if spec.store == "s3":
         return S3Store(max_pool_connections=threads + 4)  # endpoint and credentials: the environment
     if spec.store == "in-process":
-        return S3Store(client=KeepingFakeS3Client.load(str(spec.objects_file)))
+        return S3Store(client=FakeS3Client.load(str(spec.objects_file)))
     if spec.store == "local":
         return LocalStore()
     raise ValueError(f"store {spec.store!r} is not one of {', '.join(STORES)}")
@@ -138,7 +106,7 @@ def open_store(spec: PointSpec, *, threads: int) -> Store:
 def prepare(spec: PointSpec) -> dict[str, Any]:
     """Set up the job and run its tasks; save what `measure` needs. Not measured."""
     threads = PREPARE_THREADS[spec.store]
-    fake = KeepingFakeS3Client() if spec.store == "in-process" else None
+    fake = FakeS3Client() if spec.store == "in-process" else None
     store = S3Store(client=fake) if fake is not None else open_store(spec, threads=threads)
     try:
         committer = create_committer(spec.committer, store, spec.destination, spec.job_id, spec.options())
@@ -217,6 +185,7 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
         committer = create_committer(spec.committer, store, spec.destination, spec.job_id, spec.options())
         if isinstance(store, S3Store):
             store.hot  # noqa: B018 - create the clients now: a driver has them since job setup
+        pyarrow_start = start_pyarrow()
         gc.collect()
         before = store.statistics.snapshot()
         with RSSSampler() as rss, timer() as wall, timer(time.process_time) as cpu:
@@ -232,6 +201,7 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
             "counters": counters,
             "rss_baseline_bytes": rss.baseline,
             "rss_growth_bytes": rss.growth,
+            "pyarrow_start_rss_bytes": pyarrow_start,
             **stored_sizes(store, spec),
             **sensor_poke(store, spec),
         }
@@ -239,6 +209,8 @@ def measure_point(spec: PointSpec) -> dict[str, Any]:
             report = load_commit(store, spec.destination, spec.job_id, page=0)
         measured["report_page_seconds"] = page()
         measured["report_listed_files"] = report.listed_files
+        # The job record's timeline of the commit just measured: what each phase took and asked.
+        measured["phases"] = [phase.to_json() for phase in report.phases]
     finally:
         store.close()
     return measured
@@ -269,6 +241,10 @@ def sensor_poke(store: Store, spec: PointSpec) -> dict[str, Any]:
         "poke_bytes": bytes_read(),
         "poke_requests": requests_in(counters),
         "poke_seconds": elapsed(),
+        # The check falls back to the job's record when no `_SUCCESS` names the job: then the
+        # poke's bytes are the record's, and the point says so (a 1M-file `_SUCCESS` the
+        # stand-in once lost was measured that way).
+        "poke_source": check.source,
     }
 
 

@@ -76,6 +76,30 @@ def raw_local_parquet_task(
     yield _write_one_parquet(stream, partition, codec, row_group_bytes, batches)
 
 
+#: Bytes per row on disk for `make_mixed_frame` (snappy parquet).
+MIXED_BYTES_PER_ROW = 100
+
+
+def make_mixed_frame(spark: Any, target_bytes: int, partitions: int, seed: int = 7) -> Any:
+    """A deterministic DataFrame of about `target_bytes` on disk with strings among the numbers, as
+    a typical table has: an id, a timestamp, three random doubles, a small int, a user name, an
+    HTTP method and a 64-character hex digest (whose size, unlike the others', no schema bounds)."""
+    from pyspark.sql import functions as F
+
+    rows = max(target_bytes // MIXED_BYTES_PER_ROW, partitions)
+    columns = [F.col("id"), F.timestamp_seconds(F.lit(1_700_000_000) + F.col("id")).alias("ts")]
+    columns += [F.rand(seed + i).alias(f"d{i}") for i in range(3)]
+    columns.append((F.col("id") % 997).cast("int").alias("k"))
+    columns.append(F.concat(F.lit("user-"), (F.col("id") % 100_003).cast("string")).alias("user"))
+    columns.append(
+        F.element_at(F.array(*map(F.lit, ("GET", "POST", "PUT"))), (F.col("id") % 3 + 1).cast("int")).alias(
+            "method"
+        )
+    )
+    columns.append(F.sha2(F.col("id").cast("string"), 256).alias("digest"))
+    return spark.range(0, rows, numPartitions=partitions).select(*columns)
+
+
 def transfer_only_task(batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow body that only counts the rows: the cost of moving them from the JVM to Python."""
     import pyarrow as pa

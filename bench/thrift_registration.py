@@ -6,13 +6,17 @@ The metastore is Hive 2.3's own service (``devtools.hive_metastore.HiveMetastore
 a private PostgreSQL (``devtools.postgres.Postgres``), both started once for the scenario and
 always stopped. Each repetition creates a fresh external table over Thrift (``create_table``, as
 any metastore client may) over a folder already holding its ``dt=...`` directories, then registers
-them all; the Thrift calls are counted by wrapping the client the catalog hands to its request, so
-the count is whatever the catalog did, by name.
+them all three times: new, again (nothing changes), and with a tenth of them moved to other
+folders. The Thrift calls are counted by wrapping the client the catalog hands to its request
+(``devtools.metastore_client.CountingMetastoreCatalog``), so the count is whatever the catalog did,
+by name, with the most partitions one call carried.
 
-No same-metastore baseline: MSCK REPAIR and the ALTER loop run through a Spark session, and the
-bench has one (one JVM per process; Spark builds its Hive client once per JVM, from the conf its
-first session had), on an embedded Derby metastore. Pointing Spark at the service would take a
-second Spark application, whose startup would dwarf what is measured; these rows stand alone.
+The same-run baseline is what registration did before it was batched: one request of every
+partition (``batch_size`` = the partition count), on its own fresh table, its order rotated with
+ours; it is given the time that takes (the catalog's default is 60 s per call, which one request of
+10,000 partitions overran here). No MSCK REPAIR or ALTER baseline: those run through a Spark
+session, and the bench's one session (one per JVM; Spark builds its Hive client once per JVM, from
+the conf its first session had) is on an embedded Derby metastore.
 """
 
 from __future__ import annotations
@@ -20,35 +24,42 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from airflow_commit_provider.core.catalog import Partition, location_path
-from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog, thrift_values
+from airflow_commit_provider.core.catalog import REGISTRATION_BATCH, Partition, location_path
+from airflow_commit_provider.core.hive_metastore_catalog import thrift_values
 from airflow_commit_provider.core.paths import StorePath, same_location
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
+from airflow_commit_provider.devtools.metastore_client import (
+    CountingMetastoreCatalog,
+    database,
+    external_parquet_table,
+    metastore_client,
+)
 from airflow_commit_provider.devtools.postgres import Postgres, PostgresError
-from bench.common import BenchEnv, ScenarioResult, log, timer
+from bench.common import BenchEnv, ScenarioResult, log, rotated, timer
 
 METHOD = "ours over Thrift"
+BASELINE = "one request of all (before batching)"
 DATABASE = "bench_thrift_tables"
-#: Hive's classes of a table ``STORED AS PARQUET`` (what Spark's Hive client writes for one).
-PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
-PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
-PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-
-_T = TypeVar("_T")
+#: The registrations of each repetition, in order: all new, all again, a tenth moved.
+CASES = ("new", "again", "moved")
+#: What one call may take here, for ours and the baseline alike (one request of 10,000 took 409 s).
+CALL_TIMEOUT = 1800.0
 
 
 def measure(env: BenchEnv, result: ScenarioResult, counts: list[int]) -> None:
     """Time and count `register_partitions` for each of `counts` partitions, `env.repeat` times,
-    into `result`; without PostgreSQL, a note says the route was skipped and why."""
+    into `result`, against one request of all; without PostgreSQL, a note says the route was
+    skipped and why."""
     result.parameters[METHOD] = (
         "HiveMetastoreCatalog.register_partitions (the data source's registration) on Hive 2.3's "
-        "Thrift metastore kept in PostgreSQL, on loopback"
+        f"Thrift metastore kept in PostgreSQL, on loopback, in batches of {REGISTRATION_BATCH}"
     )
+    result.parameters[f"{METHOD}: cases"] = list(CASES)
     try:
         postgres = Postgres()
     except PostgresError as error:
@@ -57,34 +68,64 @@ def measure(env: BenchEnv, result: ScenarioResult, counts: list[int]) -> None:
         return
     root = env.work_dir / "thrift-tables"
     with postgres, _metastore(postgres, root) as service:
-        catalog = _CountingCatalog(service.uri)
-        with _client(service) as client:
-            client.create_database(_database(root))
+        assert service.port is not None
+        ours = CountingMetastoreCatalog(service.uri, timeout_seconds=CALL_TIMEOUT)
+        with metastore_client(service.host, service.port) as client:
+            client.create_database(database(DATABASE, (root / "db").as_uri()))
             # The service's first requests load its classes and fill DataNucleus's caches: one
             # registration, not recorded, so the first count measured is no slower for coming first.
-            _register(client, catalog, root, 1)
+            _register(client, ours, root, 1)
             for count in counts:
-                for _turn in range(env.repeat):
-                    seconds, calls = _register(client, catalog, root, count)
-                    result.measure(f"{METHOD}: seconds per partition, {count} partitions", seconds / count)
-                    result.measure(
-                        f"{METHOD}: Thrift calls per partition, {count} partitions",
-                        calls.total() / count,
-                        "calls",
-                    )
-                    log(f"{count} partitions: {METHOD} {seconds:.3f} s, Thrift calls {dict(calls)}")
-                result.notes.append(
-                    f"{METHOD}, {count} partitions: Thrift calls in the last registration: "
-                    + ", ".join(f"{method} {number}" for method, number in calls.items())
+                one_request = CountingMetastoreCatalog(
+                    service.uri, timeout_seconds=CALL_TIMEOUT, batch_size=count
                 )
+                catalogs = {METHOD: ours, BASELINE: one_request}
+                for turn in range(env.repeat):
+                    measured = {
+                        method: _register(client, catalogs[method], root, count)
+                        for method in rotated(list(catalogs), turn)
+                    }
+                    _record(result, count, measured)
     result.notes.append(
         f"{METHOD} is register_partitions alone, as the Spark route's ours is; after the commit point "
         "register_table_partitions looks the table up first (table_info: one get_table more)."
     )
-    result.notes.append(
-        f"{METHOD} has no same-metastore baseline: MSCK REPAIR and the ALTER loop need a Spark session "
-        "on the Thrift metastore, and the bench's one session (one per JVM) is on embedded Derby."
-    )
+
+
+def _record(
+    result: ScenarioResult,
+    count: int,
+    measured: dict[str, dict[str, tuple[float, Counter[str], Counter[str]]]],
+) -> None:
+    """Ours against the baseline per case, our own rows, and the calls by name in the notes."""
+    for case in CASES:
+        ours, baseline = measured[METHOD][case], measured[BASELINE][case]
+        result.comparison(
+            f"Thrift registration, {case}: seconds per partition, {count} partitions, against {BASELINE}",
+            ours_label=METHOD,
+            baseline_label=BASELINE,
+            unit="s",
+            group="time",
+        ).add(ours[0] / count, baseline[0] / count)
+        for method in measured:
+            seconds, calls, largest = measured[method][case]
+            label = f"{method}, {case}, {count} partitions"
+            result.measure(f"{label}: seconds", seconds)
+            result.measure(f"{label}: seconds per partition", seconds / count)
+            result.measure(f"{label}: Thrift calls", calls.total(), "calls")
+            result.measure(
+                f"{label}: most partitions in one call", max(largest.values(), default=0), "partitions"
+            )
+            log(f"{label}: {seconds:.3f} s, Thrift calls {dict(calls)}, largest {dict(largest)}")
+    for method in measured:
+        result.notes.append(
+            f"{method}, {count} partitions: Thrift calls by case: "
+            + "; ".join(
+                f"{case} "
+                + ", ".join(f"{name} {number}" for name, number in measured[method][case][1].items())
+                for case in CASES
+            )
+        )
 
 
 @contextmanager
@@ -102,104 +143,46 @@ def _metastore(postgres: Postgres, root: Path) -> Iterator[HiveMetastoreService]
         yield service
 
 
-@contextmanager
-def _client(service: HiveMetastoreService) -> Iterator[Any]:
-    """A Thrift client of the service for the bench's own setup (not counted)."""
-    from pymetastore.metastore import HMS
-
-    assert service.port is not None
-    with HMS.create(service.host, service.port) as connection:
-        yield connection.client
-
-
-def _database(root: Path) -> Any:
-    from pymetastore.hive_metastore.ttypes import Database
-
-    return Database(name=DATABASE, description="", locationUri=(root / "db").as_uri(), parameters={})
-
-
-def _register(client: Any, catalog: _CountingCatalog, root: Path, count: int) -> tuple[float, Counter[str]]:
-    """A fresh table over `count` partition folders, registered through `catalog`: seconds and its
-    Thrift calls by name. Fails unless the metastore then lists every partition at its folder."""
+def _register(
+    client: Any, catalog: CountingMetastoreCatalog, root: Path, count: int
+) -> dict[str, tuple[float, Counter[str], Counter[str]]]:
+    """A fresh table over `count` partition folders, registered through `catalog` new, again and
+    with a tenth moved: per case, seconds, Thrift calls by name and the most partitions a call of
+    each name carried. Fails unless the metastore then lists every partition at its folder."""
     name = f"events_{uuid.uuid4().hex[:12]}"
     table = f"{DATABASE}.{name}"
     location = root / name
     store_location = StorePath.parse(location.as_uri())
     partitions = []
     for index in range(count):
-        day = f"2024-01-01-{index:04d}"
+        day = f"2024-01-01-{index:05d}"
         folder = location / f"dt={day}"
         folder.mkdir(parents=True)
         (folder / "part-00000.parquet").write_bytes(b"PAR1")
         partitions.append(Partition((("dt", day),), store_location.join(f"dt={day}")))
-    client.create_table(_external_table(name, location))
+    moved = [
+        Partition(p.values, store_location.join("moved", p.location.name)) if index % 10 == 0 else p
+        for index, p in enumerate(partitions)
+    ]
+    client.create_table(external_parquet_table(DATABASE, name, location.as_uri()))
     try:
-        catalog.calls.clear()
-        with timer() as elapsed:
-            catalog.register_partitions(table, partitions)
-        seconds, calls = elapsed(), Counter(catalog.calls)
-        listed = catalog.partitions(table)
-        expected = {thrift_values(partition): partition.location for partition in partitions}
-        if set(listed) != set(expected) or not all(
-            same_location(location_path(listed[values]), where) for values, where in expected.items()
-        ):
-            raise RuntimeError(f"{METHOD} registered {len(listed)} of {count} partitions of {table} as asked")
-        return seconds, calls
+        measured = {}
+        for case, wanted in zip(CASES, (partitions, partitions, moved), strict=True):
+            catalog.clear()
+            with timer() as elapsed:
+                catalog.register_partitions(table, wanted)
+            measured[case] = (elapsed(), Counter(catalog.calls), Counter(catalog.largest))
+            _check(catalog, table, wanted)
+        return measured
     finally:
         client.drop_table(DATABASE, name, False)
 
 
-def _external_table(name: str, location: Path) -> Any:
-    """An external table ``(id BIGINT) PARTITIONED BY (dt STRING) STORED AS PARQUET`` at `location`."""
-    from pymetastore.hive_metastore.ttypes import FieldSchema, SerDeInfo, StorageDescriptor, Table
-
-    storage = StorageDescriptor(
-        cols=[FieldSchema("id", "bigint", "")],
-        location=location.as_uri(),
-        inputFormat=PARQUET_INPUT,
-        outputFormat=PARQUET_OUTPUT,
-        compressed=False,
-        numBuckets=-1,
-        serdeInfo=SerDeInfo(serializationLib=PARQUET_SERDE, parameters={}),
-        bucketCols=[],
-        sortCols=[],
-        parameters={},
-    )
-    return Table(
-        tableName=name,
-        dbName=DATABASE,
-        owner="bench",
-        sd=storage,
-        partitionKeys=[FieldSchema("dt", "string", "")],
-        parameters={"EXTERNAL": "TRUE"},
-        tableType="EXTERNAL_TABLE",
-    )
-
-
-class _CountingCatalog(HiveMetastoreCatalog):
-    """The catalog, counting by name the Thrift calls it makes (each one request and its reply):
-    the client its `_request` connects is wrapped before the call gets it."""
-
-    def __init__(self, uris: str) -> None:
-        super().__init__(uris)
-        self.calls: Counter[str] = Counter()
-
-    def _request(self, name: str, action: str, call: Callable[[Any], _T]) -> _T:
-        return super()._request(name, action, lambda client: call(_CountingClient(client, self.calls)))
-
-
-class _CountingClient:
-    """A Thrift client whose method calls add one to `calls[method]`."""
-
-    def __init__(self, client: Any, calls: Counter[str]) -> None:
-        self._client = client
-        self._calls = calls
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._client, name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self._calls[name] += 1
-            return method(*args, **kwargs)
-
-        return counted
+def _check(catalog: CountingMetastoreCatalog, table: str, partitions: list[Partition]) -> None:
+    """The metastore lists exactly `partitions`, each at its location."""
+    listed = catalog.partitions(table)
+    expected = {thrift_values(partition): partition.location for partition in partitions}
+    if set(listed) != set(expected) or not all(
+        same_location(location_path(listed[values]), where) for values, where in expected.items()
+    ):
+        raise RuntimeError(f"{METHOD}: {table} does not list its {len(partitions)} partitions as registered")

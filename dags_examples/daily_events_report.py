@@ -119,7 +119,7 @@ with DAG(
             store = CommitStoreHook().get_store(partition)
             try:
                 committed = load_success(store, partition)
-                files = [StorePath.from_uri(f.uri) for f in committed.iter_files()]
+                files = [StorePath.from_uri(f.uri) for f in committed.iter_all_files(store, partition)]
                 rows = sum(pq.ParquetFile(io.BytesIO(store.read_bytes(f))).metadata.num_rows for f in files)
             finally:
                 store.close()

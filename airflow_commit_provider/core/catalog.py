@@ -15,9 +15,10 @@ SparkSession, registers through a Thrift metastore (``core.hive_metastore_catalo
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME, partition_path, unescape_path_name
 from airflow_commit_provider.core.formats.success import InlinePartitions, SuccessData
@@ -28,6 +29,20 @@ from airflow_commit_provider.core.store.base import Store
 
 #: A Hive-format table's serde names its file format (``STORED AS PARQUET``).
 _SERDE_FORMATS = {"parquet": "parquet", "orc": "orc", "json": "json", "lazysimpleserde": "csv"}
+#: Partitions per registration request, whatever the job wrote (10,000 partitions is 10 of them).
+#: What a Hive metastore accepts in one request is bounded several ways, and 1,000 stays inside all
+#: of them: Hive's own client fetches partitions by name 300 at a time
+#: (``hive.metastore.batch.retrieve.max``), Impala 1,000 (``...batch.retrieve.table.partition.max``);
+#: the metastore turns a list of names into one SQL ``IN`` list, which Oracle caps at 1,000 and SQL
+#: Server at 2,100 parameters (``hive.direct.sql.max.elements.in.clause`` is 1,000 for them), and
+#: PostgreSQL at 32,767; its server refuses a Thrift message over 100 MiB
+#: (``hive.metastore.server.max.message.size``), and each partition sent carries the table's whole
+#: storage descriptor (its columns), so 10,000 partitions of a wide table pass it; and one add is
+#: one database transaction that checks, for each partition, that it is new and that its directory
+#: exists (a request to the store), all within the client's timeout.
+REGISTRATION_BATCH = 1000
+
+_T = TypeVar("_T")
 
 
 class CatalogError(Exception):
@@ -67,8 +82,8 @@ class Catalog(Protocol):
 
     def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
         """Add each partition that is missing, set the location of one that differs; never touch
-        other partitions. Idempotent: registering again changes nothing. `partitions` may be a
-        stream of any length (a job's partition list): consume it once."""
+        other partitions. Idempotent: registering again changes nothing. `partitions` is streamed
+        (a job's may come from its partition list), in requests of at most `REGISTRATION_BATCH`."""
         ...
 
 
@@ -129,6 +144,13 @@ def partition_values(columns: Sequence[str], path: str) -> tuple[tuple[str, str 
             )
         values.append((column, None if value == DEFAULT_PARTITION_NAME else unescape_path_name(value)))
     return tuple(values)
+
+
+def batched(items: Iterable[_T], size: int) -> Iterator[list[_T]]:
+    """`items` in lists of `size` (the last may be shorter), taken as they come: one list in memory."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def partition_name(partition: Partition) -> str:

@@ -5,7 +5,9 @@ marker), never from a listing of the table: a report costs a few reads whether t
 files or a million. The record keeps totals per task, phase and partition, and names the job's
 file list (`core.formats.file_list`), whose pages are read through ranged reads: a page costs the
 list's footer and the row group it lies in, never the whole list. A record from before the file
-list pages the files its table's `_SUCCESS` lists inline, while that is still the job's.
+list pages the files its table's `_SUCCESS` lists inline, while that is still the job's. The
+partitions are paged too (`partition_rows`): past the inline ones, from the job's partition list,
+so a report of a job that wrote 10,000 partitions reads one page of them.
 
 A job with no records of ours - one of Hadoop's own committers (engine="hadoop"), or ours once its
 records were pruned - is reported from the `_SUCCESS` that names it, while that is the table's:
@@ -15,13 +17,18 @@ sizes), and what its committer counted and timed (`iostatistics`) and noted (`di
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.file_list import ListRef, read_file_list_page
+from airflow_commit_provider.core.formats.file_list import (
+    ListRef,
+    partition_order_key,
+    read_file_list_page,
+    read_partition_page,
+)
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
 from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
@@ -44,9 +51,11 @@ __all__ = [
     "list_commit_page",
     "list_commits",
     "load_commit",
+    "partition_count",
+    "partition_rows",
 ]
 
-#: Files per page of a report's file list.
+#: Files per page of a report's file list, and partitions per page of its partition table.
 PAGE_SIZE = 100
 #: How much of the table's `_SUCCESS` the list of commits reads: Hadoop's, which name 100 files at
 #: most, take a few KiB; ours list every file, and their jobs are listed from their records.
@@ -129,6 +138,7 @@ class CommitReport:
     tasks: tuple[TaskReport, ...]
     phases: tuple[CommitPhase, ...]
     partitions: tuple[PartitionReport, ...]
+    """Page `partition_page` of the partitions the job wrote, in path order."""
     success: dict[str, object] | None
     lost_attempts: tuple[LostAttempt, ...] = ()
     """The attempts that were not their task's commit, as the job record keeps them."""
@@ -146,6 +156,10 @@ class CommitReport:
     statistics: CommitStatistics | None = None
     from_success: bool = False
     """Built from the table's `_SUCCESS` alone: the job left no records of ours."""
+    partition_page: int = 0
+    partition_pages: int = 1
+    partition_count: int = 0
+    """How many partitions the job wrote (the partition table pages through them)."""
 
 
 @dataclass(frozen=True)
@@ -213,28 +227,39 @@ def _unrecorded(
 
 
 def load_commit(
-    store: Store, destination: str | StorePath, job_id: str, page: int = 0, page_size: int = PAGE_SIZE
+    store: Store,
+    destination: str | StorePath,
+    job_id: str,
+    page: int = 0,
+    page_size: int = PAGE_SIZE,
+    partition_page: int = 0,
 ) -> CommitReport:
-    """The report of job `job_id` under `destination`, with page `page` of its files.
+    """The report of job `job_id` under `destination`, with page `page` of its files and page
+    `partition_page` of its partitions.
 
     A job without records is reported from the table's `_SUCCESS` when that names it. Raises
-    ValueError naming the job when neither the records nor the `_SUCCESS` know it.
+    ValueError naming the job when neither the records nor the `_SUCCESS` know it, or naming the
+    list whose page is out of range.
     """
     root = StorePath.parse(destination)
     status = inspect_job(store, root, job_id)
     if status.state is JobState.UNKNOWN:
-        return _report_of_success(store, root, job_id, page, page_size)
+        return _report_of_success(store, root, job_id, page, page_size, partition_page)
     record, outcome = status.record, status.outcome
     files = _committed_files(store, root, record) if record is not None else _Files(0)
-    first, pages = _page(files.count, job_id, page, page_size)
+    first, pages = _page(files.count, job_id, page, page_size, "file list")
     files_page, files_missing = files.page(first, page_size)
+    partitions = _partition_page(store, root, record, job_id, partition_page, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary(status),
         conflict_mode=outcome.conflict_mode if outcome is not None else None,
         tasks=_tasks(outcome),
         phases=tuple(record.phases or ()) if record is not None else (),
-        partitions=_partitions(record),
+        partitions=partitions.rows,
+        partition_page=partition_page,
+        partition_pages=partitions.pages,
+        partition_count=partitions.count,
         success=record.summary() if record is not None else None,
         lost_attempts=tuple(record.lost_attempts or ()) if record is not None else (),
         lost_attempts_left_out=dict(record.lost_attempts_left_out or {}) if record is not None else {},
@@ -248,22 +273,28 @@ def load_commit(
     )
 
 
-def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, page_size: int) -> CommitReport:
+def _report_of_success(
+    store: Store, root: StorePath, job_id: str, page: int, page_size: int, partition_page: int
+) -> CommitReport:
     """The report of a job without records, from the table's `_SUCCESS` if that names it."""
     success, problem = _table_success(store, root)
     if success is None or success.job_id != job_id:
         found = problem or f"{root.join(SUCCESS_FILENAME)} names job {success.job_id if success else ''!r}"
         raise ValueError(f"{root.join(RECORDS_DIR).uri()}: no records of job {job_id!r}, and {found}")
     files = _listed_files(store, root, success)
-    first, pages = _page(files.count, job_id, page, page_size)
+    first, pages = _page(files.count, job_id, page, page_size, "file list")
     files_page, files_missing = files.page(first, page_size)
+    partitions = _partition_page(store, root, success, job_id, partition_page, page_size)
     return CommitReport(
         destination=root.uri(),
         summary=_summary_of_success(success),
         conflict_mode=None,
         tasks=(),
         phases=tuple(success.phases or ()),
-        partitions=_partitions(success),
+        partitions=partitions.rows,
+        partition_page=partition_page,
+        partition_pages=partitions.pages,
+        partition_count=partitions.count,
         success=success.summary(),
         files_page=files_page,
         page=page,
@@ -276,12 +307,12 @@ def _report_of_success(store: Store, root: StorePath, job_id: str, page: int, pa
     )
 
 
-def _page(files: int, job_id: str, page: int, page_size: int) -> tuple[int, int]:
-    """(index of the page's first file, number of pages) of a list of `files` files, or a
-    ValueError for a page out of range."""
-    pages = max(1, -(-files // page_size))
+def _page(count: int, job_id: str, page: int, page_size: int, listed: str) -> tuple[int, int]:
+    """(index of the page's first entry, number of pages) of `count` entries, or a ValueError for a
+    page out of range naming the `listed` list."""
+    pages = max(1, -(-count // page_size))
     if not 0 <= page < pages:
-        raise ValueError(f"page {page} of job {job_id!r}: the file list has pages 0 to {pages - 1}")
+        raise ValueError(f"page {page} of job {job_id!r}: the {listed} has pages 0 to {pages - 1}")
     return page * page_size, pages
 
 
@@ -343,9 +374,51 @@ def _tasks(outcome: JobOutcome | None) -> tuple[TaskReport, ...]:
     )
 
 
-def _partitions(record: SuccessData | None) -> tuple[PartitionReport, ...]:
-    stats = (record.partition_stats or {}) if record is not None else {}
-    return tuple(PartitionReport(name, s.files, s.bytes, s.rows) for name, s in sorted(stats.items()))
+@dataclass(frozen=True)
+class _PartitionPage:
+    rows: tuple[PartitionReport, ...]
+    pages: int
+    count: int
+
+
+def _partition_page(
+    store: Store, root: StorePath, record: SuccessData | None, job_id: str, page: int, page_size: int
+) -> _PartitionPage:
+    """Page `page` of the job's partitions, with the number of pages and of partitions."""
+    count = partition_count(record)
+    first, pages = _page(count, job_id, page, page_size, "partition table")
+    rows = () if record is None else tuple(partition_rows(store, root, record, first, page_size))
+    return _PartitionPage(rows, pages, count)
+
+
+def partition_count(record: SuccessData | None) -> int:
+    """How many partitions the job wrote: its partition list's count, else its record's statistics'."""
+    if record is None:
+        return 0
+    if record.partition_list is not None and record.partition_count is not None:
+        return record.partition_count
+    return len(record.partition_stats or {})
+
+
+def partition_rows(
+    store: Store, root: StorePath, record: SuccessData, first: int, count: int
+) -> Iterator[PartitionReport]:
+    """The job's partitions `first` to `first + count`, in the partition list's order
+    (`partition_order_key`), with what each received.
+
+    Up to ``PARTITIONS_LIMIT`` partitions the record's ``partitionStats`` lists them all; past it,
+    they are rows of the job's partition list (``docs/bounded-commits.md``: ``partitionList``), read
+    a page at a time through ranged reads, never whole.
+    """
+    if record.partition_list is not None:
+        source = f"the record of job {record.job_id}"
+        found = read_partition_page(store, root, record.partition_list, first, count, source)
+    else:
+        stats = record.partition_stats or {}
+        names = sorted(stats, key=partition_order_key)[first : first + count]
+        found = [(name, stats[name]) for name in names]
+    for name, received in found:
+        yield PartitionReport(name, received.files, received.bytes, received.rows)
 
 
 @dataclass(frozen=True)

@@ -18,25 +18,30 @@ Spark writes its schema into the parameters of both kinds, so columns and types 
 when present (Spark's own names for its types: ``int``, ``bigint``, ``decimal(10,2)``...), else
 from the descriptor's Hive types, which spell the simple types alike.
 
-Partitions are registered with one ``add_partitions_req`` (if not exists) for the whole batch, then
-one ``alter_partitions`` for those whose location differs, after one ``get_partitions_by_names``;
-values and names are Spark's (``core.escaping``). A missing table is TableNotFoundError; a
-metastore that cannot be reached or fails a call is CatalogUnreachableError; both name the table.
+Partitions are registered over one connection, in batches of ``core.catalog.REGISTRATION_BATCH``
+(which says what a metastore accepts in one request): per batch, one ``get_partitions_by_names``,
+then one ``add_partitions_req`` (if not exists) of those missing and one ``alter_partitions`` of
+those whose location differs; values and names are Spark's (``core.escaping``). A missing table
+is TableNotFoundError; a metastore that cannot be reached or fails a call is
+CatalogUnreachableError; both name the table.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from airflow_commit_provider.core.catalog import (
+    REGISTRATION_BATCH,
     CatalogUnreachableError,
     Partition,
     TableInfo,
     TableNotFoundError,
+    batched,
     location_path,
     location_text,
     partition_name,
@@ -81,12 +86,18 @@ def split_table_name(name: str) -> tuple[str, str]:
 
 class HiveMetastoreCatalog:
     """The Hive metastore at `uris` (``hive.metastore.uris``; the first that answers serves), one
-    connection per request; each Thrift call waits at most `timeout_seconds`."""
+    connection per request; each Thrift call waits at most `timeout_seconds`, and carries at most
+    `batch_size` partitions."""
 
-    def __init__(self, uris: str, *, timeout_seconds: float = 60.0) -> None:
+    def __init__(
+        self, uris: str, *, timeout_seconds: float = 60.0, batch_size: int = REGISTRATION_BATCH
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self.uris = uris
         self._addresses = metastore_addresses(uris)
         self._timeout_ms = int(timeout_seconds * 1000)
+        self._batch_size = batch_size
 
     def __repr__(self) -> str:
         return f"HiveMetastoreCatalog({self.uris!r})"
@@ -99,39 +110,25 @@ class HiveMetastoreCatalog:
         return describe_table(name, table)
 
     def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
-        """Add the missing partitions in one batch (``ifNotExists``: a concurrent add is no
-        error), then set, in one batch, the location of each existing one that differs."""
-        partitions = list(partitions)  # read more than once below
-        if not partitions:
-            return
+        """Register `partitions` batch by batch (one batch in memory): add those missing
+        (``ifNotExists``: a concurrent add is no error), then set the location of each existing one
+        that differs. A failure names how many partitions were registered before it; those stay
+        registered, and registering again finishes the rest."""
         database, table_name = split_table_name(name)
+        batches = batched(partitions, self._batch_size)
+        first = next(batches, None)
+        if first is None:
+            return
+        done = 0
 
         def register(client: Any) -> None:
-            from pymetastore.hive_metastore.ttypes import AddPartitionsRequest
-
+            nonlocal done
             table = client.get_table(database, table_name)
-            names = [partition_name(partition) for partition in partitions]
-            existing = {
-                tuple(found.values): found
-                for found in client.get_partitions_by_names(database, table_name, names)
-            }
-            missing, moved = [], []
-            for partition in partitions:
-                found = existing.get(thrift_values(partition))
-                if found is None:
-                    missing.append(_new_partition(table, partition))
-                elif not same_location(location_path(found.sd.location or ""), partition.location):
-                    found.sd.location = location_text(partition.location)
-                    moved.append(found)
-            if missing:
-                request = AddPartitionsRequest(
-                    database, table_name, missing, ifNotExists=True, needResult=False
-                )
-                client.add_partitions_req(request)
-            if moved:
-                client.alter_partitions(database, table_name, moved)
+            for batch in itertools.chain([first], batches):
+                _register_batch(client, table, batch)
+                done += len(batch)
 
-        self._request(name, f"register {len(partitions)} partitions of {name}", register)
+        self._request(name, lambda: f"register the partitions of {name} ({done:,} done)", register)
 
     def partitions(self, name: str) -> dict[tuple[str, ...], str]:
         """Every partition of the table: its values (Hive's default partition name for null) and
@@ -144,18 +141,22 @@ class HiveMetastoreCatalog:
         )
         return {tuple(partition.values): partition.sd.location for partition in found}
 
-    def _request(self, name: str, action: str, call: Callable[[Any], _T]) -> _T:
-        """`call` with a connected client; Thrift's errors as ours, in one line naming the table."""
+    def _request(self, name: str, action: str | Callable[[], str], call: Callable[[Any], _T]) -> _T:
+        """`call` with a connected client; Thrift's errors as ours, in one line naming the table
+        and the action (a callable gives it as it stands when the error happens)."""
         from pymetastore.hive_metastore.ThriftHiveMetastore import Client
         from pymetastore.hive_metastore.ttypes import NoSuchObjectException
         from thrift.protocol.TBinaryProtocol import TBinaryProtocol
         from thrift.Thrift import TException
 
+        def described() -> str:
+            return action() if callable(action) else action
+
         try:
             transport = self._connect()
         except (TException, OSError) as error:
             raise CatalogUnreachableError(
-                f"cannot {action}: metastore {self.uris}: {_one_line(error)}"
+                f"cannot {described()}: metastore {self.uris}: {_one_line(error)}"
             ) from error
         try:
             return call(Client(TBinaryProtocol(transport)))
@@ -165,7 +166,7 @@ class HiveMetastoreCatalog:
             ) from None
         except (TException, OSError) as error:
             raise CatalogUnreachableError(
-                f"cannot {action}: metastore {self.uris}: {_one_line(error)}"
+                f"cannot {described()}: metastore {self.uris}: {_one_line(error)}"
             ) from error
         finally:
             transport.close()
@@ -186,6 +187,35 @@ class HiveMetastoreCatalog:
                 last_error = error
         assert last_error is not None
         raise last_error
+
+
+def _register_batch(client: Any, table: Any, batch: list[Partition]) -> None:
+    """One batch: one ``get_partitions_by_names``, then at most one ``add_partitions_req`` and one
+    ``alter_partitions``. A partition named twice in the batch is added once (the metastore
+    refuses a request naming one twice)."""
+    from pymetastore.hive_metastore.ttypes import AddPartitionsRequest
+
+    wanted = {thrift_values(partition): partition for partition in batch}
+    names = [partition_name(partition) for partition in wanted.values()]
+    existing = {
+        tuple(found.values): found
+        for found in client.get_partitions_by_names(table.dbName, table.tableName, names)
+    }
+    missing, moved = [], []
+    for values, partition in wanted.items():
+        found = existing.get(values)
+        if found is None:
+            missing.append(_new_partition(table, partition))
+        elif not same_location(location_path(found.sd.location or ""), partition.location):
+            found.sd.location = location_text(partition.location)
+            moved.append(found)
+    if missing:
+        request = AddPartitionsRequest(
+            table.dbName, table.tableName, missing, ifNotExists=True, needResult=False
+        )
+        client.add_partitions_req(request)
+    if moved:
+        client.alter_partitions(table.dbName, table.tableName, moved)
 
 
 def _one_line(error: BaseException) -> str:

@@ -21,6 +21,8 @@ from airflow_commit_provider.core.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
+    PROGRESS_LOG_INTERVAL,
+    LoggingProgress,
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
@@ -46,7 +48,15 @@ __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCo
 
 class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
     """The Amazon provider's operator arguments (``aws_conn_id``, ``region_name``, ``verify``,
-    ``botocore_config``) and templating, over a :class:`CommitStoreHook`."""
+    ``botocore_config``) and templating, over a :class:`CommitStoreHook`.
+
+    Memory does not grow with what is cleaned (a million uploads or files): listings are spooled
+    on the worker's local disk, and the returned report holds counts, bytes and a sample.
+
+    :param threads: requests in flight.
+    :param sample_size: names of removed items in the returned report (at most 200).
+    :param progress_interval: seconds between progress lines (counts and rate) in the task log.
+    """
 
     aws_hook_class = CommitStoreHook
     # `dry_run` is kept as `dry_run_flag`: an attribute `dry_run` would hide `BaseOperator.dry_run()`.
@@ -62,6 +72,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         allow_bucket_root: bool = False,
         threads: int = 16,
         sample_size: int = 20,
+        progress_interval: float = PROGRESS_LOG_INTERVAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -72,6 +83,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         self.allow_bucket_root = allow_bucket_root
         self.threads = threads
         self.sample_size = sample_size
+        self.progress_interval = progress_interval
         # What this try did, for OpenLineage.
         self._report: CleanupReport[Any, Any] | None = None
         # Fail at DAG parse time when nothing is left to render.
@@ -90,6 +102,7 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
         path, age, job_id, dry_run = self._resolve()
         self._report = None
         store = self._store(path)
+        progress = LoggingProgress(self.log, self.progress_interval)
         try:
             report = self._clean(
                 store,
@@ -99,9 +112,12 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
                 dry_run=dry_run,
                 allow_bucket_root=self.allow_bucket_root,
                 threads=self.threads,
+                progress=progress,
             )
         finally:
+            progress.close()
             store.close()
+        report.close()  # its counts and kept outcomes stay; the local spools go
         self._report = report
         self.log.info("%s", report.describe())
         failure = report.failure_message()

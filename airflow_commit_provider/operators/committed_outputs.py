@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider import lineage
 from airflow_commit_provider.assets import commit_extra, emit_commit_event
+from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.paths import StorePath
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -38,10 +40,14 @@ class CommittedOutputs:
 
     def _publish_commit(self, context: Context, data: SuccessData, result: dict[str, Any]) -> dict[str, Any]:
         """Publish a verified commit: the asset event (extra, partition keys) and, for lineage, `result`."""
-        partitions = data.partitions or []
-        self._written = {**result, "partitions": partitions}
+        partitions = [p for p in data.partitions if p]
+        count = len(partitions) if data.partition_count is None else data.partition_count
+        listed_at = partition_list_uri(self.destination, data)
+        extra = commit_extra(result, partitions, partition_count=count, partition_list=listed_at)
+        # What lineage reports: the extra's partitions (its facet lists no more) and the counts.
+        self._written = {**result, "partitions": extra["partitions"]}
         if self.asset is not None:
-            emit_commit_event(context, self.asset, commit_extra(result, partitions), partitions)
+            emit_commit_event(context, self.asset, extra, partitions, count)
         elif self.emit_asset:
             log.info("destination is templated, so this task declared no asset for it (see emit_asset)")
         return result
@@ -67,6 +73,16 @@ class CommittedOutputs:
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         """The destination; with statistics only if the job committed although the try failed."""
         return self.get_openlineage_facets_on_complete(task_instance)
+
+
+def partition_list_uri(destination: str, data: SuccessData) -> str:
+    """Where every partition a committed job wrote is listed, for readers of its asset event: its
+    partition list when `_SUCCESS` names only the first ones, else the job's record (its
+    ``partitionStats`` name each partition). Both outlive the `_SUCCESS` the next job replaces."""
+    root = StorePath.parse(destination)
+    if data.partition_list is not None:
+        return data.partition_list.location(root).uri()
+    return JobLayout(root, data.job_id).job_record.uri()
 
 
 def _transport_conf(conf: dict[str, Any], context: Context) -> dict[str, Any]:

@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int
     parser.add_argument(
         "--page", type=positive, default=1, help="page of the file list, 100 files each (default 1)"
     )
+    parser.add_argument(
+        "--partition-page",
+        type=positive,
+        default=1,
+        help="page of the partition table, 100 partitions each (default 1)",
+    )
     parser.add_argument("--limit", type=positive, default=20, help="recent commits listed (default 20)")
     parser.add_argument(
         "--after",
@@ -51,7 +57,9 @@ def run(args: argparse.Namespace, store: Store) -> int:
     job_id = args.job or (commits[0].job_id if commits else None)
     if job_id is None:
         raise ValueError(f"{destination.join(RECORDS_DIR).uri()}: no job records, so no commit to report")
-    report = load_commit(store, destination, job_id, page=args.page - 1)
+    report = load_commit(
+        store, destination, job_id, page=args.page - 1, partition_page=args.partition_page - 1
+    )
     if args.json:
         print(
             json.dumps(

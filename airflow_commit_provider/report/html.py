@@ -20,7 +20,7 @@ _ENVIRONMENT = Environment(
     autoescape=select_autoescape(default=True, default_for_string=True),
     trim_blocks=False,
 )
-#: Page links shown around the current page of the file list.
+#: Page links shown around the current page of the file list and of the partition table.
 _PAGE_LINKS_AROUND = 5
 
 
@@ -31,19 +31,27 @@ def render_commit(
     page_link: Callable[[int], str] | None = None,
     job_link: Callable[[str], str] | None = None,
     older_link: str | None = None,
+    partition_page_link: Callable[[int], str] | None = None,
 ) -> str:
     """The page of one commit, under the destination's recent `commits` when given.
 
-    `page_link(n)` gives the address of page n of the file list, `job_link(job)` that of another
-    commit's page and `older_link` that of the next page of commits (the UI's; a stand-alone file
-    has no links and holds the page it was made with).
+    `page_link(n)` gives the address of page n of the file list, `partition_page_link(n)` that of
+    page n of the partition table, `job_link(job)` that of another commit's page and `older_link`
+    that of the next page of commits (the UI's; a stand-alone file has no links and holds the pages
+    it was made with).
     """
     view = commit_view(report)
+    partition_links = (
+        _page_links(report.partition_page, report.partition_pages, partition_page_link)
+        if partition_page_link
+        else []
+    )
     context: dict[str, Any] = {
         "view": view,
         "state": report.summary.state,
         "sections": view.sections,
-        "page_links": _page_links(report, page_link) if page_link else [],
+        "section_links": {"partitions": partition_links},
+        "page_links": _page_links(report.page, report.pages, page_link) if page_link else [],
         "commits": [
             (summary_row(c), job_link(c.job_id) if job_link else None, c.job_id == report.summary.job_id)
             for c in commits
@@ -54,8 +62,8 @@ def render_commit(
     return _ENVIRONMENT.get_template("commit.html.j2").render(context)
 
 
-def _page_links(report: CommitReport, page_link: Callable[[int], str]) -> list[tuple[int, str | None]]:
-    """(page number shown from 1, its link or None for the current page) around the current page."""
-    first = max(0, report.page - _PAGE_LINKS_AROUND)
-    last = min(report.pages, report.page + _PAGE_LINKS_AROUND + 1)
-    return [(n + 1, None if n == report.page else page_link(n)) for n in range(first, last)]
+def _page_links(page: int, pages: int, page_link: Callable[[int], str]) -> list[tuple[int, str | None]]:
+    """(page number shown from 1, its link or None for the current `page`) around `page`."""
+    first = max(0, page - _PAGE_LINKS_AROUND)
+    last = min(pages, page + _PAGE_LINKS_AROUND + 1)
+    return [(n + 1, None if n == page else page_link(n)) for n in range(first, last)]

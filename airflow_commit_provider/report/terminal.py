@@ -29,6 +29,8 @@ def print_commit(console: Console, report: CommitReport) -> None:
     for section in view.sections:
         if section.rows:
             console.print(_table(section.title, section.columns, section.rows))
+            if section.note:
+                console.print(section.note)
     console.print(view.page_note)
 
 

@@ -41,6 +41,8 @@ class Section:
     title: str
     columns: tuple[str, ...]
     rows: list[list[str]]
+    note: str = ""
+    """Which page of a longer list the rows are (shown under the table)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def commit_view(report: CommitReport) -> CommitView:
             "tasks", "Tasks (every attempt: the one committed, then those that lost)", TASK_COLUMNS, tasks
         ),
         Section("phases", "Job commit phases", PHASE_COLUMNS, phases),
-        Section("partitions", "Partitions", PARTITION_COLUMNS, partitions),
+        Section("partitions", "Partitions", PARTITION_COLUMNS, partitions, _partition_note(report)),
         *_statistics_sections(report.statistics),
         Section("files", "Files", FILE_COLUMNS, files),
     ]
@@ -143,6 +145,18 @@ def _page_note(report: CommitReport) -> str:
     if committed is not None and committed > report.listed_files:
         note += f" (the job committed {committed:,}; its _SUCCESS names only these)"
     return note
+
+
+def _partition_note(report: CommitReport) -> str:
+    """Which partitions the page shows, when the job wrote more than one page of them."""
+    if report.partition_pages <= 1:
+        return ""
+    first = report.partition_page * report.page_size + 1
+    last = first + len(report.partitions) - 1
+    return (
+        f"partitions {first:,}-{last:,} of {report.partition_count:,}, "
+        f"page {report.partition_page + 1} of {report.partition_pages}"
+    )
 
 
 def _statistics_sections(statistics: CommitStatistics | None) -> list[Section]:

@@ -2,22 +2,27 @@
 (Hive metastore, embedded Derby, AWS Glue through its Hive client factory).
 
 Table descriptions come from ``DESCRIBE TABLE EXTENDED`` and ``spark.catalog.listColumns``;
-partitions are registered with one batched ``ALTER TABLE .. ADD IF NOT EXISTS PARTITION ..`` and a
-``SET LOCATION`` for each existing partition whose location differs. Partition values and locations
-are quoted as Spark SQL string literals.
+partitions are registered with one ``ALTER TABLE .. ADD IF NOT EXISTS PARTITION ..`` statement per
+``core.catalog.REGISTRATION_BATCH`` partitions (Spark hands each to its Hive client in batches of
+``spark.sql.addPartitionInBatch.size``, 100 by default) and a ``SET LOCATION`` for each existing
+partition whose location differs. Partition values and locations are quoted as Spark SQL string
+literals.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
 from airflow_commit_provider.core.catalog import (
+    REGISTRATION_BATCH,
     CatalogError,
     CatalogUnreachableError,
     Partition,
     TableInfo,
     TableNotFoundError,
+    batched,
     location_path,
     location_text,
     partition_name,
@@ -27,10 +32,14 @@ from airflow_commit_provider.core.paths import same_location
 
 
 class SparkCatalog:
-    """The session's catalog. Errors other than a missing table are CatalogUnreachableError."""
+    """The session's catalog. Errors other than a missing table are CatalogUnreachableError. One
+    ``ADD IF NOT EXISTS`` statement names at most `batch_size` partitions."""
 
-    def __init__(self, spark: Any):
+    def __init__(self, spark: Any, *, batch_size: int = REGISTRATION_BATCH):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self._spark = spark
+        self._batch_size = batch_size
 
     def table_info(self, name: str) -> TableInfo:
         if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
@@ -47,26 +56,29 @@ class SparkCatalog:
         )
 
     def register_partitions(self, name: str, partitions: Iterable[Partition]) -> None:
-        """One ``SHOW PARTITIONS``, one batched ``ADD IF NOT EXISTS``, then, for each partition
-        that existed before, a ``DESCRIBE`` of its location and ``SET LOCATION`` if it differs
-        (a partition just added has the location given)."""
-        partitions = list(partitions)  # read more than once below
-        if not partitions:
+        """One ``SHOW PARTITIONS`` (the names of the table's partitions, held while registering),
+        then per batch one ``ADD IF NOT EXISTS`` of the batch and, for each partition of it that
+        existed before, a ``DESCRIBE`` of its location and ``SET LOCATION`` if it differs (a
+        partition just added has the location given). `partitions` is streamed, a batch at a time."""
+        batches = batched(partitions, self._batch_size)
+        first = next(batches, None)
+        if first is None:
             return
         if not self._call(f"look up table {name}", self._spark.catalog.tableExists, name):
             raise TableNotFoundError(f"table {name} does not exist: its partitions cannot be registered")
         shown = self._call(f"list the partitions of {name}", lambda: self._sql(f"SHOW PARTITIONS {name}"))
         existing = {row[0] for row in shown}
-        specs = " ".join(
-            f"PARTITION ({partition_spec(p)}) LOCATION {sql_string(location_text(p.location))}"
-            for p in partitions
-        )
-        self._call(
-            f"add partitions to {name}", lambda: self._sql(f"ALTER TABLE {name} ADD IF NOT EXISTS {specs}")
-        )
-        for partition in partitions:
-            if partition_name(partition) in existing:
-                self._set_location_if_differs(name, partition)
+        for batch in itertools.chain([first], batches):
+            specs = " ".join(
+                f"PARTITION ({partition_spec(p)}) LOCATION {sql_string(location_text(p.location))}"
+                for p in batch
+            )
+            self._call(
+                f"add partitions to {name}", self._sql, f"ALTER TABLE {name} ADD IF NOT EXISTS {specs}"
+            )
+            for partition in batch:
+                if partition_name(partition) in existing:
+                    self._set_location_if_differs(name, partition)
 
     def _set_location_if_differs(self, name: str, partition: Partition) -> None:
         spec = partition_spec(partition)

@@ -60,11 +60,10 @@ OPERATOR_CONFS = (
 #: Spark copies ``spark.hadoop.X`` into the Hadoop conf as ``X`` when the SparkContext starts.
 HADOOP_CONF_PREFIX = "spark.hadoop."
 #: Spark 4 measures the Arrow batch it fills for Python after every row, to stop at this many bytes
-#: (64 MB by default); for ``mapInArrow``'s single struct column that walks every field of every
-#: row, and it was most of the cost of moving rows from the JVM to Python (bench/s3a_writes.py).
-#: At Int.MaxValue Spark skips the measurement, and batches are cut by
-#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` alone, as before Spark 4.
+#: (64 MiB by default); at Int.MaxValue it skips the measurement, and batches are cut by
+#: ``ARROW_MAX_RECORDS_PER_BATCH`` alone. What we set them to, and when: ``spark.arrow_batches``.
 ARROW_MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
+ARROW_MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 ARROW_UNMEASURED_BATCHES = str(2**31 - 1)
 #: Spark's own key for a write job's unique ID (SPARK-33230); we set it as a local property.
 SPARK_WRITE_JOB_UUID = "spark.sql.sources.writeJobUUID"

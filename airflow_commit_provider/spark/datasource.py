@@ -56,6 +56,14 @@ Column types are checked as in ``write_committed`` (``type_support``); for orc, 
 whose calendar table Spark's ORC writer rebases old timestamps with is taken from this worker's
 environment (``orc_layout.process_time_zone``): there is no session to ask.
 
+**Arrow batches.** Spark sends the rows to ``write()`` in Arrow batches sized by the session's
+``spark.sql.execution.arrow.*`` settings, the same for every write of the session (a data source's
+write has none of its own, and its driver side no session to set them for one job, as
+``write_committed`` does: ``arrow_batches``). By default Spark measures each batch after every row to
+keep it under 64 MiB, which keeps wide rows safe and costs narrow rows most of their transfer time;
+``register_data_source(spark, unmeasured_arrow_batches=True)`` turns the measurement off for the
+session when the user knows no rows are wide.
+
 **Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
 Spark's ``PythonBatchWrite`` keeps ``BatchWrite.useCommitCoordinator()``'s default (true), so
 ``DataWritingSparkTask`` asks ``OutputCommitCoordinator.canCommit(stage, stageAttempt, partition,
@@ -86,8 +94,15 @@ from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog
 from airflow_commit_provider.core.table_checks import check_write
 from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.arrow_batches import unmeasure_session
 from airflow_commit_provider.spark.formats import file_format
-from airflow_commit_provider.spark.frames import HIDDEN_PREFIX, empty_file_schema, resolve_partition_columns
+from airflow_commit_provider.spark.frames import (
+    HIDDEN_PREFIX,
+    PARTITION_VALUE_BYTES,
+    empty_file_schema,
+    partition_value_too_long,
+    resolve_partition_columns,
+)
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
 from airflow_commit_provider.spark.tables import schema_columns
 from airflow_commit_provider.spark.task_config import TaskConfig
@@ -141,14 +156,24 @@ SPARK_DEFAULT_CODECS = {"parquet": "snappy", "orc": "zstd"}
 PARTITION_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "date", "boolean")
 
 
-def register_data_source(spark: SparkSession) -> None:
+def register_data_source(spark: SparkSession, *, unmeasured_arrow_batches: bool = False) -> None:
     """Make ``df.write.format("committed")`` available in ``spark``, a classic or Spark Connect
     session. Idempotent: registering again replaces the registration.
 
     A session whose catalog is a Thrift metastore (``spark.hadoop.hive.metastore.uris``) registers a
     source that writes its tables (``option("table", ...)``) through that metastore by default:
     the source's driver side runs without a session, so the URI travels in the class.
+
+    ``unmeasured_arrow_batches=True`` makes the source's writes as fast as ``write_committed``'s
+    (``arrow_batches``): it turns Spark's per-row Arrow batch measurement off for the whole
+    session, unless the session sets ``spark.sql.execution.arrow.maxBytesPerBatch`` itself, and
+    logs a warning saying so. Batches are then cut at ``maxRecordsPerBatch`` rows alone, for every
+    Arrow batch the session sends to Python; leave it off if any rows may be wide (1 MB rows make
+    10 GB batches at Spark's default 10,000 rows). Spark gives a Python data source's writes no
+    setting of their own, so this cannot be narrower.
     """
+    if unmeasured_arrow_batches:
+        unmeasure_session(spark)
     uris = spark.conf.get(METASTORE_URIS_CONF, None)
     if not uris:
         spark.dataSource.register(CommittedDataSource)
@@ -424,13 +449,17 @@ def _task_config(
 
 
 def _with_partition_keys(config: TaskConfig, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The batch with its partition values as strings ('' as null, as Spark), sorted by them, so
-    the task writer sees each partition directory's rows as one run."""
+    """The batch with its partition values as strings ('' as null, as Spark; longer than
+    `PARTITION_VALUE_BYTES` refused, as by ``write_committed``), sorted by them, so the task writer
+    sees each partition directory's rows as one run."""
     if not config.partitioned:
         return batch
     keys = []
     for column in config.partition_columns:
         as_string = pc.cast(batch.column(column), pa.string())
+        longest = pc.max(pc.binary_length(as_string)).as_py()
+        if longest is not None and longest > PARTITION_VALUE_BYTES:
+            raise ValueError(partition_value_too_long(column))
         keys.append(pc.if_else(pc.equal(as_string, ""), pa.scalar(None, pa.string()), as_string))
     with_keys = pa.RecordBatch.from_arrays(
         [*batch.columns, *keys], names=[*batch.schema.names, *config.key_columns]

@@ -26,6 +26,18 @@ log = logging.getLogger("airflow_commit_provider.spark")
 
 #: Prefix of the hidden columns the prepared DataFrame adds; user columns may not start with it.
 HIDDEN_PREFIX = "__airflow_commit_"
+#: The longest partition value (UTF-8 bytes) a write accepts: one S3 key holds at most 1,024 bytes
+#: and a local directory name 255, so no store could hold a longer one in a path. Refused while the
+#: rows are read, it also bounds the partition keys' share of an Arrow batch (`arrow_batches`).
+PARTITION_VALUE_BYTES = 1024
+
+
+def partition_value_too_long(column: str) -> str:
+    """The error for a value of `column` longer than `PARTITION_VALUE_BYTES`."""
+    return (
+        f"partition column {column!r} has a value of more than {PARTITION_VALUE_BYTES} bytes, "
+        "longer than any store's path can hold"
+    )
 
 
 def _quoted(name: str) -> str:
@@ -57,7 +69,8 @@ def prepare_frame(df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf) -> t
 
     Partition values are cast to strings by Spark itself (so timestamps, dates, doubles look
     exactly as in Spark's directory names) with '' turned into null as Spark does (both go to
-    ``__HIVE_DEFAULT_PARTITION__``), and each Spark partition is sorted by them.
+    ``__HIVE_DEFAULT_PARTITION__``), a value longer than `PARTITION_VALUE_BYTES` refused, and each
+    Spark partition is sorted by them.
     csv/json rows are encoded by Spark's own ``to_csv``/``to_json`` with the write's options.
     """
     from pyspark.sql import functions as F
@@ -84,8 +97,12 @@ def prepare_frame(df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf) -> t
     keys = []
     for column, key in zip(partition_columns, key_columns, strict=True):
         as_string = F.col(_quoted(column)).cast("string")
+        too_long = F.raise_error(F.lit(partition_value_too_long(column)))
         keys.append(
-            F.when(as_string == F.lit(""), F.lit(None).cast("string")).otherwise(as_string).alias(key)
+            F.when(as_string == F.lit(""), F.lit(None).cast("string"))
+            .when(F.octet_length(as_string) > PARTITION_VALUE_BYTES, too_long)
+            .otherwise(as_string)
+            .alias(key)
         )
 
     codec, suffix = fmt_spec.resolve_codec(
@@ -155,13 +172,19 @@ def empty_file_schema(data_schema: Any, line_column: str | None, timezone: str |
     if line_column is not None:
         return pa.schema([(line_column, pa.string())])
     try:
-        import inspect
-
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        if "timezone" not in inspect.signature(to_arrow_schema).parameters:
-            return to_arrow_schema(data_schema)  # PySpark 4.0: timestamps are always UTC-adjusted
-        return to_arrow_schema(data_schema, timezone=timezone or "UTC")
+        return arrow_schema(data_schema, timezone or "UTC")
     except Exception:  # an exotic type pyspark cannot map: no empty file, as for a partitioned write
         log.debug("no Arrow schema for %s", data_schema, exc_info=True)
         return None
+
+
+def arrow_schema(spark_schema: Any, timezone: str) -> Any:
+    """pyspark's Arrow form of a Spark schema, timestamps in `timezone`; raises for a type it
+    cannot map."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" not in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(spark_schema)  # PySpark 4.0: timestamps are always UTC-adjusted
+    return to_arrow_schema(spark_schema, timezone=timezone)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from airflow_commit_provider.core.committers import Committer, TaskCommitResult
     from airflow_commit_provider.spark.task_config import TaskConfig
     from airflow_commit_provider.spark.task_info import TaskInfo
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 class TaskInstrumentation:
     """Called inside every task (so picklable), in the task's own process."""
 
+    received_batch: Callable[[TaskInfo, pa.RecordBatch], None] | None = None
+    """Each Arrow batch Spark hands the task, before it is written (what the task holds at once)."""
     after_file: Callable[[TaskInfo, str], None] | None = None
     """After each file is closed (published into the attempt), with its relative path."""
     before_commit: Callable[[TaskInfo], None] | None = None

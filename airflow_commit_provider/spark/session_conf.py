@@ -1,14 +1,15 @@
-"""A running session's conf changed for the length of a write.
+"""A running session's conf changed for the length of a block.
 
-Spark reads most keys when a job starts, so a write sets them around its own jobs; concurrent
-writes in one session (days run as threads) must not undo each other's settings.
+Spark reads most keys when a job starts, so a caller sets them around its own jobs (Spark's own
+writers with ``jvm_committer_conf``, the benchmarks). A ``write_committed`` job's Arrow settings are local
+properties of its thread instead (``arrow_batches``), so that concurrent writes in one session
+(days run as threads) never see each other's.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from airflow_commit_provider.spark.config import HADOOP_CONF_PREFIX
@@ -36,43 +37,3 @@ def applied_conf(spark: Any, conf: Mapping[str, str]) -> Iterator[None]:
                 spark.conf.unset(target)
             else:
                 spark.conf.set(target, earlier)
-
-
-class _SharedDefault:
-    """Concurrent writes in one session (days run as threads of one driver) share the session's
-    conf: each one saving and restoring the value on its own would restore another write's
-    setting and leave it behind. The first write that needs the default sets it, the last one
-    unsets it, and a value the session already had is never touched."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders: dict[tuple[int, str], int] = {}
-
-    @contextmanager
-    def held(self, spark: Any, key: str, value: str) -> Iterator[None]:
-        slot = (id(spark), key)
-        with self._lock:
-            holders = self._holders.get(slot, 0)
-            set_by_session = holders == 0 and spark.conf.get(key, None) is not None
-            if not set_by_session:
-                if holders == 0:
-                    spark.conf.set(key, value)
-                self._holders[slot] = holders + 1
-        try:
-            yield
-        finally:
-            if not set_by_session:
-                with self._lock:
-                    self._holders[slot] -= 1
-                    if self._holders[slot] == 0:
-                        del self._holders[slot]
-                        spark.conf.unset(key)
-
-
-#: Session defaults held while any write of this process needs them (``held_default``).
-_shared_defaults = _SharedDefault()
-
-
-def held_default(spark: Any, key: str, value: str) -> AbstractContextManager[None]:
-    """Set ``key`` to ``value`` for the block unless the session sets it; safe for concurrent writes."""
-    return _shared_defaults.held(spark, key, value)

@@ -196,6 +196,8 @@ class PartitionWriter:
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> None:
         try:
             for batch in batches:
+                if self.probes.received_batch:
+                    self.probes.received_batch(self.info, batch)
                 if batch.num_rows:
                     self._write_batch(batch)
                 elif self._data_schema is None:

@@ -41,7 +41,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.catalog import Catalog, CatalogError, register_table_partitions
@@ -52,10 +51,10 @@ from airflow_commit_provider.core.stages import conflicts
 from airflow_commit_provider.core.stages.errors import CommitError, OutputConflictError
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.spark import config as cfg
+from airflow_commit_provider.spark.arrow_batches import write_job_batches
 from airflow_commit_provider.spark.catalog import SparkCatalog
-from airflow_commit_provider.spark.frames import prepare_frame
+from airflow_commit_provider.spark.frames import PARTITION_VALUE_BYTES, prepare_frame
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
-from airflow_commit_provider.spark.session_conf import held_default
 from airflow_commit_provider.spark.summary import WriteRun, WriteSummary, summarise
 from airflow_commit_provider.spark.tables import plan_committed_write
 from airflow_commit_provider.spark.task_config import TaskConfig
@@ -139,8 +138,7 @@ def run_write(
     conf = cfg.SparkConf(df.sparkSession)
     prepared, task_config = prepare_frame(df, plan, conf)
     _warn_if_last_attempt_wins(plan, conf)
-    with _unmeasured_arrow_batches(df.sparkSession):
-        run = _run(prepared, plan, task_config, instrumentation or WriteInstrumentation(), started)
+    run = _run(prepared, plan, task_config, instrumentation or WriteInstrumentation(), started)
     if plan.table is not None:
         run = dataclasses.replace(
             run, success=register_after_commit(catalog or SparkCatalog(df.sparkSession), plan, run.success)
@@ -217,14 +215,21 @@ def _run_tasks(
 ) -> tuple[list[dict[str, Any]], list[TaskCommitResult]]:
     """One Spark job, one commit task per partition: each task's row, and the results to commit."""
     job_id, name = plan.job_id, plan.commit.committer
-    with _local_properties(
-        prepared.sparkSession,
-        {
-            cfg.SPARK_WRITE_JOB_UUID: job_id,
-            "spark.job.description": (
-                f"write_committed {plan.format} to {plan.destination} ({name} committer, job {job_id})"
-            ),
-        },
+    with (
+        _local_properties(
+            prepared.sparkSession,
+            {
+                cfg.SPARK_WRITE_JOB_UUID: job_id,
+                "spark.job.description": (
+                    f"write_committed {plan.format} to {plan.destination} ({name} committer, job {job_id})"
+                ),
+            },
+        ),
+        write_job_batches(
+            prepared.sparkSession,
+            prepared.schema,
+            dict.fromkeys(task_config.key_columns, PARTITION_VALUE_BYTES),
+        ),
     ):
         collected = prepared.mapInArrow(
             functools.partial(_write_partition, task_config, instrumentation), _result_schema()
@@ -339,17 +344,6 @@ def _progress_logger(job_id: str, destination: StorePath) -> Callable[[int, int]
             log.info("job %s: committed %d files to %s", job_id, done, destination)
 
     return report
-
-
-def _unmeasured_arrow_batches(spark: Any) -> AbstractContextManager[None]:
-    """Skip Spark 4's per-row Arrow batch measurement for this write's job, unless the session sets
-    it (``cfg.ARROW_MAX_BYTES_PER_BATCH``): batches are then cut by ``maxRecordsPerBatch`` alone.
-
-    Measuring was most of what moving rows to Python cost (``bench/s3a_writes.py``: 7.7 s of 1 GB
-    with it, 1.2 s without). A user who needs byte-bounded batches for very wide rows keeps them by
-    setting the key, which this never overrides.
-    """
-    return held_default(spark, cfg.ARROW_MAX_BYTES_PER_BATCH, cfg.ARROW_UNMEASURED_BATCHES)
 
 
 class _local_properties:

@@ -50,9 +50,11 @@ def task_commit_page(
     job: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     commits_after: Annotated[str | None, Query(max_length=200)] = None,
+    partition_page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
     """The commit of the task instance's latest try, or another commit (`job`) to the same
-    destination, under a page of its recent commits (older ones after the cursor `commits_after`)."""
+    destination, with page `page` of its files and `partition_page` of its partitions, under a page
+    of its recent commits (older ones after the cursor `commits_after`)."""
     target = _report_target(dag_id, run_id, task_id, map_index)
     destination, job_id = target["destination"], job or target["job_id"]
     store = CommitStoreHook(aws_conn_id=target.get("aws_conn_id")).get_store(destination)
@@ -62,7 +64,7 @@ def task_commit_page(
         except ValueError as error:
             raise HTTPException(status_code=400, detail=str(error)) from None
         try:
-            report = load_commit(store, destination, job_id, page=page - 1)
+            report = load_commit(store, destination, job_id, page=page - 1, partition_page=partition_page - 1)
         except ValueError as error:
             raise HTTPException(status_code=404, detail=str(error)) from None
     finally:
@@ -76,7 +78,8 @@ def task_commit_page(
     html = render_commit(
         report,
         commits.commits,
-        page_link=lambda number: address(job=job_id, page=number + 1),
+        page_link=lambda number: address(job=job_id, page=number + 1, partition_page=partition_page),
+        partition_page_link=lambda number: address(job=job_id, page=page, partition_page=number + 1),
         job_link=lambda other: address(job=other),
         older_link=None if commits.after is None else address(job=job_id, commits_after=commits.after),
     )

@@ -18,7 +18,9 @@ application using the core committers, as FAKE_SPARK_MODE says:
   commit yet) or after job commit: it writes the file FAKE_SPARK_PAUSED and blocks reading the
   FIFO FAKE_SPARK_GO until the test releases it (or kills it), then carries on.
 
-FAKE_SPARK_PARTITION (``dt=2024-01-01``) puts the task outputs in that partition directory.
+FAKE_SPARK_PARTITION (``dt=2024-01-01``) puts the task outputs in that partition directory;
+with FAKE_SPARK_PARTITION_COUNT (N) too, each task writes one file into each of N partitions
+under it (``dt=2024-01-01/shard=00000`` ...).
 With ``spark.airflow_commit.table`` set, the job records the table and, having no catalog, leaves
 its registration pending. Given the operator's registration-only application
 (``finish_registration.py``), the fake registers the job's partitions with the core's
@@ -134,12 +136,15 @@ def main(argv: list[str]) -> int:
         return refused(error)
     results = []
     partition = os.environ.get("FAKE_SPARK_PARTITION", "")
+    count = os.environ.get("FAKE_SPARK_PARTITION_COUNT")
+    partitions = [partition] if count is None else [f"{partition}/shard={n:05d}" for n in range(int(count))]
     for task in range(2):
         attempt = committer.task_attempt(task, 0)
         attempt.setup_task()
-        with attempt.create_file(f"{partition}/part-{task:05d}-{job_id}.csv".lstrip("/")) as stream:
-            stream.write(b"id\n" + f"{task}\n".encode() * 10)
-        results.append(attempt.commit_task(rows=10))
+        for directory in partitions:
+            with attempt.create_file(f"{directory}/part-{task:05d}-{job_id}.csv".lstrip("/")) as stream:
+                stream.write(b"id\n" + f"{task}\n".encode() * 10)
+        results.append(attempt.commit_task(rows=10 * len(partitions)))
     if mode == "crash":
         say("the driver dies before job commit")
         os._exit(3)

@@ -9,11 +9,15 @@ spark-submit (fake_spark_submit.py) writing one partition to a file:// table.
   DAG is a plain asset schedule whose run sees the extra (and no key);
 - the real OpenLineage provider (file transport, tests/support/openlineage.py) records START and
   COMPLETE (or FAIL) with one output dataset, its statistics and partitions, and the Spark job
-  was given the parent-job confs naming the task's OpenLineage run.
+  was given the parent-job confs naming the task's OpenLineage run;
+- a job of 5,000 partitions emits one event without partition keys (not 5,000), whose extra lists
+  the first 100, counts them all and names the job record that lists every one; a DAG scheduled
+  on the asset runs once on it. Up to `PARTITION_EVENTS` partitions each is its own event.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -37,10 +41,18 @@ from fake_spark import FakeSpark, install_fake_spark
 from support.openlineage import lineage_events
 
 from airflow_commit_provider import assets
+from airflow_commit_provider.core.formats.file_list import iter_partitions
+from airflow_commit_provider.core.job_records import load_job_record
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.devtools.demo import asset_events
 
 WRITER = "test_committed_assets_writer"
 READER = "test_committed_assets_reader"
+WIDE_WRITER = "test_committed_assets_wide_writer"
+WIDE_READER = "test_committed_assets_wide_reader"
+#: Partitions of the wide job: far past `assets.PARTITION_EVENTS`.
+WIDE_PARTITIONS = 5000
 DAY = datetime(2024, 1, 2, tzinfo=timezone.utc)
 
 #: What the writer's event and the reader see as the partition key, on this Airflow.
@@ -108,6 +120,39 @@ def test_emit_commit_event_adds_the_keys_or_says_once_that_it_cannot(
         assert event.keys == (["dt=2024-01-01", "dt=2024-01-02"] if with_add_partitions else [])
     assert len(not_emitted_log()) == (0 if with_add_partitions else 1), "logged once per process"
     assets.emit_commit_event({}, table, extra, ["dt=1"])  # outside a task (no outlet_events): a no-op
+
+
+@pytest.mark.parametrize("with_add_partitions", [True, False], ids=["3.3", "3.1-3.2"])
+@pytest.mark.parametrize("count", [assets.PARTITION_EVENTS, assets.PARTITION_EVENTS + 1])
+def test_past_the_cap_one_event_without_keys_stands_for_all_partitions(
+    with_add_partitions: bool, count: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = assets.destination_asset("file:///tmp/table")
+    partitions = ["", *(f"dt=2024-01-01/shard={n:05d}" for n in range(count))]  # "" is the top level
+    result = {"job_id": "j", "committer": "partitioned", "files": count, "bytes": 1, "rows": None}
+    extra = assets.commit_extra(result, partitions, partition_list="file:///tmp/table/_airflow_commit/j")
+    assert extra["partitions"] == partitions[1 : assets.EXTRA_PARTITIONS + 1]
+    assert extra["partition_count"] == count
+    listed_in_full = count <= assets.EXTRA_PARTITIONS
+    assert ("partition_list" in extra) is not listed_in_full, "named only when the extra lists fewer"
+
+    event = _Event(with_add_partitions)
+    caplog.set_level(logging.WARNING, logger=assets.__name__)
+    assets.emit_commit_event({"outlet_events": _Outlets(table, event)}, table, extra, partitions)
+    assert event.extra == extra
+    keyed = with_add_partitions and count <= assets.PARTITION_EVENTS
+    assert event.keys == (partitions[1:] if keyed else [])
+    past_the_cap = [r for r in caplog.records if "more than the" in r.getMessage()]
+    assert len(past_the_cap) == (count > assets.PARTITION_EVENTS)
+
+
+def test_a_partition_count_past_the_cap_withholds_keys_whatever_the_listed_partitions() -> None:
+    """The count decides: a job's inline partitions may be fewer than it wrote."""
+    table = assets.destination_asset("file:///tmp/table")
+    event = _Event(with_add_partitions=True)
+    context = {"outlet_events": _Outlets(table, event)}
+    assets.emit_commit_event(context, table, {}, ["dt=1", "dt=2"], partition_count=10_000)
+    assert event.keys == []
 
 
 @pytest.fixture
@@ -214,3 +259,55 @@ def test_a_failed_write_reports_its_destination_without_statistics_and_emits_no_
     [failed] = lineage["FAIL"]["outputs"]
     assert (failed["namespace"], failed["name"]) == ("file", str(table))
     assert "outputStatistics" not in failed.get("outputFacets", {})
+
+
+@pytest.fixture
+def wide_table() -> Path:
+    """The wide writer's destination, emptied for this test."""
+    path = Path(os.environ["AIRFLOW_HOME"], "committed-assets", "wide")
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def test_a_job_of_thousands_of_partitions_emits_one_event_that_counts_them_and_names_their_list(
+    airflow_db: Any, fake_spark: FakeSpark, wide_table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SPARK_PARTITION", "dt=2024-01-02")
+    monkeypatch.setenv("FAKE_SPARK_PARTITION_COUNT", str(WIDE_PARTITIONS))
+    run = run_dag(load_dag(WIDE_WRITER), DAY)
+    assert task_instances(run)["write"].state == "success"
+    written = xcom(run, "write")
+    assert (written["files"], written["partition_count"]) == (2 * WIDE_PARTITIONS, WIDE_PARTITIONS)
+    partitions = [f"dt=2024-01-02/shard={n:05d}" for n in range(WIDE_PARTITIONS)]
+
+    [event] = asset_events(run)  # one event, not one per partition
+    extra = event["extra"]
+    root = StorePath.parse(f"file://{wide_table}")
+    store = open_store(root)
+    try:
+        record = load_job_record(store, root, written["job_id"])
+        assert record is not None and record.partition_list is not None, "past the cap: a partition list"
+        list_uri = record.partition_list.location(root).uri()
+        # Where the extra says every partition is listed, every partition is.
+        listed = [name for name, _ in iter_partitions(store, root, record.partition_list)]
+    finally:
+        store.close()
+    assert sorted(listed) == partitions
+    assert extra == {
+        "job_id": written["job_id"],
+        "committer": "partitioned",
+        "files": 2 * WIDE_PARTITIONS,
+        "bytes": written["bytes"],
+        "rows": 20 * WIDE_PARTITIONS,
+        "partitions": partitions[: assets.EXTRA_PARTITIONS],
+        "partition_count": WIDE_PARTITIONS,
+        "partition_list": list_uri,
+    }
+    assert event["partition_key"] is None
+    assert len(json.dumps(extra)) < 8 * 1024, "one small event, whatever the job wrote"
+
+    [reader_run] = create_asset_triggered_runs(WIDE_READER)
+    start_run(reader_run)
+    assert run_task(WIDE_READER, "read", reader_run.run_id).state == "success"
+    assert xcom(reader_run, "read") == [{"extra": extra, "partition_key": None}]
+    assert create_asset_triggered_runs(WIDE_READER) == [], "one event, one run"

@@ -169,5 +169,7 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
     assert top == {"_SUCCESS", RECORDS_DIR, *(f"dt={day}" for day in DAYS)}, "no temporary tree left"
     grouped, unrecognised = group_job_records(store, table.join(RECORDS_DIR))
     kinds = {job_id: sorted(kind for kind, _ in files) for job_id, files in grouped.items()}
-    assert unrecognised == 0 and kinds == {job: ["index", "outcome", "success"] for job in jobs.values()}
+    assert unrecognised == 0 and kinds == {
+        job: ["index", "lists", "outcome", "success"] for job in jobs.values()
+    }
     store.close()

@@ -1,16 +1,22 @@
-"""Helpers for the cleanup tests: making uploads and trees, a store that injects races, running the CLI."""
+"""Helpers for the cleanup tests: making uploads and trees, stores that inject races and failures,
+recording progress, running the CLI."""
 
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import pytest
+from support.faults import InjectedFault
 from support.stores import DelegatingStore
 
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store, UploadedPart
+
+R = TypeVar("R")
 
 
 def start_upload(store: Store, path: StorePath, parts: int = 1, size: int = 1000) -> str:
@@ -77,6 +83,54 @@ class NeverAborts(HookedStore):
         self._hook("abort", path, upload_id)
         if upload_id != self.stuck:
             self.inner.abort_multipart_upload(path, upload_id)
+
+
+class GoesDown(DelegatingStore):
+    """After `healthy` calls of `op`, that call and every later call of any kind fail with
+    `failure()`: a store that goes down half way (a StoreError), or the process interrupted
+    there (KeyboardInterrupt). `made` counts the calls of `op` passed on to the store."""
+
+    def __init__(self, inner: Store, op: str, healthy: int, failure: Callable[[], BaseException]) -> None:
+        super().__init__(inner)
+        self.op, self.healthy, self.failure = op, healthy, failure
+        self.made = 0
+        self.down = False
+        self._lock = threading.Lock()
+
+    def _delegate(self, op: str, where: object, mutating: bool, action: Callable[[], R]) -> R:
+        with self._lock:
+            if op == self.op and not self.down:
+                self.down = self.made == self.healthy
+                self.made += not self.down
+            if self.down:
+                raise self.failure()
+        return action()
+
+
+def store_down() -> InjectedFault:
+    return InjectedFault("S3 request failed: ServiceUnavailable (HTTP 503)")
+
+
+class RecordingProgress:
+    """Every step a cleanup starts, with its total and how far it advanced."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[object]] = []
+        self._lock = threading.Lock()
+
+    def start(self, description: str, total: int | None) -> None:
+        with self._lock:
+            self.steps.append([description, total, 0])
+
+    def advance(self, amount: int = 1) -> None:
+        with self._lock:
+            self.steps[-1][2] += amount  # type: ignore[operator]
+
+    def step(self, description: str) -> tuple[int | None, int]:
+        """(total, advanced) of the last step so described."""
+        matches = [(total, done) for name, total, done in self.steps if name == description]
+        assert matches, f"no step {description!r} in {[s[0] for s in self.steps]}"
+        return matches[-1]  # type: ignore[return-value]
 
 
 # The CLI ------------------------------------------------------------------------------------------

@@ -108,9 +108,13 @@ def test_dropped_datasets_are_the_removed_areas_never_the_table(
     [records] = completed["prune_commit_records"]
     assert records["name"] == "out/dataset1/_airflow_commit"
     locations = records["inputFacets"]["subset"]["inputCondition"]["locations"]
-    assert locations and all(
-        name.startswith("out/dataset1/_airflow_commit/job-dataset1.") for name in locations
+    job_files = (
+        "out/dataset1/_airflow_commit/job-dataset1.",
+        "out/dataset1/_airflow_commit/job-dataset1/files-",
     )
+    assert locations and all(
+        name.startswith(job_files) or name.endswith("-job-dataset1.json") for name in locations
+    ), "the job's outcome, record, file list and index entry"
     assert _statistics(records)[0] == len(locations)
 
 

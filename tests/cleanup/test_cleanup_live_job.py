@@ -70,14 +70,16 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
         live_keys.append(_write(attempt, f"day=3/part-{len(live_attempts):05d}-{live_id}-c000.json"))
 
     # 1. The hourly cleanup: real clock, 1 h threshold. Everything is young: nothing is touched.
-    progress = InterleavingProgress(live_step, ("Aborting uploads", "Deleting temporary trees"))
+    progress = InterleavingProgress(live_step, ("Aborting uploads", "Checking and deleting temporary files"))
     uploads = abort_pending_uploads(s3_store, table, older_than="1h", progress=progress)
     trees = clean_stale_temp_trees(s3_store, table, older_than="1h", progress=progress)
     assert (uploads.aborted, uploads.listing.too_recent, trees.to_json()["deleted"]) == (0, 3, 0)
 
     # 2. Cleanup after the failed job, scoped by its job ID with no age limit, while the live job
     #    writes: only the dead job's uploads go, found by file name and by its upload records.
-    report = abort_pending_uploads(s3_store, table, older_than="0s", job_id=dead_id, progress=progress)
+    report = abort_pending_uploads(
+        s3_store, table, older_than="0s", job_id=dead_id, progress=progress, keep_outcomes=True
+    )
     assert {o.upload.path.key for o in report.outcomes} == dead_keys
     assert (report.aborted, report.listing.other_jobs) == (2, 3)  # the live job had three when listed
     assert not dead_keys & {u.path.key for u in s3_store.list_multipart_uploads(table)}
@@ -85,7 +87,9 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
     # 3. A clock far ahead makes every tree look stale; the live job writes after the listing,
     #    so its tree is recognised as active at delete time. The dead job's tree goes.
     later = datetime.now(timezone.utc) + timedelta(days=3)
-    trees = clean_stale_temp_trees(s3_store, table, older_than="1d", now=later, progress=progress)
+    trees = clean_stale_temp_trees(
+        s3_store, table, older_than="1d", now=later, progress=progress, keep_outcomes=True
+    )
     assert {o.tree.job_id: o.status for o in trees.outcomes} == {dead_id: "deleted", live_id: "active"}
     assert progress.steps == 4
 

@@ -224,7 +224,9 @@ def test_prune_records_operator_keeps_young_and_committing_jobs(
     )
     report = op.execute({})
     assert (report["pruned"], report["kept_committing"], report["sample"]) == (1, 1, ["job-a"])
-    assert keys_under(store, records) == {"job-c.outcome.json", entry.relative_to(records)}
+    job_c_lists = {key for key in before if key.startswith("job-c/")}
+    assert job_c_lists, "job-c's file list, written before its commit point"
+    assert keys_under(store, records) == {"job-c.outcome.json", entry.relative_to(records), *job_c_lists}
     assert "job-a" in "".join(keys_under(store, root)), "the output stays"
     json.dumps(report)  # XCom-safe
     logged = capsys.readouterr().out  # the task logger (structlog) writes to stdout here
@@ -290,9 +292,9 @@ def test_example_dag_reclaims_and_reports(
     ], "the upload of the job past its commit point stays, however old"
     assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t2")) == {"data/f"}
     assert {
-        key.split("/")[0] if key.startswith("_index/") else key
+        key.split("/")[0] if key.startswith(("_index/", "job-committing/")) else key
         for key in keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t1/_airflow_commit"))
-    } == {"job-committing.outcome.json", "_index"}, (
+    } == {"job-committing.outcome.json", "job-committing", "_index"}, (
         "the done job's files went; the commit in progress kept its decision"
     )
     assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10")) == outside
@@ -325,10 +327,11 @@ def test_example_dag_reclaims_and_reports(
     records = dropped("prune_commit_records", 0)
     assert records["name"] == "lake/t1/_airflow_commit"
     locations = records["inputFacets"]["subset"]["inputCondition"]["locations"]
-    assert len(locations) == 3 and all(
-        name.startswith("lake/t1/_airflow_commit/job-done.") or name.endswith("-job-done.json")
+    assert len(locations) == 4 and all(
+        name.startswith(("lake/t1/_airflow_commit/job-done.", "lake/t1/_airflow_commit/job-done/files-"))
+        or name.endswith("-job-done.json")
         for name in locations
-    ), "job-done's outcome, record and index entry"
+    ), "job-done's outcome, record, file list and index entry"
     reported = [
         dataset["name"]
         for task_id in ("abort_stale_uploads", "clean_stale_temp_trees", "prune_commit_records")

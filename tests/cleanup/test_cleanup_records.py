@@ -34,11 +34,13 @@ MONTH = timedelta(days=30)
 
 
 def records(store: Store, dest: StorePath) -> set[str]:
-    """The files in the records directory, an index entry shown as `<job>.index.json`."""
-    return {
-        re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key)
+    """The files in the records directory, an index entry shown as `<job>.index.json` and a job's
+    file list (named by its checksum) as `<job>.lists`."""
+    shown = (
+        re.sub(r"^([^/]+)/files-[0-9a-f]{64}\.parquet$", r"\1.lists", key)
         for key in keys_under(store, dest.join(RECORDS_DIR))
-    }
+    )
+    return {re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key) for key in shown}
 
 
 def newest(store: Store, dest: StorePath, job_id: str) -> datetime:
@@ -60,7 +62,13 @@ def test_a_job_is_pruned_exactly_when_its_newest_record_is_older_than_the_limit(
     commit(store, dest, "job-a")
     mark_delivered(store, dest, "job-a")
     before = records(store, dest)
-    assert before == {"job-a.outcome.json", "job-a.index.json", "job-a.success.json", "job-a.delivered.json"}
+    assert before == {
+        "job-a.outcome.json",
+        "job-a.index.json",
+        "job-a.success.json",
+        "job-a.delivered.json",
+        "job-a.lists",
+    }
     edge = newest(store, dest, "job-a") + MONTH  # datetimes are microseconds; local mtimes finer
     young = prune_old_records(store, dest, older_than="30d", now=edge - timedelta(milliseconds=1))
     assert (young.to_json()["kept_recent"], young.to_json()["pruned"]) == (1, 0)
@@ -68,12 +76,12 @@ def test_a_job_is_pruned_exactly_when_its_newest_record_is_older_than_the_limit(
     edge += timedelta(milliseconds=1)
 
     dry = prune_old_records(store, dest, older_than="30d", now=edge, dry_run=True)
-    assert dry.to_json()["would_prune"] == 1 and dry.to_json()["files"] == 4
+    assert dry.to_json()["would_prune"] == 1 and dry.to_json()["files"] == 5
     assert records(store, dest) == before, "a dry run changes nothing"
 
     pruned = prune_old_records(store, dest, older_than=MONTH, now=edge)
     report = pruned.to_json()
-    assert (report["pruned"], report["files"], report["failed"], report["sample"]) == (1, 4, 0, ["job-a"])
+    assert (report["pruned"], report["files"], report["failed"], report["sample"]) == (1, 5, 0, ["job-a"])
     assert records(store, dest) == set()
     assert keys_under(store, dest) >= {"_SUCCESS", "dt=1/_SUCCESS"}, "output and markers untouched"
     assert inspect_job(store, dest, "job-a").state == JobState.UNKNOWN
@@ -95,7 +103,7 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
             if kind in kinds:
                 os.utime(status.path.key, (stamp, stamp))
 
-    set_age("job-old", {"outcome", "success", "index"}, timedelta(days=40))
+    set_age("job-old", {"outcome", "success", "index", "lists"}, timedelta(days=40))
     set_age("job-old-abort", {"outcome", "index"}, timedelta(days=31))
     set_age("job-mixed", {"outcome", "index"}, timedelta(days=40))  # its record is young: the job stays whole
     listing = find_job_records(store, dest, older_than="30d", now=real_now)
@@ -112,9 +120,11 @@ def test_only_old_jobs_go_when_ages_are_mixed(tmp_path: os.PathLike[str]) -> Non
         "job-mixed.outcome.json",
         "job-mixed.index.json",
         "job-mixed.success.json",
+        "job-mixed.lists",
         "job-new.outcome.json",
         "job-new.index.json",
         "job-new.success.json",
+        "job-new.lists",
     }
 
 
@@ -132,7 +142,7 @@ def test_a_commit_in_progress_keeps_its_decision(store_root: tuple[Store, StoreP
     assert (report["pruned"], report["kept_committing"], report["sample"]) == (1, 1, ["job-x"])
     # Its driver died right after the decision, before the index entry: the prune wrote it.
     assert report["indexed"] == 1
-    assert records(store, dest) == {"job-c.outcome.json", "job-c.index.json"}, (
+    assert records(store, dest) == {"job-c.outcome.json", "job-c.index.json", "job-c.lists"}, (
         "the decision stays; job-x went"
     )
 
@@ -172,7 +182,12 @@ def test_job_id_selects_one_job(store_root: tuple[Store, StorePath]) -> None:
     later = datetime.now(timezone.utc) + 2 * MONTH
     report = prune_old_records(store, dest, older_than="30d", now=later, job_id="job-b").to_json()
     assert (report["pruned"], report["job_id"], report["sample"]) == (1, "job-b", ["job-b"])
-    assert records(store, dest) == {"job-a.outcome.json", "job-a.index.json", "job-a.success.json"}
+    assert records(store, dest) == {
+        "job-a.outcome.json",
+        "job-a.index.json",
+        "job-a.success.json",
+        "job-a.lists",
+    }
 
 
 def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, StorePath]) -> None:
@@ -183,13 +198,14 @@ def test_records_written_since_the_listing_are_kept(store_root: tuple[Store, Sto
     listing = find_job_records(store, dest, older_than="30d", now=datetime.now(timezone.utc) + 2 * MONTH)
     assert len(listing.stale) == 2
     mark_delivered(store, dest, "job-a")  # job-a's try is being marked delivered right now
-    report = prune_records(store, listing).to_json(details=True)
-    assert {job["job_id"]: job["status"] for job in report["jobs"]} == {"job-a": "changed", "job-b": "pruned"}
+    report = prune_records(store, listing, keep_outcomes=True)
+    assert {o.job.job_id: o.status for o in report.outcomes} == {"job-a": "changed", "job-b": "pruned"}
     assert records(store, dest) == {
         "job-a.outcome.json",
         "job-a.index.json",
         "job-a.success.json",
         "job-a.delivered.json",
+        "job-a.lists",
     }
 
 
@@ -218,7 +234,10 @@ def test_an_interrupted_prune_never_leaves_a_job_looking_committing(
     outcome = str(JobLayout(dest, "job-a").outcome)
     # The outcome goes alone, then the delivery marker and lists, then the record and index entry.
     for batch, left in (
-        (".delivered.json", {"job-a.success.json", "job-a.index.json", "job-a.delivered.json"}),
+        (
+            ".delivered.json",
+            {"job-a.success.json", "job-a.index.json", "job-a.delivered.json", "job-a.lists"},
+        ),
         ("/_index/", {"job-a.success.json", "job-a.index.json"}),
     ):
         faulty = FaultInjectingStore(store)
@@ -246,9 +265,9 @@ def test_temp_tree_cleanup_never_treats_records_as_a_temp_tree(
     commit(store, dest, "job-a")
     write_files(store, dest, ["_temporary/dead/00/f", "dt=2/_temporary/dead/f"])
     before = records(store, dest)
-    report = clean_stale_temp_trees(store, dest, older_than="0s", nested=nested).to_json(details=True)
-    assert report["deleted"] == (2 if nested else 1)
-    assert all(RECORDS_DIR not in tree["url"] for tree in report["trees"])
+    report = clean_stale_temp_trees(store, dest, older_than="0s", nested=nested, keep_outcomes=True)
+    assert report.to_json()["deleted"] == (2 if nested else 1)
+    assert all(RECORDS_DIR not in str(o.tree.path) for o in report.outcomes)
     assert records(store, dest) == before
 
 
@@ -283,7 +302,8 @@ def test_keep_newest_keeps_the_newest_of_the_old_jobs(tmp_path: os.PathLike[str]
     }
     # One job selected: still ranked among all, so one of the newest stays.
     assert (
-        prune_old_records(store, dest, older_than="30d", keep_newest=2, job_id="old-1", now=now).acted == []
+        prune_old_records(store, dest, older_than="30d", keep_newest=2, job_id="old-1", now=now).acted_count
+        == 0
     )
     report = prune_records(store, listing).to_json()
     assert (report["pruned"], report["kept_newest"], report["kept_recent"], report["keep_newest"]) == (
@@ -348,11 +368,13 @@ def test_a_pruned_job_loses_every_file_including_its_lists_folder(
     assert (job.job_id, job.kinds, len(job.files)) == (
         "job-a",
         ("delivered", "index", "lists", "outcome", "success"),
-        6,
-    )
+        7,
+    ), "its outcome, record, marker, entry, its own file list and the two lists written here"
     assert listing.unrecognised == 2, "the folders of jobs with no records are no job's: left alone"
     report = prune_records(store, listing).to_json()
-    assert (report["pruned"], report["files"]) == (1, 6)
-    assert records(store, dest) == {other.removeprefix(f"{RECORDS_DIR}/") for other in others}
+    assert (report["pruned"], report["files"]) == (1, 7)
+    assert keys_under(store, dest.join(RECORDS_DIR)) == {
+        other.removeprefix(f"{RECORDS_DIR}/") for other in others
+    }
     assert not any(key.startswith("job-a/") for key in keys_under(store, dest.join(RECORDS_DIR)))
     assert inspect_job(store, dest, "job-a").state == JobState.UNKNOWN

@@ -35,7 +35,7 @@ def _job(job_id: str, size: int) -> JobRecords:
 def _records_report(*outcomes: RecordOutcome, dry_run: bool = False) -> RecordPruneReport:
     listing = RecordListing(SCOPE, timedelta(days=30), NOW, None, records_dir=SCOPE.join("_airflow_commit"))
     listing.jobs = [outcome.job for outcome in outcomes]
-    return RecordPruneReport(listing, dry_run, list(outcomes), seconds=1.5)
+    return RecordPruneReport.from_outcomes(listing, dry_run, outcomes, seconds=1.5)
 
 
 def test_a_report_says_what_it_did_and_what_failed() -> None:
@@ -63,10 +63,9 @@ def test_a_dry_run_says_what_it_would_do_and_nothing_failed() -> None:
 def test_an_abort_report_says_whether_sizes_were_measured() -> None:
     upload = UploadInfo(SCOPE.join("part-0"), "upload-1", initiated=0.0, age_seconds=90, parts=2, bytes=20)
     for measured, sizes in ((True, ": 20 B in 2 parts; "), (False, ": sizes not measured (--sizes or ")):
-        listing = UploadListing(
-            SCOPE, timedelta(seconds=60), NOW, None, uploads=[upload], sizes_measured=measured
-        )
-        report = AbortReport(listing, False, [AbortOutcome(upload, ABORTED)], seconds=0.5)
+        listing = UploadListing(SCOPE, timedelta(seconds=60), NOW, None, sizes_measured=measured)
+        listing.add(upload)
+        report = AbortReport.from_outcomes(listing, False, [AbortOutcome(upload, ABORTED)], seconds=0.5)
         line = report.describe()
         assert line.startswith(f"Aborted 1 uploads older than 1m under {SCOPE}{sizes}"), line
         assert line.endswith("0 kept for jobs past their commit point; 0 failed in 0.5s")

@@ -65,13 +65,13 @@ def test_finds_each_kind_of_tree_with_its_job(table: Root) -> None:
 def test_staleness_is_the_age_of_the_newest_write(table: Root) -> None:
     store, root = table
     listing = find_temp_trees(store, root)  # real clock, default 24 h: everything was just written
-    assert listing.trees and listing.stale == []
+    assert listing.count and listing.stale_count == 0
     newest = max(t.newest or 0 for t in listing.trees)
     oldest = min(t.newest or 0 for t in listing.trees)
     at = datetime.fromtimestamp(oldest, tz=timezone.utc) + timedelta(hours=1) - timedelta(seconds=1)
-    assert find_temp_trees(store, root, older_than="1h", now=at).stale == []
+    assert find_temp_trees(store, root, older_than="1h", now=at).stale_count == 0
     at = datetime.fromtimestamp(newest, tz=timezone.utc) + timedelta(hours=1, seconds=1)  # datetime: only µs
-    assert len(find_temp_trees(store, root, older_than="1h", now=at).stale) == len(TREES)
+    assert find_temp_trees(store, root, older_than="1h", now=at).stale_count == len(TREES)
 
 
 def test_clean_deletes_only_stale_trees_and_nothing_else(table: Root, store_root: Root) -> None:
@@ -100,10 +100,10 @@ def test_a_tree_written_to_during_the_cleanup_survives(table: Root) -> None:
     """The live job writes between the listing and the delete: its tree is left alone."""
     store, root = table
     listing = find_temp_trees(store, root, older_than="1d", now=_later())
-    assert len(listing.stale) == 4
+    assert listing.stale_count == 4
     store.write_bytes(root.join("_temporary/job-a/00/tasks/attempt_1/part-9"), b"new")  # the live job
     store.delete_tree(root.join(".spark-staging-c"))  # someone else cleaned this one
-    report = clean_temp_trees(store, listing)
+    report = clean_temp_trees(store, listing, keep_outcomes=True)
     status = {o.tree.path.relative_to(root): o.status for o in report.outcomes}
     assert status == {
         "_temporary/job-a": "active",
@@ -146,7 +146,9 @@ def test_a_tree_whose_upload_stays_pending_is_not_deleted(table: Root) -> None:
     store, root = table
     upload_id = start_upload(store, root.join(MAGIC_UPLOAD), size=10)
     stuck = NeverAborts(store, upload_id)
-    report = clean_stale_temp_trees(stuck, root, older_than="1d", now=_later(), job_id="b")
+    report = clean_stale_temp_trees(
+        stuck, root, older_than="1d", now=_later(), job_id="b", keep_outcomes=True
+    )
     (outcome,) = report.outcomes
     assert outcome.status == "failed" and "still pending after 4 aborts" in (outcome.error or "")
     assert MAGIC_UPLOAD in (outcome.error or "") and stuck.calls[f"abort:{upload_id}"] == 4
@@ -175,7 +177,7 @@ def test_scope_checks(store_root: Root) -> None:
             find_temp_trees(store, f"s3://{root.bucket}/")
         write_files(store, StorePath("s3", root.bucket, ""), ["_temporary/j/f"])
         listing = find_temp_trees(store, f"s3://{root.bucket}/", allow_bucket_root=True, now=_later())
-        assert [t.path.key for t in listing.stale] == ["_temporary/j"]
+        assert [t.path.key for t in listing.stale()] == ["_temporary/j"]
 
 
 def test_local_age_by_real_mtimes(local_root: StorePath) -> None:
@@ -191,7 +193,7 @@ def test_local_age_by_real_mtimes(local_root: StorePath) -> None:
         os.utime(local_root.join(name).key, (two_days_ago, two_days_ago))
     os.makedirs(local_root.join(".spark-staging-empty").key)  # an empty tree, dated by its directory
     os.utime(local_root.join(".spark-staging-empty").key, (two_days_ago, two_days_ago))
-    report = clean_stale_temp_trees(store, local_root)  # real clock, default 24 h
+    report = clean_stale_temp_trees(store, local_root, keep_outcomes=True)  # real clock, default 24 h
     assert sorted(str(o.tree.path.relative_to(local_root)) for o in report.outcomes) == [
         ".spark-staging-empty",
         "_temporary/dead",

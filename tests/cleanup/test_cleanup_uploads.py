@@ -71,7 +71,7 @@ def test_age_filter_uses_real_initiated_times(s3_store: S3Store, s3_bucket: str)
 
     # Real clock, default 24 h: all are too young.
     listing = list_pending_uploads(s3_store, table)
-    assert (listing.uploads, listing.too_recent) == ([], 3)
+    assert (listing.count, listing.too_recent) == (0, 3)
     # Six hours after the newest was initiated, all are at least 6 h old ...
     listing = list_pending_uploads(s3_store, table, older_than="6h", now=newest + timedelta(hours=6))
     assert {u.upload_id for u in listing.uploads} == ids
@@ -80,7 +80,7 @@ def test_age_filter_uses_real_initiated_times(s3_store: S3Store, s3_bucket: str)
     # ... one second before the oldest turns 6 h, none is.
     early = oldest + timedelta(hours=6) - timedelta(seconds=1)
     listing = list_pending_uploads(s3_store, table, older_than="6h", now=early)
-    assert (listing.uploads, listing.too_recent) == ([], 3)
+    assert (listing.count, listing.too_recent) == (0, 3)
     # Aborting with the same clock leaves them all.
     report = abort_pending_uploads(s3_store, table, older_than="6h", now=early)
     assert report.aborted == 0 and len(list(s3_store.list_multipart_uploads(table))) == 3
@@ -157,7 +157,11 @@ def test_no_such_upload_from_the_abort_counts_as_vanished(s3_store: S3Store, s3_
             s3_store.abort_multipart_upload(path, upload_id)
 
     report = abort_pending_uploads(
-        AnswersNoSuchUpload(s3_store, {"abort": other_party}), table, older_than=ALL, retry_delay=0
+        AnswersNoSuchUpload(s3_store, {"abort": other_party}),
+        table,
+        older_than=ALL,
+        retry_delay=0,
+        keep_outcomes=True,
     )
     status = {o.upload.upload_id: o.status for o in report.outcomes}
     assert status == {completed: "vanished", aborted_by_other: "vanished", **dict.fromkeys(mine, "aborted")}
@@ -171,7 +175,9 @@ def test_abort_is_repeated_while_the_upload_is_still_listed(s3_store: S3Store, s
     """S3: parts still arriving can survive an abort; the re-listing finds it and we abort again."""
     table = _root(s3_bucket, "t")
     upload_id = start_upload(s3_store, table.join("f"), parts=2)
-    report = abort_pending_uploads(LosesFirstAbort(s3_store, {}), table, older_than=ALL, retry_delay=0)
+    report = abort_pending_uploads(
+        LosesFirstAbort(s3_store, {}), table, older_than=ALL, retry_delay=0, keep_outcomes=True
+    )
     (outcome,) = report.outcomes
     assert (outcome.status, outcome.repeats, outcome.attempts) == ("aborted", 1, 2)
     assert report.to_json()["repeated_aborts"] == 1
@@ -184,7 +190,9 @@ def test_an_upload_still_pending_after_every_round_is_reported_failed(
     table = _root(s3_bucket, "t")
     stuck, *others = (start_upload(s3_store, table.join(f"f{i}")) for i in range(4))
     store = NeverAborts(s3_store, stuck)
-    report = abort_pending_uploads(store, table, older_than=ALL, retry_delay=0, verify_rounds=2)
+    report = abort_pending_uploads(
+        store, table, older_than=ALL, retry_delay=0, verify_rounds=2, keep_outcomes=True
+    )
     by_id = {o.upload.upload_id: o for o in report.outcomes}
     assert (by_id[stuck].status, by_id[stuck].repeats) == ("failed", 2)
     assert by_id[stuck].error == "still pending after 3 aborts"
@@ -235,8 +243,8 @@ def test_sizes_are_measured_for_listings_and_dry_runs_not_for_aborts(
     dry = abort_pending_uploads(s3_store, tables["dry"], older_than=ALL, dry_run=True).to_json()
     assert (dry["sizes_measured"], dry["bytes"], dry["parts"]) == (True, 400, 4)
 
-    report = abort_pending_uploads(s3_store, tables["abort"], older_than=ALL)
-    summary = report.to_json(details=True)
+    report = abort_pending_uploads(s3_store, tables["abort"], older_than=ALL, keep_outcomes=True)
+    summary = report.to_json()
     assert (summary["aborted"], summary["sizes_measured"], summary["bytes"], summary["parts"]) == (
         2,
         False,
@@ -244,7 +252,7 @@ def test_sizes_are_measured_for_listings_and_dry_runs_not_for_aborts(
         None,
     )
     assert report.bytes_reclaimed is None and report.listing.total_bytes is None
-    assert {(u["bytes"], u["parts"]) for u in summary["uploads"]} == {(None, None)}
+    assert {(o.upload.bytes, o.upload.parts) for o in report.outcomes} == {(None, None)}
 
     sized = abort_pending_uploads(s3_store, tables["sized"], older_than=ALL, sizes=True).to_json()
     assert (sized["aborted"], sized["sizes_measured"], sized["bytes"], sized["parts"]) == (2, True, 400, 4)
@@ -265,7 +273,7 @@ def test_transient_errors_are_retried_and_persistent_ones_reported(s3_store: S3S
             raise StoreError("connection reset")
 
     report = abort_pending_uploads(
-        HookedStore(s3_store, {"abort": fail}), table, older_than=ALL, retry_delay=0
+        HookedStore(s3_store, {"abort": fail}), table, older_than=ALL, retry_delay=0, keep_outcomes=True
     )
     by_id = {o.upload.upload_id: o for o in report.outcomes}
     assert (by_id[flaky].status, by_id[flaky].attempts) == ("aborted", 2)

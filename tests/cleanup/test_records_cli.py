@@ -142,11 +142,13 @@ def _age(table: StorePath, job_id: str, days: float) -> None:
 
 
 def _records(store: LocalStore, table: StorePath) -> set[str]:
-    """The records directory's files, an index entry shown as `<job>.index.json`."""
-    return {
-        re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key)
+    """The records directory's files, an index entry shown as `<job>.index.json` and a job's lists
+    folder (its file list, named by checksum) as `<job>.lists`."""
+    shown = (
+        re.sub(r"^([^/]+)/files-[0-9a-f]{64}\.parquet$", r"\1.lists", key)
         for key in keys_under(store, table.join(RECORDS_DIR))
-    }
+    )
+    return {re.sub(r"^_index/[0-9]{13}-(.+)\.json$", r"\1.index.json", key) for key in shown}
 
 
 def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table: StorePath) -> None:
@@ -163,7 +165,7 @@ def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table
 
     code, out, _ = run(capsys, "records", "prune", table.key, "--older-than", "30d", "--dry-run")
     assert code == 0 and "Would prune the records of 1 jobs older than 30d" in out
-    assert len(keys_under(store, table.join(RECORDS_DIR))) == 7
+    assert len(keys_under(store, table.join(RECORDS_DIR))) == 10, "3 jobs' lists, records and entries"
 
     code, out, _ = run(capsys, "records", "prune", table.key, "--yes", "--json")
     report = json.loads(out)
@@ -175,8 +177,10 @@ def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table
         "job-b.outcome.json",
         "job-b.index.json",
         "job-b.success.json",
+        "job-b.lists",
         "job-c.outcome.json",
         "job-c.index.json",
+        "job-c.lists",
     }
 
 
@@ -206,7 +210,10 @@ def test_records_reindex_writes_the_entries_of_jobs_from_before_the_index(
     store.delete_tree(table.join(RECORDS_DIR, "_index"))  # as the jobs of an older release left them
     code, out, _ = run(capsys, "records", "reindex", table.key, "--dry-run")
     assert code == 0 and "Would index 2 jobs" in out and "(0 already indexed)" in out
-    assert _records(store, table) == {f"job-{j}.{kind}.json" for j in "ab" for kind in ("outcome", "success")}
+    assert _records(store, table) == {
+        *(f"job-{j}.{kind}.json" for j in "ab" for kind in ("outcome", "success")),
+        *(f"job-{j}.lists" for j in "ab"),
+    }
     code, out, _ = run(capsys, "records", "reindex", table.key, "--json")
     report = json.loads(out)
     assert (code, report["indexed"], sorted(report["jobs"]), report["failed"]) == (

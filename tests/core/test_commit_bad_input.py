@@ -21,6 +21,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_u
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.job_control import inspect_job
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 from airflow_commit_provider.core.stages.task_commit import manifest_digest
 
@@ -294,8 +295,12 @@ def test_task_output_outside_the_destination_is_refused(
     assert relative in str(caught.value)
     job.committer.abort_job()
     written = store_files(env.store, env.root)
-    assert list(written) == [f"out/{job.committer.layout.outcome.relative_to(env.dest)}"], (
-        "something was written"
+    layout = job.committer.layout
+    outcome = inspect_job(env.store, env.dest, layout.job_id).outcome
+    assert outcome is not None and outcome.decision == "abort"
+    decided = [layout.outcome, layout.index_entry(outcome.timestamp)]
+    assert sorted(written) == sorted(f"out/{path.relative_to(env.dest)}" for path in decided), (
+        "something was written besides the abort's outcome and its index entry"
     )
 
 

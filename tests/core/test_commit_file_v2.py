@@ -75,7 +75,7 @@ def test_file_v2_failed_task_commit_leaves_mixed_output(commit_env: CommitEnv) -
     assert set(final) == set(FIRST), "the failed attempt's file is still there next to the retry's: mixed"
     assert b"attempt=0" in final[stray]
     assert all(b"attempt=1" in final[n] for n in retry.files)
-    listed = {entry.uri for entry in read_success(env.store, env.dest).iter_files()}
+    listed = {entry.uri for entry in read_success(env.store, env.dest).iter_all_files(env.store, env.dest)}
     assert env.dest.join(stray).uri() not in listed, "and _SUCCESS does not list the stray file"
 
 

@@ -147,6 +147,42 @@ def test_an_older_records_pages_come_from_success(commit_env: CommitEnv) -> None
     assert [(p.partition, p.files) for p in earlier.partitions] == [("dt=1", 1)]
 
 
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_a_job_of_ten_thousand_partitions_shows_one_small_page_of_them(
+    commit_env: CommitEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real job writes 10,000 partitions; each page of the partition table holds 100 of them, in
+    path order, with what each received, and the HTML page stays small."""
+    env = commit_env
+    job = JobRun.create("partitioned", env.store, env.dest, env.options())
+    job.committer.setup_job()
+    names = [f"dt=2024-01-01/shard={n:05d}/part-0.csv" for n in reversed(range(10_000))]
+    task = job.run_task(0, 0, names)
+    job.committer.commit_job([task.result])
+    partitions = sorted(name.rsplit("/", 1)[0] for name in names)
+    sizes = {name.rsplit("/", 1)[0]: len(data) for name, data in task.files.items()}
+
+    report = load_commit(env.store, env.dest, job.job_id, partition_page=37)
+    assert (report.partition_count, report.partition_pages, report.partition_page) == (10_000, 100, 37)
+    assert [(p.partition, p.files, p.bytes) for p in report.partitions] == [
+        (partition, 1, sizes[partition]) for partition in partitions[3700:3800]
+    ]
+    html = render_commit(report, partition_page_link=lambda n: f"?partition_page={n + 1}")
+    table = html[html.index('data-testid="partitions"') : html.index('data-testid="partitions-pages"')]
+    assert table.count("<tr>") == 1 + 100, "the header and one page of partitions"
+    assert "partitions 3,701-3,800 of 10,000, page 38 of 100" in html
+    assert html.count('href="?partition_page=') == 10, "five pages either side of the current one"
+    assert len(html.encode()) < 64 * 1024, "a page of a 10,000-partition job is small"
+
+    assert main(["report", env.dest.uri(), "--job", job.job_id, "--partition-page", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "partitions 9,901-10,000 of 10,000, page 100 of 100" in printed and partitions[-1] in printed
+    with pytest.raises(
+        ValueError, match=f"page 100 of job '{job.job_id}': the partition table has pages 0 to 99"
+    ):
+        load_commit(env.store, env.dest, job.job_id, partition_page=100)
+
+
 def test_a_job_without_records_is_reported_from_its_success(commit_env: CommitEnv) -> None:
     """Once a job's records are gone (pruned; Hadoop's committers never write any), the table's
     `_SUCCESS` still names it: it is listed first and reported from there, sizes included; a job

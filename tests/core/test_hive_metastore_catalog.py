@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_commit_provider.core.hive_metastore_catalog import (
+    HiveMetastoreCatalog,
     metastore_addresses,
     simple_type,
     split_table_name,
@@ -89,3 +90,8 @@ def test_simple_strings_agree_with_pyspark() -> None:
     )
     for field in schema.jsonValue()["fields"]:
         assert simple_type(field["type"]) == schema[field["name"]].dataType.simpleString()
+
+
+def test_a_batch_holds_at_least_one_partition() -> None:
+    with pytest.raises(ValueError, match=r"^batch_size must be at least 1, not 0$"):
+        HiveMetastoreCatalog("thrift://a:9083", batch_size=0)

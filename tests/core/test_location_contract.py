@@ -87,5 +87,5 @@ def test_tricky_keys_round_trip_through_a_commit(commit_env: CommitEnv, name: st
     keys = {status.path.key for status in env.store.list_files(dest)}
     for relative in expected:
         assert dest.join(relative).key in keys, f"{relative} is not stored under its literal key"
-    listed = {entry.uri for entry in read_success(env.store, dest).iter_files()}
+    listed = {entry.uri for entry in read_success(env.store, dest).iter_all_files(env.store, dest)}
     assert all("%" in uri for uri in listed), "stored URIs stay percent-encoded"

@@ -128,7 +128,7 @@ def assert_one_copy_of_day(store: S3Store, table: StorePath, day: str, job_id: s
     partition = table.join(f"dt={day}")
     success = load_success(store, partition)
     assert success.job_id == job_id and success.partitions == [f"dt={day}"]
-    listed = {StorePath.from_uri(f.uri).relative_to(table) for f in success.iter_files()}
+    listed = {StorePath.from_uri(f.uri).relative_to(table) for f in success.iter_all_files(store, partition)}
     present = {name for name in day_files(store, table, day) if not name.endswith("/_SUCCESS")}
     assert present == listed, f"dt={day} holds {sorted(present)}, its _SUCCESS lists {sorted(listed)}"
     read = sum(
@@ -356,7 +356,9 @@ def assert_one_copy(store: S3Store, destination: StorePath, job_id: str) -> None
 
     success = load_success(store, destination)
     assert success.job_id == job_id
-    listed = {StorePath.from_uri(f.uri).relative_to(destination) for f in success.iter_files()}
+    listed = {
+        StorePath.from_uri(f.uri).relative_to(destination) for f in success.iter_all_files(store, destination)
+    }
     present = {s.path.relative_to(destination) for s in store.list_files(destination)}
     data = {name for name in present if not name.startswith(("_", "."))}
     assert data == listed, f"{destination} holds {sorted(data)}, its _SUCCESS lists {sorted(listed)}"

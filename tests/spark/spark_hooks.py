@@ -123,6 +123,53 @@ class ExpectLocalProperty:
             raise AssertionError(f"task {info.partition}: {self.key}={value!r}, expected {self.expected!r}")
 
 
+@dataclass(frozen=True)
+class BatchLog:
+    """Logs every Arrow batch a task receives (rows, bytes, and the job's Arrow byte limit as the
+    task sees it) to a JSON-lines file per process under `directory`, for the test to read."""
+
+    directory: str
+
+    def __call__(self, info: Any, batch: Any) -> None:
+        from pyspark import TaskContext
+
+        limit = TaskContext.get().getLocalProperty("spark.sql.execution.arrow.maxBytesPerBatch")
+        entry = {"task": info.partition, "rows": batch.num_rows, "bytes": batch.nbytes, "limit": limit}
+        with open(os.path.join(self.directory, f"batches-{os.getpid()}.jsonl"), "a") as log:
+            log.write(json.dumps(entry) + "\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        entries = []
+        for name in sorted(os.listdir(self.directory)):
+            with open(os.path.join(self.directory, name)) as log:
+                entries += [json.loads(line) for line in log]
+        return entries
+
+
+def observed_data_source(batch_log: BatchLog) -> type:
+    """The ``committed`` data source, its tasks logging every batch they receive to `batch_log`
+    (registered under the same name, it replaces the plain one until that is registered again)."""
+    from airflow_commit_provider.spark.datasource import CommittedDataSource, CommittedWriter
+    from airflow_commit_provider.spark.task_info import current_task_info
+
+    class ObservedWriter(CommittedWriter):
+        def write(self, iterator: Any) -> Any:
+            def logged() -> Any:
+                info = current_task_info()
+                for batch in iterator:
+                    batch_log(info, batch)
+                    yield batch
+
+            return super().write(logged())
+
+    class ObservedDataSource(CommittedDataSource):
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            plain = super().writer(schema, overwrite)
+            return ObservedWriter(plain.plan, plain.task_config, plain.catalog)
+
+    return ObservedDataSource
+
+
 def instrumented_write(df: Any, path: str, instrumentation: Any, **arguments: Any) -> Any:
     """``write_committed(df, path, **arguments)`` with `instrumentation` (a WriteInstrumentation):
     planned as ``write_committed`` plans it, then run through the writer's instrumented seam."""

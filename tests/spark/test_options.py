@@ -13,12 +13,7 @@ from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import default_committer, write_committed
-from airflow_commit_provider.spark.config import (
-    ARROW_MAX_BYTES_PER_BATCH,
-    ARROW_UNMEASURED_BATCHES,
-    CONF_JOB_ID,
-    SparkConf,
-)
+from airflow_commit_provider.spark.config import CONF_JOB_ID, SparkConf
 from airflow_commit_provider.spark.instrumentation import TaskInstrumentation, WriteInstrumentation
 from airflow_commit_provider.spark.write_options import parse_options, resolve_s3_settings
 
@@ -227,45 +222,3 @@ def test_parse_options_keeps_spark_spellings(spark):
     assert parsed.writer.max_records_per_file == 10
     assert parsed.committer == {"threads": 3}
     assert parsed.s3 == {"s3.region": "x"}
-
-
-@pytest.mark.parametrize("user_value", [None, "1048576"])
-def test_arrow_batches_unmeasured_for_the_write_unless_the_session_says(spark, tmp_path, user_value):
-    """Spark 4's per-row Arrow batch measurement is off while the write runs (it was most of what
-    moving rows to Python cost), a value the user set is left as it is, and the session is restored."""
-    seen: list[str | None] = []
-
-    def look(job, results, task_config):
-        seen.append(spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None))
-
-    if user_value is not None:
-        spark.conf.set(ARROW_MAX_BYTES_PER_BATCH, user_value)
-    try:
-        summary = instrumented_write(
-            sample_df(spark, rows=6), str(tmp_path / "out"), WriteInstrumentation(before_job_commit=look)
-        )
-        after = spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None)
-    finally:
-        spark.conf.unset(ARROW_MAX_BYTES_PER_BATCH)
-    assert summary.rows == 6
-    assert seen == [user_value or ARROW_UNMEASURED_BATCHES]
-    assert after == user_value
-
-
-def test_a_default_held_by_overlapping_writes_is_restored_once_by_the_last(spark):
-    """Days written as threads of one driver share the session's conf: the first to start sets the
-    default, the one that ends last unsets it, whatever the order (saving and restoring per write
-    left the value set for good)."""
-    from airflow_commit_provider.spark.session_conf import held_default
-
-    key = ARROW_MAX_BYTES_PER_BATCH
-    first, second = held_default(spark, key, "7"), held_default(spark, key, "7")
-    try:
-        first.__enter__()
-        second.__enter__()
-        first.__exit__(None, None, None)
-        assert spark.conf.get(key, None) == "7", "the second write still runs"
-        second.__exit__(None, None, None)
-        assert spark.conf.get(key, None) is None
-    finally:
-        spark.conf.unset(key)

@@ -317,3 +317,41 @@ def test_registration_is_idempotent_and_fixes_a_moved_location(spark: Any, tmp_p
         catalog.register_partitions(table, wanted)
     assert _partition_location(spark, table, "x").endswith("/events/day=x")
     assert _partition_location(spark, table, "y").endswith("/other"), "other partitions untouched"
+
+
+class _StatementCounting:
+    """The session, counting the ``ALTER TABLE .. ADD`` statements run through it."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self.adds: list[int] = []
+
+    def sql(self, statement: str) -> Any:
+        if statement.startswith("ALTER TABLE") and " ADD " in statement:
+            self.adds.append(statement.count("PARTITION ("))
+        return self._spark.sql(statement)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+
+def test_registration_adds_in_batches_and_reads_the_partitions_as_it_goes(spark: Any, tmp_path: Any) -> None:
+    table, location = _table_name(), f"file://{tmp_path}/events"
+    spark.sql(
+        f"CREATE TABLE {table} (id bigint, day string) USING parquet PARTITIONED BY (day) LOCATION '{location}'"
+    )
+    session = _StatementCounting(spark)
+    catalog = SparkCatalog(session, batch_size=10)
+    days = [f"{n:02d}" for n in range(25)]
+    drawn: list[int] = []
+
+    def wanted() -> Any:
+        for day in days:
+            drawn.append(len(session.adds))  # how many batches were added when this one was drawn
+            yield Partition((("day", day),), StorePath.parse(f"{location}/day={day}"))
+
+    catalog.register_partitions(table, wanted())
+    assert session.adds == [10, 10, 5]
+    assert drawn == [0] * 10 + [1] * 10 + [2] * 5, "a batch is drawn once the one before is added"
+    assert _partitions(spark, table) == [f"day={day}" for day in days]
+    assert all(_partition_location(spark, table, day).endswith(f"/events/day={day}") for day in days)

@@ -5,7 +5,14 @@ Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow import
 
 from __future__ import annotations
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size
+from airflow_commit_provider.core.cleanup.common import (
+    PROGRESS_LOG_INTERVAL,
+    STOP_AFTER_FAILURES,
+    LoggingProgress,
+    NoProgress,
+    Progress,
+    format_size,
+)
 from airflow_commit_provider.core.cleanup.durations import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
@@ -50,10 +57,13 @@ __all__ = [
     "DEFAULT_MAX_JOB_DURATION",
     "DEFAULT_OLDER_THAN",
     "DEFAULT_RECORDS_OLDER_THAN",
+    "PROGRESS_LOG_INTERVAL",
+    "STOP_AFTER_FAILURES",
     "AbortOutcome",
     "AbortReport",
     "IndexReport",
     "JobRecords",
+    "LoggingProgress",
     "NoProgress",
     "Progress",
     "RecordListing",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from airflow_commit_provider.core.cleanup.spool import batches
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name
@@ -24,6 +25,9 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store, StoreError
 
 __all__ = ["committing_jobs", "undecided_jobs"]
+
+#: Destinations whose records are listed at once.
+_BATCH = 256
 
 
 def undecided_jobs(store: Store, destination: StorePath) -> set[str]:
@@ -40,18 +44,12 @@ def undecided_jobs(store: Store, destination: StorePath) -> set[str]:
 def committing_jobs(
     store: Store, destinations: Iterable[StorePath], threads: int = 8
 ) -> set[tuple[StorePath, str]]:
-    """(destination, job ID) of every COMMITTING job in the given destinations.
+    """(destination, job ID) of every COMMITTING job in the given (distinct) destinations.
 
-    A job whose outcome cannot be read counts as committing: when in doubt, cleanup keeps.
+    The destinations are read a batch at a time, so a stream of them (one per partition of a
+    scope) is never held whole. A job whose outcome cannot be read counts as committing: when in
+    doubt, cleanup keeps.
     """
-    places = sorted(set(destinations))
-    candidates = [
-        (destination, job)
-        for destination, jobs in zip(
-            places, parallel_map(places, lambda d: undecided_jobs(store, d), threads), strict=True
-        )
-        for job in sorted(jobs)
-    ]
 
     def is_committing(candidate: tuple[StorePath, str]) -> bool:
         destination, job = candidate
@@ -60,10 +58,20 @@ def committing_jobs(
         except (InvalidCommitDataError, StoreError):
             return True
 
-    return {
-        candidate
-        for candidate, committing in zip(
-            candidates, parallel_map(candidates, is_committing, threads), strict=True
+    found: set[tuple[StorePath, str]] = set()
+    for places in batches(destinations, _BATCH):
+        candidates = [
+            (destination, job)
+            for destination, jobs in zip(
+                places, parallel_map(places, lambda d: undecided_jobs(store, d), threads), strict=True
+            )
+            for job in sorted(jobs)
+        ]
+        found.update(
+            candidate
+            for candidate, committing in zip(
+                candidates, parallel_map(candidates, is_committing, threads), strict=True
+            )
+            if committing
         )
-        if committing
-    }
+    return found

@@ -32,6 +32,7 @@ index whole; `records reindex` does only that.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -228,6 +229,12 @@ class RecordOutcome:
     def label(self) -> str:
         return self.job.job_id
 
+    @property
+    def measures(self) -> Mapping[str, int]:
+        if self.status not in RecordPruneReport.ACTED:
+            return {}
+        return {"files": len(self.job.files), "bytes": self.job.bytes}
+
     def failure_json(self) -> dict[str, Any]:
         return {"job_id": self.job.job_id, "error": self.error}
 
@@ -244,7 +251,7 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
     index: IndexReport | None = None
     """The index entries written for the jobs kept that had none (none in a dry run)."""
 
-    def _counts(self, acted: list[RecordOutcome]) -> dict[str, Any]:
+    def _counts(self) -> dict[str, Any]:
         listing = self.listing
         return {
             **(listing.policy.to_json() if listing.policy else {}),
@@ -257,9 +264,9 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
             "kept_committing": len(listing.kept(COMMITTING)),
             "kept_unreadable": len(listing.kept(UNREADABLE)),
             "changed": self.count(CHANGED),
-            "failed": len(self.failed),
-            "files": sum(len(o.job.files) for o in acted),
-            "bytes": sum(o.job.bytes for o in acted),
+            "failed": self.count(FAILED),
+            "files": self.totals["files"],
+            "bytes": self.totals["bytes"],
             "unrecognised": listing.unrecognised,
             "indexed": len(self.index.indexed) if self.index else 0,
             "index_failed": len(self.index.errors) if self.index else 0,
@@ -269,7 +276,7 @@ class RecordPruneReport(CleanupReport[RecordListing, RecordOutcome]):
         return f"in {self.listing.records_dir}"
 
     def _details(self, counts: dict[str, Any]) -> str:
-        newest = f"{counts['kept_newest']} of the newest, " if counts["keep_newest"] else ""
+        newest = f"{counts['kept_newest']} of the newest, " if counts.get("keep_newest") else ""
         indexed = f"; indexed {counts['indexed']} kept jobs" if counts["indexed"] else ""
         unindexed = f", {counts['index_failed']} could not be indexed" if counts["index_failed"] else ""
         return (
@@ -412,29 +419,36 @@ def prune_records(
     dry_run: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    keep_outcomes: bool = False,
 ) -> RecordPruneReport:
     """Delete the files of the listing's stale jobs; with `dry_run` only report them. Then write
     the missing index entries of the jobs kept (`index_jobs`; in a dry run, only count them).
 
     The records directory is listed once more; jobs whose files changed are left alone. Then the
     files go in three batches, by `_DELETE_ORDER` (a few requests in all on S3).
+    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's `--json`).
     """
+    stale = listing.stale
+    left_alone: set[str] = set()  # the stale jobs whose files changed since the listing
 
-    def prune_all(jobs: list[JobRecords] | Any, bar: Progress) -> list[RecordOutcome]:
-        return _prune(store, listing, list(jobs), bar)
+    def prune_all(jobs: Iterable[JobRecords], record: Callable[[Any], None], bar: Progress) -> None:
+        for outcome in _prune(store, listing, list(jobs), bar):
+            if outcome.status == CHANGED:
+                left_alone.add(outcome.job.job_id)
+            record(outcome)
 
     report = RecordPruneReport.run_all(
         listing,
-        listing.stale,
+        stale,
         prune_all,
         lambda job: RecordOutcome(job, WOULD_PRUNE),
         dry_run=dry_run,
         description="Pruning job records",
+        total=len(stale),
         progress=progress,
+        keep_outcomes=keep_outcomes,
     )
-    gone = {
-        outcome.job.job_id for outcome in report.outcomes if outcome.status in (PRUNED, WOULD_PRUNE, FAILED)
-    }
+    gone = {job.job_id for job in stale} - left_alone
     kept = [job for job in listing.jobs if job.job_id not in gone]
     report.index = index_jobs(store, listing, kept, dry_run=dry_run, threads=threads)
     return report
@@ -544,6 +558,7 @@ def prune_old_records(
     dry_run: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    keep_outcomes: bool = False,
     **find_options: Any,
 ) -> RecordPruneReport:
     """Find then prune (or, with `dry_run`, report) the records of old jobs under `scope`.
@@ -552,4 +567,6 @@ def prune_old_records(
     job_id, now, allow_bucket_root).
     """
     listing = find_job_records(store, scope, threads=threads, progress=progress, **find_options)
-    return prune_records(store, listing, dry_run=dry_run, threads=threads, progress=progress)
+    return prune_records(
+        store, listing, dry_run=dry_run, threads=threads, progress=progress, keep_outcomes=keep_outcomes
+    )

@@ -16,18 +16,28 @@ runs measure them, real aborts only when asked. Unmeasured bytes are null, never
 Uploads of a job past its commit point but not yet committed (COMMITTING) are never aborted,
 however old: rolling that job forward completes them (see `committing`). They are counted in
 `committing`; finishing the job (a retry, `job_control.finish_or_fence`) lets them go.
+
+At any count, memory stays flat: the listing streams page by page into a local spool (which the
+CLI shows from before asking), the uploads are aborted `ABORT_BATCH` at a time from it, and
+what must be looked up later (the uploads aborted, the upload IDs a job recorded) is a set on
+local disk (`spool.KeySet`). An interrupted run leaves nothing half done in the store: each
+abort is one request, an aborted upload no longer lists, and running again finishes the rest.
+The time is the aborts': one request each, `threads` in flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from airflow_commit_provider.core.cleanup.committing import committing_jobs
 from airflow_commit_provider.core.cleanup.common import (
+    SAMPLE_SIZE,
+    Breaker,
     NoProgress,
     Progress,
     format_size,
@@ -36,18 +46,28 @@ from airflow_commit_provider.core.cleanup.common import (
     with_retries,
 )
 from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
-from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
+from airflow_commit_provider.core.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
+from airflow_commit_provider.core.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
-from airflow_commit_provider.core.parallel import parallel_map, run_pipelined
+from airflow_commit_provider.core.parallel import parallel_map, run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
-from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
+from airflow_commit_provider.core.store.base import NoSuchUploadError, PendingUpload, Store, StoreError
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
 #: Options of `abort_uploads` that `abort_pending_uploads` passes on to it.
-_RETRY_SETTINGS = ("attempts", "retry_delay", "verify_rounds")
+_ABORT_SETTINGS = ("attempts", "retry_delay", "verify_rounds", "keep_outcomes")
+#: Uploads taken from the spool at a time: a listing page's worth, as S3 pages them.
+ABORT_BATCH = 1000
+#: Directories whose records one step reads at once.
+_DIRECTORY_BATCH = 256
+
+
+def upload_identity(key: str, upload_id: str) -> str:
+    """What identifies an upload in a later listing: its ID first (IDs hold no space), then its key."""
+    return f"{upload_id} {key}"
 
 
 @dataclass(frozen=True)
@@ -62,9 +82,8 @@ class UploadInfo:
     """Bytes in its parts (ListParts): what aborting it reclaims; None when not measured."""
 
     @property
-    def identity(self) -> tuple[str, str]:
-        """What identifies the upload in a later listing of its directory."""
-        return self.path.key, self.upload_id
+    def identity(self) -> str:
+        return upload_identity(self.path.key, self.upload_id)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,9 +99,10 @@ class UploadInfo:
 
 @dataclass
 class UploadListing(ScopedListing):
-    """The uploads a cleanup would act on, and how many others it saw and left alone."""
+    """The uploads a cleanup would act on (spooled on local disk), and how many others it saw and
+    left alone."""
 
-    uploads: list[UploadInfo] = field(default_factory=list)
+    uploads: Spool[UploadInfo] = field(default_factory=Spool)
     too_recent: int = 0
     committing: int = 0
     """Old uploads kept because their job is past its commit point and must be rolled forward."""
@@ -90,21 +110,31 @@ class UploadListing(ScopedListing):
     """Uploads that disappeared between listing and ListParts."""
     sizes_measured: bool = False
     """Whether each upload's parts and bytes were measured (one ListParts per upload)."""
+    bytes: int = 0
+    parts: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.uploads)
 
     @property
     def total_bytes(self) -> int | None:
         """Bytes in the uploads' parts; None when sizes were not measured."""
-        return _total([upload.bytes for upload in self.uploads], self.sizes_measured)
+        return self.bytes if self.sizes_measured else None
 
     @property
     def total_parts(self) -> int | None:
-        return _total([upload.parts for upload in self.uploads], self.sizes_measured)
+        return self.parts if self.sizes_measured else None
 
-    def to_json(self, sample: int | None = None) -> dict[str, Any]:
-        shown = self.uploads if sample is None else self.uploads[:sample]
+    def add(self, upload: UploadInfo) -> None:
+        self.uploads.append(upload)
+        self.bytes += upload.bytes or 0
+        self.parts += upload.parts or 0
+
+    def summary_json(self) -> dict[str, Any]:
         return {
             **self.selection_json(),
-            "count": len(self.uploads),
+            "count": self.count,
             "sizes_measured": self.sizes_measured,
             "bytes": self.total_bytes,
             "parts": self.total_parts,
@@ -112,15 +142,21 @@ class UploadListing(ScopedListing):
             "committing": self.committing,
             "other_jobs": self.other_jobs,
             "vanished": self.vanished,
-            "uploads": [upload.to_json() for upload in shown],
         }
+
+    def to_json(self, sample: int = SAMPLE_SIZE) -> dict[str, Any]:
+        """The counts and the first `sample` uploads (the CLI streams all of them)."""
+        return {**self.summary_json(), "uploads": [upload.to_json() for upload in self.uploads.head(sample)]}
+
+    def close(self) -> None:
+        self.uploads.close()
 
 
 @dataclass(frozen=True)
 class AbortOutcome:
     upload: UploadInfo
     status: str
-    """One of aborted, vanished, failed, would-abort."""
+    """One of aborted, vanished, failed, would-abort, not-tried."""
     attempts: int = 0
     """AbortMultipartUpload requests sent for it, retries and repeats included."""
     repeats: int = 0
@@ -130,6 +166,15 @@ class AbortOutcome:
     @property
     def label(self) -> str:
         return self.upload.path.key
+
+    @property
+    def measures(self) -> Mapping[str, int]:
+        acted = self.status in AbortReport.ACTED
+        return {
+            "repeats": self.repeats,
+            "bytes": (self.upload.bytes or 0) if acted else 0,
+            "parts": (self.upload.parts or 0) if acted else 0,
+        }
 
     def failure_json(self) -> dict[str, Any]:
         return {"key": self.upload.path.key, "upload_id": self.upload.upload_id, "error": self.error}
@@ -160,19 +205,19 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
     @property
     def bytes_reclaimed(self) -> int | None:
         """Bytes of the uploads aborted (or, in a dry run, that would be); None if not measured."""
-        return _total([o.upload.bytes for o in self.acted], self.listing.sizes_measured)
+        return self.totals["bytes"] if self.listing.sizes_measured else None
 
-    def _counts(self, acted: list[AbortOutcome]) -> dict[str, Any]:
+    def _counts(self) -> dict[str, Any]:
         return {
-            "listed": len(self.listing.uploads),
+            "listed": self.listing.count,
             "aborted": self.aborted,
             "would_abort": self.count(WOULD_ABORT),
             "vanished": self.vanished,
-            "failed": len(self.failed),
-            "repeated_aborts": sum(o.repeats for o in self.outcomes),
+            "failed": self.count(FAILED),
+            "repeated_aborts": self.totals["repeats"],
             "sizes_measured": self.listing.sizes_measured,
             "bytes": self.bytes_reclaimed,
-            "parts": _total([o.upload.parts for o in acted], self.listing.sizes_measured),
+            "parts": self.totals["parts"] if self.listing.sizes_measured else None,
             "too_recent": self.listing.too_recent,
             "committing": self.listing.committing,
             "other_jobs": self.listing.other_jobs,
@@ -191,10 +236,6 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
         )
 
 
-def _total(values: list[int | None], measured: bool) -> int | None:
-    return sum(value or 0 for value in values) if measured else None
-
-
 def list_pending_uploads(
     store: Store,
     scope: str | StorePath,
@@ -211,47 +252,127 @@ def list_pending_uploads(
 
     With `job_id`, only uploads whose key contains it or that the job recorded under its job
     directory: our records, or the ``.pending``/``.pendingset`` files of Hadoop's S3A magic
-    committer (whose upload keys carry no job ID). With `sizes`, each upload's parts and bytes come from ListParts (in parallel).
+    committer (whose upload keys carry no job ID). With `sizes`, each upload's parts and bytes
+    come from ListParts (in parallel). The uploads are spooled on local disk, in listing order.
     """
     listing = UploadListing.select(
         scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
     )
     if job_id is not None:
         validate_job_id(job_id)
-    directory = listing.scope
     progress = progress or NoProgress()
-    clock = listing.now.timestamp()
-    candidates: list[UploadInfo] = []
-    progress.start("Listing uploads", None)
-    for pending in store.list_multipart_uploads(directory):
-        progress.advance()
-        if not pending.path.is_under(directory):  # never trust the store's prefix match alone
-            continue
-        info = UploadInfo(pending.path, pending.upload_id, pending.initiated, clock - pending.initiated)
-        if info.age_seconds < listing.older_than.total_seconds():
-            listing.too_recent += 1
-        else:
-            candidates.append(info)
-    if job_id is not None:
-        recorded = _recorded_upload_ids(store, directory, job_id, candidates, threads)
-        mine = [u for u in candidates if job_id in u.path.key or u.upload_id in recorded]
-        listing.other_jobs = len(candidates) - len(mine)
-        candidates = mine
-    if candidates:
-        kept = _of_committing_jobs(store, directory, candidates, threads)
-        listing.committing = len(kept)
-        candidates = [u for u in candidates if u.identity not in kept]
+    directories = KeySet()  # where, below the scope, the job of a candidate can have written from
+    candidates: Spool[UploadInfo] = Spool()
+    try:
+        _list_old_uploads(store, listing, candidates, directories, progress)
+        destinations = _possible_destinations(listing.scope, directories)
+        if job_id is not None:
+            recorded = _recorded_upload_ids(store, job_id, destinations(), threads)
+            candidates, listing.other_jobs = _kept(
+                candidates, lambda u: job_id in u.path.key or u.upload_id in recorded
+            )
+            recorded.close()
+        if candidates:
+            candidates, listing.committing = _without_committing_jobs(
+                store, candidates, destinations(), threads
+            )
+    finally:
+        directories.close()
     if not sizes:
+        listing.uploads.close()
         listing.uploads = candidates
         return listing
     listing.sizes_measured = True
     progress.start("Measuring uploads", len(candidates))
-    for measured in parallel_map(candidates, lambda u: _measure(store, u), threads, progress):
-        if measured is None:
-            listing.vanished += 1
-        else:
-            listing.uploads.append(measured)
+    for batch in batches(candidates, ABORT_BATCH):
+        for measured in parallel_map(batch, lambda u: _measure(store, u), threads, progress):
+            if measured is None:
+                listing.vanished += 1
+            else:
+                listing.add(measured)
+    candidates.close()
     return listing
+
+
+def _list_old_uploads(
+    store: Store,
+    listing: UploadListing,
+    candidates: Spool[UploadInfo],
+    directories: KeySet,
+    progress: Progress,
+) -> None:
+    """Stream the scope's pending uploads: the old ones into `candidates`, their directories (relative
+    to the scope) into `directories`, the rest counted as too recent."""
+    scope, clock = listing.scope, listing.now.timestamp()
+    limit = listing.older_than.total_seconds()
+    progress.start("Listing uploads", None)
+    for page in batches(store.list_multipart_uploads(scope), ABORT_BATCH):
+        progress.advance(len(page))
+        seen: set[str] = set()
+        for pending in page:
+            if not pending.path.is_under(scope):  # never trust the store's prefix match alone
+                continue
+            age = clock - pending.initiated
+            if age < limit:
+                listing.too_recent += 1
+                continue
+            candidates.append(UploadInfo(pending.path, pending.upload_id, pending.initiated, age))
+            parent = pending.path.relative_to(scope).rpartition("/")[0]
+            if parent and parent not in seen:  # a page's uploads share few directories
+                parts = parent.split("/")
+                seen.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+        directories.update(seen)
+
+
+def _possible_destinations(scope: StorePath, directories: KeySet) -> Callable[[], Iterator[StorePath]]:
+    """Where the job of an upload can have written from: the scope, one of its parents, or a
+    directory between the scope and an upload. Only read there, so looking above the scope is safe."""
+
+    def destinations() -> Iterator[StorePath]:
+        yield scope
+        parent = scope
+        while parent.key.strip("/") and parent.parent != parent:
+            parent = parent.parent
+            yield parent
+        for relative in directories:
+            yield scope.join(relative)
+
+    return destinations
+
+
+def _kept(uploads: Spool[UploadInfo], keep: Callable[[UploadInfo], bool]) -> tuple[Spool[UploadInfo], int]:
+    """The uploads `keep` accepts, in a new spool (the old one is closed), and how many it refused."""
+    kept: Spool[UploadInfo] = Spool()
+    refused = 0
+    for upload in uploads:
+        if keep(upload):
+            kept.append(upload)
+        else:
+            refused += 1
+    uploads.close()
+    return kept, refused
+
+
+def _without_committing_jobs(
+    store: Store, uploads: Spool[UploadInfo], destinations: Iterable[StorePath], threads: int
+) -> tuple[Spool[UploadInfo], int]:
+    """The uploads minus those of jobs past their commit point (never aborted), and how many those are."""
+    committing = committing_jobs(store, destinations, threads)
+    if not committing:
+        return uploads, 0
+    recorded = KeySet()
+    for destination, job_id in sorted(committing):
+        found = _recorded_upload_ids(store, job_id, [destination], threads)
+        recorded.update(found)
+        found.close()
+    jobs = sorted({job_id for _destination, job_id in committing})
+    try:
+        return _kept(
+            uploads,
+            lambda u: not any(job in u.path.key for job in jobs) and u.upload_id not in recorded,
+        )
+    finally:
+        recorded.close()
 
 
 def _measure(store: Store, info: UploadInfo) -> UploadInfo | None:
@@ -264,71 +385,38 @@ def _measure(store: Store, info: UploadInfo) -> UploadInfo | None:
     )
 
 
-def _possible_destinations(scope: StorePath, uploads: list[UploadInfo]) -> set[StorePath]:
-    """Where the job of an upload can have written from: the scope, one of its parents, or a
-    directory between the scope and an upload. Only read there, so looking above the scope is safe."""
-    destinations = {scope}
-    parent = scope
-    while parent.key.strip("/") and parent.parent != parent:
-        parent = parent.parent
-        destinations.add(parent)
-    for upload in uploads:
-        directory = upload.path.parent
-        while directory.is_under(scope) and directory not in destinations:
-            destinations.add(directory)
-            if directory == scope or directory.parent == directory:
-                break
-            directory = directory.parent
-    return destinations
-
-
 def _recorded_upload_ids(
-    store: Store,
-    scope: StorePath,
-    job_id: str,
-    uploads: list[UploadInfo],
-    threads: int,
-    destinations: set[StorePath] | None = None,
-) -> set[str]:
+    store: Store, job_id: str, destinations: Iterable[StorePath], threads: int
+) -> KeySet:
     """Upload IDs in the job's own records (`<jobdir>/00/uploads/`, or Hadoop's magic committer's
-    pending files under `__magic_job-<id>/`) wherever its job dir can be."""
-    if destinations is None:
-        destinations = _possible_destinations(scope, uploads)
-    record_dirs = [
-        JobLayout(destination, job_id, magic).upload_records_dir()
-        for destination in sorted(destinations)
-        for magic in (False, True)
-    ]
-    magic_dirs = [JobLayout(destination, job_id, magic=True).job_dir for destination in sorted(destinations)]
-    found: set[str] = set()
-    for ids in parallel_map(record_dirs, lambda d: _read_records(store, d), threads):
-        found |= ids
-    for pending in parallel_map(magic_dirs, lambda d: hadoop_pending_uploads(store, d), threads):
-        found |= {upload_id for _path, upload_id in pending}
+    pending files under `__magic_job-<id>/`) wherever its job dir can be, on local disk."""
+
+    def in_job_dirs(destination: StorePath) -> tuple[list[StorePath], set[str]]:
+        """The job's record files under `destination`, and the IDs in Hadoop's pending files there."""
+        files = [
+            status.path
+            for magic in (False, True)
+            for status in store.list_files(JobLayout(destination, job_id, magic).upload_records_dir())
+        ]
+        hadoop = hadoop_pending_uploads(store, JobLayout(destination, job_id, magic=True).job_dir)
+        return files, {upload_id for _path, upload_id in hadoop}
+
+    found = KeySet()
+    for places in batches(destinations, _DIRECTORY_BATCH):
+        for files, hadoop_ids in parallel_map(places, in_job_dirs, threads):
+            found.update(hadoop_ids)
+            for chunk in batches(files, _DIRECTORY_BATCH):
+                for ids in parallel_map(chunk, lambda path: _read_record(store, path), threads):
+                    found.update(ids)
     return found
 
 
-def _of_committing_jobs(
-    store: Store, scope: StorePath, uploads: list[UploadInfo], threads: int
-) -> set[tuple[str, str]]:
-    """Identities of the uploads that belong to a job past its commit point (never aborted)."""
-    committing = committing_jobs(store, _possible_destinations(scope, uploads), threads)
-    kept: set[tuple[str, str]] = set()
-    for destination, job_id in sorted(committing):
-        recorded = _recorded_upload_ids(store, scope, job_id, uploads, threads, {destination})
-        kept |= {u.identity for u in uploads if job_id in u.path.key or u.upload_id in recorded}
-    return kept
-
-
-def _read_records(store: Store, records_dir: StorePath) -> set[str]:
-    ids: set[str] = set()
-    for status in store.list_files(records_dir):
-        try:
-            records = parse_upload_records(read_json_bytes(store, status.path), str(status.path))
-        except (StoreError, InvalidCommitDataError):
-            continue  # a record being written or removed right now; the key check still applies
-        ids.update(upload_id for _path, upload_id in records)
-    return ids
+def _read_record(store: Store, path: StorePath) -> list[str]:
+    try:
+        records = parse_upload_records(read_json_bytes(store, path), str(path))
+    except (StoreError, InvalidCommitDataError):
+        return []  # a record being written or removed right now; the key check still applies
+    return [upload_id for _path, upload_id in records]
 
 
 def abort_uploads(
@@ -341,12 +429,15 @@ def abort_uploads(
     retry_delay: float = 0.5,
     verify_rounds: int = 3,
     progress: Progress | None = None,
+    keep_outcomes: bool = False,
 ) -> AbortReport:
-    """Abort every upload in `listing` (see `abort_and_verify`); with `dry_run`, only report them."""
-    return AbortReport.run_all(
-        listing,
-        listing.uploads,
-        lambda uploads, bar: abort_and_verify(
+    """Abort every upload in `listing` (see `abort_and_verify`); with `dry_run`, only report them.
+
+    `keep_outcomes` spools every upload's outcome for `report.outcomes` (the CLI's `--json`).
+    """
+
+    def act_all(uploads: Iterable[UploadInfo], record: Callable[[Any], None], bar: Progress) -> None:
+        for outcome in abort_and_verify(
             store,
             listing.scope,
             uploads,
@@ -355,110 +446,193 @@ def abort_uploads(
             retry_delay=retry_delay,
             verify_rounds=verify_rounds,
             progress=bar,
-        ),
+        ):
+            record(outcome)
+
+    return AbortReport.run_all(
+        listing,
+        listing.uploads,
+        act_all,
         lambda upload: AbortOutcome(upload, WOULD_ABORT),
         dry_run=dry_run,
         description="Aborting uploads",
+        total=listing.count,
         progress=progress,
+        keep_outcomes=keep_outcomes,
     )
 
 
 def abort_and_verify(
     store: Store,
     directory: StorePath,
-    uploads: Sequence[UploadInfo],
+    uploads: Iterable[UploadInfo],
     *,
     threads: int = 16,
     attempts: int = 3,
     retry_delay: float = 0.5,
     verify_rounds: int = 3,
     progress: Progress | None = None,
-) -> list[AbortOutcome]:
+) -> Iterator[AbortOutcome]:
     """Abort each upload (all under `directory`) once, then list `directory` again and abort
-    those still pending, up to `verify_rounds` times; outcomes in the order of `uploads`.
+    those still pending, up to `verify_rounds` times; yields each upload's final outcome.
 
-    Aborts run on `threads` threads and retry transient errors `attempts` times. An upload still
-    listed after the last round, or whose abort could not be checked, is FAILED.
+    Aborts run `threads` at a time and retry transient errors `attempts` times. An upload still
+    listed after the last round, or whose abort could not be checked, is FAILED. After
+    `STOP_AFTER_FAILURES` failures in a row no more uploads are tried: the rest are NOT_TRIED.
     """
     progress = progress or NoProgress()
-    outcomes: dict[tuple[str, str], AbortOutcome] = {}
-    _abort_each(store, uploads, outcomes, threads, attempts, retry_delay, progress)
-    checking = _aborted(uploads, outcomes)
-    for aborts in range(1, verify_rounds + 2):  # each upload in `checking` was aborted `aborts` times
-        if not checking:
-            break
-        try:
-            still = _still_listed(store, directory, checking, attempts, retry_delay, progress)
-        except StoreError as error:
-            _fail(checking, outcomes, f"abort not verified: {one_line(error)}")
-            break
-        if aborts > verify_rounds:
-            _fail(still, outcomes, f"still pending after {aborts} aborts")
-            break
-        progress.start("Repeating aborts", len(still))
-        _abort_each(store, still, outcomes, threads, attempts, retry_delay, progress)
-        checking = _aborted(still, outcomes)
-    return [outcomes[upload.identity] for upload in uploads]
+    breaker = Breaker()
+    source = iter(uploads)
+    round_ = _Round()
+    try:
+        for outcome in _abort_each(
+            store, ((u, None) for u in source), threads, attempts, retry_delay, progress, breaker
+        ):
+            yield from round_.take(outcome)
+        round_.seal()
+        yield from (AbortOutcome(upload, NOT_TRIED) for upload in source)
+        for aborts in range(1, verify_rounds + 2):  # each upload in the round was aborted `aborts` times
+            if not round_.aborted:
+                return
+            try:
+                still = _still_listed(store, directory, round_.keys, attempts, retry_delay, progress)
+            except StoreError as error:
+                note = f"abort not verified: {one_line(error)}"
+                yield from (replace(o, status=FAILED, error=note) for o in round_.aborted)
+                return
+            repeat: Spool[AbortOutcome] = Spool()
+            try:
+                if not len(still):  # the usual answer: every abort took effect, nothing to look up
+                    yield from round_.aborted
+                else:
+                    for outcome in round_.aborted:
+                        if outcome.upload.identity in still:
+                            repeat.append(outcome)
+                        else:
+                            yield outcome
+            finally:
+                still.close()
+                round_.close()
+            round_ = _Round()
+            if aborts > verify_rounds:
+                note = f"still pending after {aborts} aborts"
+                yield from (replace(o, status=FAILED, error=note) for o in repeat)
+                repeat.close()
+                return
+            progress.start("Repeating aborts", len(repeat))
+            remaining = iter(repeat)
+            again = ((o.upload, o) for o in remaining)
+            for outcome in _abort_each(store, again, threads, attempts, retry_delay, progress, breaker):
+                yield from round_.take(outcome)
+            round_.seal()
+            note = f"still pending after {aborts} aborts"
+            yield from (replace(o, status=FAILED, error=note) for o in remaining)
+            repeat.close()
+    finally:
+        round_.close()
+
+
+class _Round:
+    """The uploads one round of aborts answered as aborted: they count once a listing no longer
+    shows them. Spooled, with their identities in a local set for that listing."""
+
+    def __init__(self) -> None:
+        self.aborted: Spool[AbortOutcome] = Spool()
+        self.keys = KeySet()
+        self._unsaved: list[str] = []
+
+    def take(self, outcome: AbortOutcome) -> Iterator[AbortOutcome]:
+        """Hold an aborted upload's outcome for checking; pass any other outcome on, final."""
+        if outcome.status != ABORTED:
+            yield outcome
+            return
+        self.aborted.append(outcome)
+        self._unsaved.append(outcome.upload.identity)
+        if len(self._unsaved) >= ABORT_BATCH:
+            self.seal()
+
+    def seal(self) -> None:
+        self.keys.update(self._unsaved)
+        self._unsaved = []
+
+    def close(self) -> None:
+        self.aborted.close()
+        self.keys.close()
 
 
 def _abort_each(
     store: Store,
-    uploads: Sequence[UploadInfo],
-    outcomes: dict[tuple[str, str], AbortOutcome],
+    items: Iterator[tuple[UploadInfo, AbortOutcome | None]],
     threads: int,
     attempts: int,
     retry_delay: float,
     progress: Progress,
-) -> None:
-    """One abort of each upload in parallel, recorded in `outcomes` (a repeat if already there)."""
-    if store.pipelines_requests:
-        results = _abort_pipelined(store, uploads, threads, attempts, retry_delay, progress)
-    else:
-        results = parallel_map(
-            uploads, lambda u: _abort_once(store, u, attempts, retry_delay), threads, progress
-        )
-    for upload, (status, used, error) in zip(uploads, results, strict=True):
-        earlier = outcomes.get(upload.identity)
-        if earlier is None:
-            outcomes[upload.identity] = AbortOutcome(upload, status, used, 0, error)
-        else:  # gone after our earlier abort: that abort (or someone's) took effect
-            status = ABORTED if status == VANISHED else status
-            outcomes[upload.identity] = AbortOutcome(
-                upload, status, earlier.attempts + used, earlier.repeats + 1, error
+    breaker: Breaker,
+) -> Iterator[AbortOutcome]:
+    """One abort of each item's upload, `ABORT_BATCH` at a time and `threads` in flight: its outcome
+    so far (a repeat when the item carries an earlier one). Stops taking items when `breaker` trips."""
+    source = breaker.items(items)
+    done: list[AbortOutcome] = []
+
+    def finish(item: tuple[UploadInfo, AbortOutcome | None], result: tuple[str, int, str | None]) -> None:
+        breaker.note(result[0] == FAILED)
+        done.append(_merged(item, *result))
+        progress.advance()
+
+    while True:
+        batch = islice(source, ABORT_BATCH)
+        if store.pipelines_requests:
+            sent = _abort_pipelined(store, batch, finish, threads, attempts, retry_delay)
+        else:
+            sent = run_parallel(
+                batch, lambda item: finish(item, _abort_once(store, item[0], attempts, retry_delay)), threads
             )
+        finished, done[:] = list(done), []
+        yield from finished
+        if not sent:
+            return
+
+
+def _merged(
+    item: tuple[UploadInfo, AbortOutcome | None], status: str, used: int, error: str | None
+) -> AbortOutcome:
+    upload, earlier = item
+    if earlier is None:
+        return AbortOutcome(upload, status, used, 0, error)
+    # gone after our earlier abort: that abort (or someone's) took effect
+    status = ABORTED if status == VANISHED else status
+    return AbortOutcome(upload, status, earlier.attempts + used, earlier.repeats + 1, error)
 
 
 def _abort_pipelined(
     store: Store,
-    uploads: Sequence[UploadInfo],
+    items: Iterable[tuple[UploadInfo, AbortOutcome | None]],
+    finish: Callable[[tuple[UploadInfo, AbortOutcome | None], tuple[str, int, str | None]], None],
     threads: int,
     attempts: int,
     retry_delay: float,
-    progress: Progress,
-) -> list[tuple[str, int, str | None]]:
+) -> int:
     """`_abort_once` of each upload, the first attempts `threads` at a time in flight from one thread;
     an upload whose first abort fails is retried there as `_abort_once` would."""
-    results: list[tuple[str, int, str | None]] = [(FAILED, 0, None)] * len(uploads)
 
-    def start(index: int) -> Future[None]:
-        return store.start_abort_multipart_upload(uploads[index].path, uploads[index].upload_id)
+    def start(item: tuple[UploadInfo, AbortOutcome | None]) -> Future[None]:
+        return store.start_abort_multipart_upload(item[0].path, item[0].upload_id)
 
-    def finish(index: int, request: Future[None]) -> None:
+    def settle(item: tuple[UploadInfo, AbortOutcome | None], request: Future[None]) -> None:
         try:
             request.result()
-            results[index] = (ABORTED, 1, None)
+            result: tuple[str, int, str | None] = (ABORTED, 1, None)
         except NoSuchUploadError:
-            results[index] = (VANISHED, 1, None)
+            result = (VANISHED, 1, None)
         except StoreError as error:
             if attempts > 1:
-                status, used, last_error = _abort_once(store, uploads[index], attempts - 1, retry_delay)
-                results[index] = (status, used + 1, last_error)
+                status, used, last_error = _abort_once(store, item[0], attempts - 1, retry_delay)
+                result = (status, used + 1, last_error)
             else:
-                results[index] = (FAILED, 1, one_line(error))
-        progress.advance()
+                result = (FAILED, 1, one_line(error))
+        finish(item, result)
 
-    run_pipelined(range(len(uploads)), start, finish, threads)
-    return results
+    return run_pipelined(items, start, settle, threads)
 
 
 def _abort_once(
@@ -476,38 +650,33 @@ def _abort_once(
     return ABORTED, used, None
 
 
-def _aborted(
-    uploads: Sequence[UploadInfo], outcomes: dict[tuple[str, str], AbortOutcome]
-) -> list[UploadInfo]:
-    return [upload for upload in uploads if outcomes[upload.identity].status == ABORTED]
-
-
 def _still_listed(
     store: Store,
     directory: StorePath,
-    uploads: Sequence[UploadInfo],
+    aborted: KeySet,
     attempts: int,
     retry_delay: float,
     progress: Progress,
-) -> list[UploadInfo]:
-    """Those of `uploads` that a new listing of `directory` still shows pending."""
-    progress.start("Checking aborts", None)
-    listed, _ = with_retries(
-        lambda: {(u.path.key, u.upload_id) for u in store.list_multipart_uploads(directory)},
-        attempts,
-        retry_delay,
-    )
-    return [upload for upload in uploads if upload.identity in listed]
+) -> KeySet:
+    """The identities in `aborted` that a new listing of `directory` still shows pending."""
+
+    def listing() -> KeySet:
+        progress.start("Checking aborts", None)
+        still = KeySet()
+        try:
+            for page in batches(store.list_multipart_uploads(directory), ABORT_BATCH):
+                progress.advance(len(page))
+                still.update(key for key in map(_identity, page) if key in aborted)
+        except BaseException:
+            still.close()
+            raise
+        return still
+
+    return with_retries(listing, attempts, retry_delay)[0]
 
 
-def _fail(
-    uploads: Sequence[UploadInfo],
-    outcomes: dict[tuple[str, str], AbortOutcome],
-    error: str,
-) -> None:
-    for upload in uploads:
-        outcome = outcomes[upload.identity]
-        outcomes[upload.identity] = AbortOutcome(upload, FAILED, outcome.attempts, outcome.repeats, error)
+def _identity(upload: PendingUpload) -> str:
+    return upload_identity(upload.path.key, upload.upload_id)
 
 
 def abort_pending_uploads(
@@ -525,9 +694,9 @@ def abort_pending_uploads(
     `sizes` measures each upload's parts and bytes first: one more request per upload, which
     doubles the cost of an abort. None (the default) measures them only in a dry run.
     `options` are those of `list_pending_uploads` (older_than, job_id, now, ...) and the retry
-    settings of `abort_uploads` (attempts, retry_delay, verify_rounds).
+    settings of `abort_uploads` (attempts, retry_delay, verify_rounds) and its `keep_outcomes`.
     """
-    retries = {name: options.pop(name) for name in _RETRY_SETTINGS if name in options}
+    settings = {name: options.pop(name) for name in _ABORT_SETTINGS if name in options}
     measure = dry_run if sizes is None else sizes
     listing = list_pending_uploads(store, scope, sizes=measure, threads=threads, progress=progress, **options)
-    return abort_uploads(store, listing, dry_run=dry_run, threads=threads, progress=progress, **retries)
+    return abort_uploads(store, listing, dry_run=dry_run, threads=threads, progress=progress, **settings)

@@ -290,7 +290,11 @@ class LocalStore(Store):
                 continue
             dirs.remove(UPLOADS_DIR)
             uploads_root = os.path.join(current, UPLOADS_DIR)
-            for upload_id in sorted(os.listdir(uploads_root)):
+            try:
+                upload_ids = sorted(os.listdir(uploads_root))
+            except FileNotFoundError:  # its last upload finished or was aborted since the walk saw it
+                continue
+            for upload_id in upload_ids:
                 try:
                     with open(
                         os.path.join(uploads_root, upload_id, _UPLOAD_META), encoding="utf-8"

@@ -18,6 +18,9 @@ from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 
 DESTINATION = f"file://{os.environ['AIRFLOW_HOME']}/committed-assets/table"
 TABLE = destination_asset(DESTINATION)
+#: A table whose jobs write thousands of partitions at once (the writer's environment says how many).
+WIDE_DESTINATION = f"file://{os.environ['AIRFLOW_HOME']}/committed-assets/wide"
+WIDE_TABLE = destination_asset(WIDE_DESTINATION)
 
 with DAG(
     dag_id="test_committed_assets_writer",
@@ -53,3 +56,30 @@ with DAG(
         }
 
     read()
+
+with DAG(
+    dag_id="test_committed_assets_wide_writer",
+    schedule=None,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+):
+    CommittedSparkSubmitOperator(
+        task_id="write",
+        application="/jobs/app.py",
+        destination=WIDE_DESTINATION,
+        committer="partitioned",
+        conflict_mode="replace",
+    )
+
+with DAG(
+    dag_id="test_committed_assets_wide_reader",
+    schedule=[WIDE_TABLE],
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+):
+
+    @task(task_id="read")
+    def read_wide(**context: Any) -> list[dict[str, Any]]:
+        """The triggering events, as the run was given them."""
+        events = context["triggering_asset_events"][WIDE_TABLE]
+        return [{"extra": e.extra, "partition_key": getattr(e, "partition_key", None)} for e in events]
+
+    read_wide()
