@@ -10,26 +10,34 @@ wrote, per partition too), N files in all, spread over P partition directories (
 P > 0; the job is saved to D (`job.json`, the task results, and the store's objects). `commit` loads
 it, runs `commit_job` with the task results, and prints one JSON line: the peak RSS above the RSS
 just before the call (sampled every 5 ms) or, with --tracemalloc, the Python heap peak during the
-call, with the seconds, the store requests and the size of `_SUCCESS` and of the job record.
+call, with the wall and CPU seconds, the store requests (and per file), the size of `_SUCCESS`
+and of the job record, and the job record's phases (what each took and asked).
 pyarrow, which job commit uses to write its file list, is started before the baseline (imported,
 and one tiny Parquet file written): a fixed cost of the process, reported as
 `pyarrow_start_rss_bytes`, not growth with the job.
-A committer on local files commits D itself: prepare it again before another `commit`.
+A committer on local files commits D itself: prepare it again before another `commit` (or keep a
+hard-linked copy of D, `cp -al`, and commit the copy: a commit renames and unlinks, never writes a
+prepared file).
 `task` measures one task attempt writing N files and committing them (HADOOP-19047: S3A's magic
 committer holds every file's commit data in the task), from before its first file to after its
 commit. `prepare`, `commit` and `task_attempt` are the library other scenarios call.
 
-The S3 committers run the real `S3Store` over `bench.fake_s3.FakeS3Client`, an in-process stand-in
-for the boto3 client, labelled as such: every line of the committer and of the S3 store runs
-(listing pages, the entry spool, `_SUCCESS` spooling, cleanup), only the server is replaced and
-uploads complete at once, so what grows is our own memory, not the endpoint's; creating a million
-real uploads on the embedded server would take hours. The manifest committer, which renames, runs
-on local files in D (write D under /tmp: a million 1 KiB files take about 4 GB of blocks).
+The S3 committers run the real `S3Store` over `bench.fake_s3.FakeS3Client`, a stand-in for the
+boto3 client, labelled as such: every line of the committer and of the S3 store runs (listing
+pages, the entry spool, `_SUCCESS` spooling, cleanup), only the server is replaced and uploads
+complete at once; creating a million real uploads on the embedded server would take hours.
+`prepare` and `task` run it in their own process. `commit` runs it in a process of its own
+(`bench.fake_s3_process.served_stand_in`), so that the RSS measured is job commit's alone: the
+stand-in keeps a key per completed upload (about 91 MB at 1M), a server's memory, not the
+driver's. The stand-in process's own peak growth is reported apart
+(`store_process_rss_growth_bytes`). The manifest committer, which renames, runs on local files in
+D (write D under /tmp: a million 1 KiB files take about 4 GB of blocks).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -40,20 +48,24 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.options import parse_conflict_mode
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from bench.common import RSSSampler, start_pyarrow
+from bench.common import RSSSampler, requests_in, start_pyarrow
 from bench.fake_s3 import FakeS3Client
+from bench.fake_s3_process import served_stand_in
 
 JOB_ID = "bench-memory-job"
 S3_DESTINATION = "s3://bench/out"
 THREADS = 16
 PAYLOAD = b"m" * 1024
 COMMITTERS = ("magic", "directory", "partitioned", "manifest")
+#: The store of a measured S3 job commit.
+SERVED = "S3Store over the S3 stand-in (bench.fake_s3) in a process of its own"
 #: The committers that rename within the store run on local files; the others on the S3 stand-in.
 LOCAL_COMMITTERS = ("manifest",)
 
@@ -102,7 +114,7 @@ def prepare(
             attempt.commit_task(rows=sum(rows.values()), partition_rows=dict(rows) if partitions else None)
         )
     if client is not None:
-        client.save(os.path.join(directory, "objects.pickle"))
+        client.save(_objects_file(directory))
     with open(os.path.join(directory, "results.json"), "w") as handle:
         json.dump([r.to_json() for r in results], handle)
     with open(os.path.join(directory, "job.json"), "w") as handle:
@@ -110,45 +122,66 @@ def prepare(
     return {**asdict(spec), "store": spec.store_label}
 
 
-def load_job(directory: str) -> tuple[JobSpec, list[TaskCommitResult], Store, Committer]:
-    """The job `prepare` saved in `directory`: its spec, task results, store and committer."""
-    with open(os.path.join(directory, "job.json")) as handle:
-        spec = JobSpec(**json.load(handle))
+def load_job(directory: str, client: Any = None) -> tuple[JobSpec, list[TaskCommitResult], Store, Committer]:
+    """The job `prepare` saved in `directory`: its spec, task results, store and committer. The S3
+    committers' store drives `client` when given (`served_stand_in`'s), else the in-process
+    stand-in loaded from the saved objects."""
+    spec = _spec(directory)
     with open(os.path.join(directory, "results.json")) as handle:
         results = [TaskCommitResult.from_json(item) for item in json.load(handle)]
-    client = (
-        None
-        if spec.committer in LOCAL_COMMITTERS
-        else FakeS3Client.load(os.path.join(directory, "objects.pickle"))
-    )
+    if spec.committer not in LOCAL_COMMITTERS and client is None:
+        client = FakeS3Client.load(_objects_file(directory))
     store = _store(client)
     return spec, results, store, _committer(spec, store, directory)
 
 
 def commit(directory: str, traced: bool = False) -> dict[str, Any]:
-    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile."""
-    spec, results, store, job = load_job(directory)
-    measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label}
-    measured["pyarrow_start_rss_bytes"] = start_pyarrow()
-    gc.collect()
-    started = time.perf_counter()
-    if traced:
-        tracemalloc.start()
-        success = job.commit_job(results)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        measured["tracemalloc_peak_bytes"] = peak
-    else:
-        with RSSSampler() as sampler:
+    """Commit the job `prepare` saved in `directory`, measuring this process's memory meanwhile.
+
+    The S3 committers' stand-in runs in a process of its own (`served_stand_in`): the keys it adds
+    for a million completed uploads are a server's memory, not job commit's. Its own peak growth
+    is reported apart (`store_process_rss_growth_bytes`)."""
+    spec = _spec(directory)
+    with contextlib.ExitStack() as stack:
+        client = None
+        if spec.committer not in LOCAL_COMMITTERS:
+            client = stack.enter_context(served_stand_in(_objects_file(directory)))
+        spec, results, store, job = load_job(directory, client)
+        measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label if client is None else SERVED}
+        measured["pyarrow_start_rss_bytes"] = start_pyarrow()
+        gc.collect()
+        before = store.statistics.snapshot()
+        started, cpu_started = time.perf_counter(), time.process_time()
+        if traced:
+            tracemalloc.start()
             success = job.commit_job(results)
-        measured["rss_baseline_bytes"] = sampler.baseline
-        measured["rss_peak_bytes"] = sampler.peak
-        measured["rss_growth_bytes"] = sampler.growth
-    measured["seconds"] = round(time.perf_counter() - started, 3)
-    measured["committed_files"] = success.file_count
-    measured["success_bytes"] = _size(store, job.layout.success_marker)
-    measured["record_bytes"] = _size(store, job.layout.job_record)
-    measured["requests"] = store.statistics.snapshot()
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            measured["tracemalloc_peak_bytes"] = peak
+        else:
+            with RSSSampler() as sampler:
+                success = job.commit_job(results)
+            measured["rss_baseline_bytes"] = sampler.baseline
+            measured["rss_peak_bytes"] = sampler.peak
+            measured["rss_growth_bytes"] = sampler.growth
+        measured["seconds"] = round(time.perf_counter() - started, 3)
+        measured["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
+        counters = store.statistics.counters_since(before).counters
+        if client is not None:
+            served = client.server_memory()
+            measured["store_process_rss_baseline_bytes"] = served["baseline"]
+            measured["store_process_rss_growth_bytes"] = served["peak"] - served["baseline"]
+        measured["committed_files"] = success.file_count
+        measured["success_bytes"] = _size(store, job.layout.success_marker)
+        measured["record_bytes"] = _size(store, job.layout.job_record)
+        measured["requests"] = counters
+        # A local rename is the manifest committer's one operation per file (S3 has none).
+        measured["requests_per_file"] = round(
+            (requests_in(counters) + counters.get("op_rename", 0)) / max(1, spec.files), 4
+        )
+        # The job record's timeline of this commit: what each phase took and asked.
+        report = load_commit(store, job.layout.destination, JOB_ID, page=0)
+        measured["phases"] = [phase.to_json() for phase in report.phases]
     return measured
 
 
@@ -180,7 +213,16 @@ def task_attempt(directory: str, files: int, committer: str = "magic") -> dict[s
     }
 
 
-def _store(client: FakeS3Client | None) -> Store:
+def _spec(directory: str) -> JobSpec:
+    with open(os.path.join(directory, "job.json")) as handle:
+        return JobSpec(**json.load(handle))
+
+
+def _objects_file(directory: str) -> str:
+    return os.path.join(directory, "objects.pickle")
+
+
+def _store(client: Any) -> Store:
     return LocalStore() if client is None else S3Store(client=client)
 
 
