@@ -3,6 +3,7 @@
     python -m bench.job_commit_memory prepare --dir D --files N --tasks T [--committer C] [--partitions P]
     python -m bench.job_commit_memory commit --dir D [--tracemalloc]
     python -m bench.job_commit_memory task --dir D --files N [--committer C]
+    python -m bench.job_commit_memory record [--out bench/results] [--note TEXT ...] MEASURED...
 
 `prepare` sets up a job of committer C (magic, directory, partitioned or manifest) and runs T tasks
 through the real task path (`create_file`, write 1 KiB, close, `commit_task` with the rows it
@@ -20,7 +21,10 @@ hard-linked copy of D, `cp -al`, and commit the copy: a commit renames and unlin
 prepared file).
 `task` measures one task attempt writing N files and committing them (HADOOP-19047: S3A's magic
 committer holds every file's commit data in the task), from before its first file to after its
-commit. `prepare`, `commit` and `task_attempt` are the library other scenarios call.
+commit. `record` writes `<out>/job_commit_memory.json` from files that each hold one `commit`'s
+JSON line (a scenario document: a check against `TARGET_MB` per point, the points with their
+phases, the notes) and rebuilds REPORT.md from every results file, as `python -m bench` does.
+`prepare`, `commit` and `task_attempt` are the library other scenarios call.
 
 The S3 committers run the real `S3Store` over `bench.fake_s3.FakeS3Client`, a stand-in for the
 boto3 client, labelled as such: every line of the committer and of the S3 store runs (listing
@@ -42,10 +46,12 @@ import gc
 import json
 import os
 import shutil
+import threading
 import time
 import tracemalloc
 from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow_commit_provider.core.commit_report import load_commit
@@ -55,15 +61,28 @@ from airflow_commit_provider.core.options import parse_conflict_mode
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from bench.common import RSSSampler, requests_in, start_pyarrow
+from bench.common import (
+    DEFAULT_OUT,
+    RSSSampler,
+    ScenarioResult,
+    host_info,
+    load_average,
+    now_iso,
+    requests_in,
+    start_pyarrow,
+    write_json,
+)
 from bench.fake_s3 import FakeS3Client
 from bench.fake_s3_process import served_stand_in
+from bench.report import write_report
 
 JOB_ID = "bench-memory-job"
 S3_DESTINATION = "s3://bench/out"
 THREADS = 16
 PAYLOAD = b"m" * 1024
 COMMITTERS = ("magic", "directory", "partitioned", "manifest")
+#: Issue 28: job commit's peak RSS growth at 1M files, every committer.
+TARGET_MB = 100.0
 #: The store of a measured S3 job commit.
 SERVED = "S3Store over the S3 stand-in (bench.fake_s3) in a process of its own"
 #: The committers that rename within the store run on local files; the others on the S3 stand-in.
@@ -147,17 +166,26 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
         if spec.committer not in LOCAL_COMMITTERS:
             client = stack.enter_context(served_stand_in(_objects_file(directory)))
         spec, results, store, job = load_job(directory, client)
-        measured: dict[str, Any] = {**asdict(spec), "store": spec.store_label if client is None else SERVED}
+        measured: dict[str, Any] = {
+            **asdict(spec),
+            "store": spec.store_label if client is None else SERVED,
+            "started_at": now_iso(),
+            "load_before": load_average(),
+        }
         measured["pyarrow_start_rss_bytes"] = start_pyarrow()
         gc.collect()
         before = store.statistics.snapshot()
         started, cpu_started = time.perf_counter(), time.process_time()
         if traced:
             tracemalloc.start()
-            success = job.commit_job(results)
+            with _LargestHeap() as largest:
+                success = job.commit_job(results)
             _, peak = tracemalloc.get_traced_memory()
+            retained = _by_file(tracemalloc.take_snapshot())
             tracemalloc.stop()
             measured["tracemalloc_peak_bytes"] = peak
+            measured["traced_at_largest_by_file_bytes"] = largest.by_file
+            measured["traced_retained_by_file_bytes"] = retained
         else:
             with RSSSampler() as sampler:
                 success = job.commit_job(results)
@@ -182,7 +210,44 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
         # The job record's timeline of this commit: what each phase took and asked.
         report = load_commit(store, job.layout.destination, JOB_ID, page=0)
         measured["phases"] = [phase.to_json() for phase in report.phases]
+    measured["load_after"] = load_average()
     return measured
+
+
+class _LargestHeap:
+    """While the block runs, the Python heap by allocating file at the largest it was sampled
+    (every `interval` s): what holds job commit's peak, where tracemalloc gives only its size."""
+
+    def __init__(self, interval: float = 2.0) -> None:
+        self.interval = interval
+        self.by_file: dict[str, int] = {}
+        self._largest = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            current, _ = tracemalloc.get_traced_memory()
+            if current > self._largest:
+                self._largest = current
+                self.by_file = _by_file(tracemalloc.take_snapshot())
+
+    def __enter__(self) -> _LargestHeap:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _by_file(snapshot: tracemalloc.Snapshot, top: int = 12) -> dict[str, int]:
+    """The `top` files that allocated what `snapshot` holds, relative to the repository."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return {
+        stat.traceback[0].filename.removeprefix(root): stat.size
+        for stat in snapshot.statistics("filename")[:top]
+    }
 
 
 def task_attempt(directory: str, files: int, committer: str = "magic") -> dict[str, Any]:
@@ -242,17 +307,116 @@ def _size(store: Store, path: Any) -> int | None:
     return None if status is None else status.size
 
 
+def point(measured: dict[str, Any]) -> dict[str, Any]:
+    """One measured `commit` as a point of the curve (the fields `bench.report.curve_table` shows),
+    with the phase that took longest."""
+    phases = measured.get("phases") or []
+    longest = max(phases, key=lambda phase: phase["end"] - phase["start"], default=None)
+    total = sum(phase["end"] - phase["start"] for phase in phases) or 1
+    return {
+        "axis": "files",
+        "committer": measured["committer"],
+        "store": "local files" if measured["committer"] in LOCAL_COMMITTERS else "S3 stand-in, own process",
+        "files": measured["files"],
+        "partitions": measured["partitions"],
+        "tasks": measured["tasks"],
+        "seconds": measured["seconds"],
+        "cpu_seconds": measured["cpu_seconds"],
+        "requests_per_file": measured["requests_per_file"],
+        "rss_growth_mb": round(measured["rss_growth_bytes"] / 1e6, 1),
+        "rss_baseline_mb": round(measured["rss_baseline_bytes"] / 1e6, 1),
+        "pyarrow_start_mb": round(measured["pyarrow_start_rss_bytes"] / 1e6, 1),
+        "store_process_rss_growth_mb": (
+            round(measured["store_process_rss_growth_bytes"] / 1e6, 1)
+            if "store_process_rss_growth_bytes" in measured
+            else None
+        ),
+        "success_bytes": measured["success_bytes"],
+        "record_bytes": measured["record_bytes"],
+        "counters": measured["requests"],
+        "longest_phase": (
+            None
+            if longest is None
+            else f"{longest['name']} ({(longest['end'] - longest['start']) / total:.0%} of the phases' time)"
+        ),
+        "phases": phases,
+    }
+
+
+def record(out: Path, measured: list[dict[str, Any]], size: str, notes: list[str]) -> Path:
+    """Write `<out>/job_commit_memory.json`, a scenario document (checks against `TARGET_MB`, the
+    points, `notes`) from `commit`'s JSON lines, and rebuild REPORT.md from every results file."""
+    result = ScenarioResult(
+        "job_commit_memory",
+        "Job commit in bounded memory at 1M files, every committer",
+        size,
+        1,
+        parameters={
+            "committers": sorted({m["committer"] for m in measured}),
+            "files": sorted({m["files"] for m in measured}),
+            "payload_bytes": len(PAYLOAD),
+            "threads": THREADS,
+            "S3 store": SERVED,
+            "local store": "local files under /tmp",
+        },
+        notes=notes,
+    )
+    points = [point(m) for m in measured]
+    for each in points:
+        label = f"{each['committer']}, {each['files']:,} files, {each['tasks']} tasks ({each['store']})"
+        result.check(
+            f"job commit peak RSS above baseline, {label}",
+            unit="MB",
+            target=TARGET_MB,
+            note="RSS of the process running commit_job, sampled every 5 ms; the stand-in's own growth is "
+            "store_process_rss_growth_mb",
+        ).values.append(each["rss_growth_mb"])
+        result.measure(f"job commit seconds, {label}", each["seconds"])
+        result.measure(f"job commit CPU seconds, {label}", each["cpu_seconds"])
+        result.measure(f"requests per file, {label}", each["requests_per_file"], "requests/file")
+        if each["store_process_rss_growth_mb"] is not None:
+            result.measure(
+                f"the stand-in process's own RSS growth, {label}", each["store_process_rss_growth_mb"], "MB"
+            )
+    document = {
+        "schema_version": 1,
+        **result.to_json(),
+        "points": points,
+        "started_at": min(m["started_at"] for m in measured),
+        "seconds": round(sum(m["seconds"] for m in measured), 1),
+        "environment": {
+            "host": host_info(),
+            "load_before": measured[0].get("load_before", []),
+            "load_after": measured[-1].get("load_after", []),
+            "threads": THREADS,
+            "command": "python -m bench.job_commit_memory prepare, then commit, per point (record: this file)",
+        },
+    }
+    write_json(out / "job_commit_memory.json", document)
+    return write_report(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.job_commit_memory")
-    parser.add_argument("action", choices=("prepare", "commit", "task"))
-    parser.add_argument("--dir", required=True)
+    parser.add_argument("action", choices=("prepare", "commit", "task", "record"))
+    parser.add_argument("--dir", help="the job's directory (prepare, commit, task)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (record)")
+    parser.add_argument("--size", default="full", help="the size the points are reported as (record)")
+    parser.add_argument("--note", action="append", default=[], help="a note of the record (repeatable)")
+    parser.add_argument("measured", nargs="*", help="files holding commit's JSON line each (record)")
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--committer", choices=COMMITTERS, default="magic")
     parser.add_argument("--partitions", type=int, default=0)
     parser.add_argument("--conflict-mode", default="append")
     parser.add_argument("--tracemalloc", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
+    if args.action == "record":
+        lines = [json.loads(Path(name).read_text().strip().splitlines()[-1]) for name in args.measured]
+        print(record(args.out, lines, args.size, args.note))
+        return
+    if not args.dir:
+        parser.error(f"{args.action} needs --dir")
     os.makedirs(args.dir, exist_ok=True)
     if args.action == "prepare":
         out = prepare(args.dir, args.files, args.tasks, args.committer, args.partitions, args.conflict_mode)
