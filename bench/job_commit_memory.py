@@ -192,6 +192,7 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
             measured["rss_baseline_bytes"] = sampler.baseline
             measured["rss_peak_bytes"] = sampler.peak
             measured["rss_growth_bytes"] = sampler.growth
+            measured["rss_peak_at_ms"] = round(sampler.peak_at * 1000)
         measured["seconds"] = round(time.perf_counter() - started, 3)
         measured["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
         counters = store.statistics.counters_since(before).counters
@@ -210,6 +211,11 @@ def commit(directory: str, traced: bool = False) -> dict[str, Any]:
         # The job record's timeline of this commit: what each phase took and asked.
         report = load_commit(store, job.layout.destination, JOB_ID, page=0)
         measured["phases"] = [phase.to_json() for phase in report.phases]
+        peak_at = measured.get("rss_peak_at_ms", 0)
+        measured["rss_peak_phase"] = next(
+            (phase["name"] for phase in measured["phases"] if phase["start"] <= peak_at <= phase["end"]),
+            "outside the recorded phases (setup or cleanup)",
+        )
     measured["load_after"] = load_average()
     return measured
 
@@ -334,6 +340,7 @@ def point(measured: dict[str, Any]) -> dict[str, Any]:
         "success_bytes": measured["success_bytes"],
         "record_bytes": measured["record_bytes"],
         "counters": measured["requests"],
+        "rss_peak_phase": measured.get("rss_peak_phase"),
         "longest_phase": (
             None
             if longest is None
