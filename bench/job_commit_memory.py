@@ -16,9 +16,8 @@ and of the job record, and the job record's phases (what each took and asked).
 pyarrow, which job commit uses to write its file list, is started before the baseline (imported,
 and one tiny Parquet file written): a fixed cost of the process, reported as
 `pyarrow_start_rss_bytes`, not growth with the job.
-A committer on local files commits D itself: prepare it again before another `commit` (or keep a
-hard-linked copy of D, `cp -al`, and commit the copy: a commit renames and unlinks, never writes a
-prepared file).
+A committer on local files commits D itself: prepare it again before another `commit` (a copy of
+D will not do: its task manifests name their files by absolute path, in D).
 `task` measures one task attempt writing N files and committing them (HADOOP-19047: S3A's magic
 committer holds every file's commit data in the task), from before its first file to after its
 commit. `record` writes `<out>/job_commit_memory.json` from files that each hold one `commit`'s
