@@ -30,9 +30,8 @@ boto3 client, labelled as such: every line of the committer and of the S3 store 
 pages, the entry spool, `_SUCCESS` spooling, cleanup), only the server is replaced and uploads
 complete at once; creating a million real uploads on the embedded server would take hours.
 `prepare` and `task` run it in their own process. `commit` runs it in a process of its own
-(`bench.fake_s3_process.served_stand_in`), so that the RSS measured is job commit's alone: the
-stand-in keeps a key per completed upload (about 91 MB at 1M), a server's memory, not the
-driver's. The stand-in process's own peak growth is reported apart
+(`bench.fake_s3_process.served_stand_in`), so that the RSS measured is job commit's alone: what
+the stand-in holds is a server's memory, not the driver's. The stand-in process's own peak growth is reported apart
 (`store_process_rss_growth_bytes`). The manifest committer, which renames, runs on local files in
 D (write D under /tmp: a million 1 KiB files take about 4 GB of blocks).
 """
