@@ -236,6 +236,8 @@ class RSSSampler:
         self.interval = interval
         self.baseline = 0
         self.peak = 0
+        self.peak_at = 0.0
+        """When the peak was sampled, epoch seconds (to tell which phase of a commit it fell in)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -246,19 +248,25 @@ class RSSSampler:
 
     def __enter__(self) -> RSSSampler:
         self.baseline = self.peak = self.rss()
+        self.peak_at = time.time()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, self.rss())
+            self._sample()
+
+    def _sample(self) -> None:
+        rss = self.rss()
+        if rss > self.peak:
+            self.peak, self.peak_at = rss, time.time()
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         assert self._thread is not None
         self._thread.join()
-        self.peak = max(self.peak, self.rss())
+        self._sample()
 
     @property
     def growth(self) -> int:

@@ -6,10 +6,9 @@ started it, and no pool is shared between jobs.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -165,32 +164,6 @@ class _Completions(Generic[T]):
             self._condition.wait_for(lambda: len(self._ready) >= at_least, timeout)
             ready, self._ready = self._ready, []
             return ready
-
-
-class Budget:
-    """Work admitted by weight: `admit(weight)` waits until the weights of the work in progress
-    and its own fit in `limit`, or nothing else is in progress (a weight above the limit goes alone).
-
-    What bounds memory where threads each hold something that grows (job commit's manifests: their
-    bytes, parsed JSON and entries), however many threads there are.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._used = 0
-        self._condition = threading.Condition()
-
-    @contextlib.contextmanager
-    def admit(self, weight: int) -> Iterator[None]:
-        with self._condition:
-            self._condition.wait_for(lambda: self._used == 0 or self._used + weight <= self.limit)
-            self._used += weight
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._used -= weight
-                self._condition.notify_all()
 
 
 def completed_future(

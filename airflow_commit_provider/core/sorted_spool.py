@@ -135,6 +135,44 @@ class SortedSpool:
             yield from batch
 
 
+class RecordLog:
+    """Records in the order they were added, in bounded memory: batches of about `BATCH_BYTES`
+    marshalled to one unlinked temp file as they fill (made at the first record). Read back in
+    that order, any number of times, even between adds.
+
+    What a task attempt keeps of each file it writes until its commit (S3A's magic committer keeps
+    them all in memory: HADOOP-19047). Not thread-safe: its owner serialises adds.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.count = 0
+        self._writer: _BatchWriter | None = None
+
+    def add(self, record: Record) -> None:
+        if self._writer is None:
+            self._writer = _BatchWriter(self.prefix)
+        self._writer.add(record)
+        self.count += 1
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._writer is None:
+            return iter(())
+        return SortedSpool._read(self._writer.written())
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+        self.count = 0
+
+    def __enter__(self) -> RecordLog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 class _BatchWriter:
     """Writes records to a new unlinked temp file in marshalled batches of about `BATCH_BYTES`."""
 
@@ -158,20 +196,29 @@ class _BatchWriter:
             self._end += _LENGTH.size + len(blob)
         self._batch, self._size = [], 0
 
-    def detach(self) -> tuple[BinaryIO, int]:
-        """The written file and its length, flushed; closing it is the caller's from now on."""
+    def written(self) -> tuple[BinaryIO, int]:
+        """The file and the length written so far, flushed (more may be added after)."""
         assert self._file is not None
         self._flush()
         self._file.flush()
-        spilled, self._file = self._file, None
-        return spilled, self._end
+        return self._file, self._end
+
+    def detach(self) -> tuple[BinaryIO, int]:
+        """The written file and its length, flushed; closing it is the caller's from now on."""
+        spilled = self.written()
+        self._file = None
+        return spilled
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def __enter__(self) -> _BatchWriter:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self._file is not None:  # not detached: an error while writing
-            self._file.close()
+        self.close()  # not detached: an error while writing
 
 
 def record_size(record: Record) -> int:

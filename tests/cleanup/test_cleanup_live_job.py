@@ -38,9 +38,11 @@ class InterleavingProgress:
         return None
 
 
-def _write(attempt: MagicTaskAttempt, name: str) -> None:
+def _write(attempt: MagicTaskAttempt, name: str) -> str:
+    """Write a file `name` of the attempt; its destination key."""
     with attempt.create_file(name) as stream:
         stream.write(name.encode() * 10)
+    return attempt.destination_of(name).key
 
 
 def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str) -> None:
@@ -50,20 +52,22 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
     dead = MagicCommitter(s3_store, table, dead_id)  # set up, wrote, then was killed
     dead.setup_job()
     dead_attempt = dead.task_attempt(0, 0)
-    _write(dead_attempt, f"day=1/part-00000-{dead_id}-c000.json")
-    _write(dead_attempt, "day=2/unnamed.json")  # found only through the job's upload records
+    dead_keys = {
+        _write(dead_attempt, f"day=1/part-00000-{dead_id}-c000.json"),
+        _write(dead_attempt, "day=2/unnamed.json"),  # found only through the job's upload records
+    }
 
     live = MagicCommitter(s3_store, table, live_id)
     live.setup_job()
     live_attempts = [live.task_attempt(0, 0)]
-    _write(live_attempts[0], f"day=1/part-00000-{live_id}-c000.json")
+    live_keys = [_write(live_attempts[0], f"day=1/part-00000-{live_id}-c000.json")]
     counter = iter(range(1, 100))
 
     def live_step() -> None:
         """The live job keeps working: a new task attempt starts, records and uploads a file."""
         attempt = live.task_attempt(next(counter), 0)
         live_attempts.append(attempt)
-        _write(attempt, f"day=3/part-{len(live_attempts):05d}-{live_id}-c000.json")
+        live_keys.append(_write(attempt, f"day=3/part-{len(live_attempts):05d}-{live_id}-c000.json"))
 
     # 1. The hourly cleanup: real clock, 1 h threshold. Everything is young: nothing is touched.
     progress = InterleavingProgress(live_step, ("Aborting uploads", "Checking and deleting temporary files"))
@@ -73,7 +77,6 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
 
     # 2. Cleanup after the failed job, scoped by its job ID with no age limit, while the live job
     #    writes: only the dead job's uploads go, found by file name and by its upload records.
-    dead_keys = {p.destination_key for p in dead_attempt.pending}
     report = abort_pending_uploads(
         s3_store, table, older_than="0s", job_id=dead_id, progress=progress, keep_outcomes=True
     )
@@ -94,6 +97,5 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
     results = [attempt.commit_task() for attempt in live_attempts]
     success = live.commit_job(results)
     assert success.file_count == len(live_attempts) == 5
-    for attempt in live_attempts:
-        for pending_commit in attempt.pending:
-            assert s3_store.get_status(StorePath("s3", s3_bucket, pending_commit.destination_key)) is not None
+    for key in live_keys:
+        assert s3_store.get_status(StorePath("s3", s3_bucket, key)) is not None

@@ -104,7 +104,8 @@ def test_store_requests_reach_task_manifests_and_success(commit_env: CommitEnv, 
     attempt = job.run_task(0, 0)
     assert attempt.result is not None
     manifest_path = StorePath.from_uri(attempt.result.manifest)
-    task = job.committer.decoder(env.store.read_bytes(manifest_path), str(manifest_path)).statistics.counters
+    with env.store.open_read(manifest_path) as stream:
+        task = job.committer.decoder(stream, str(manifest_path), attempt.result.task_id).statistics.counters
     written = task.get("op_put", 0) + task.get("op_multipart_part", 0)
     assert written >= len(attempt.files), f"the attempt's writes are in its manifest: {task}"
     job.committer.commit_job([attempt.result])

@@ -179,7 +179,7 @@ def test_etags_stay_in_part_order_when_parts_finish_out_of_order(commit_env: Com
         write_in_pieces(stream, data[2 * PART :])
         assert stream.tell() == len(data)
     assert store.finished.index(2) < store.finished.index(1)
-    [pending] = attempt.pending
+    [pending] = attempt.pending_commits()
     assert pending.etags == tuple(store.etags[n] for n in (1, 2, 3, 4))
     assert pending.length == len(data)
     job.committer.commit_job([attempt.commit_task()])
@@ -268,7 +268,7 @@ def test_failed_middle_part_fails_close_and_publishes_nothing(commit_env: Commit
     with pytest.raises(PartFailure, match=r"bad\.bin"):
         stream.close()
     assert stream.closed
-    assert [p.destination_key for p in attempt.pending] == [commit_env.dest.join("good.bin").key]
+    assert [p.destination_key for p in attempt.pending_commits()] == [commit_env.dest.join("good.bin").key]
     job.committer.commit_job([attempt.commit_task()])
     assert_committed(commit_env.store, commit_env.dest, {"good.bin": good})
     assert not store.violations
@@ -294,7 +294,7 @@ def test_failure_stops_the_writer_and_task_abort_leaves_nothing(commit_env: Comm
     assert on_close.value is failed.value
     sent = {number for _, number in store.sent}
     assert sent <= {1, 2}, f"parts {sorted(sent)} were sent after part 1 failed with a limit of {limit}"
-    assert not attempt.pending
+    assert not list(attempt.pending_commits())
     attempt.abort_task()
     assert pending_uploads(commit_env.store, commit_env.dest) == []
     assert not store.violations

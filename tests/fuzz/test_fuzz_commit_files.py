@@ -10,12 +10,15 @@ Size and depth are refused before parsing (a 1 GB manifest, a deeply nested one)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import mmap
 import tempfile
 import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,7 @@ from support.fuzzing import (
     stored_bytes,
 )
 
+from airflow_commit_provider.core.formats import json_stream
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import (
     FileListEntry,
@@ -45,6 +49,7 @@ from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_p
 from airflow_commit_provider.core.formats.jsonio import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
+    dumps,
     load_json,
     read_json_bytes,
 )
@@ -60,7 +65,12 @@ from airflow_commit_provider.core.formats.success import CommittedFile, SuccessD
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.stages.manifests import decode_pendingset, decode_task_manifest
+from airflow_commit_provider.core.stages.entries import CommitEntry
+from airflow_commit_provider.core.stages.manifests import (
+    ManifestDecoder,
+    decode_pendingset,
+    decode_task_manifest,
+)
 from airflow_commit_provider.core.stages.uploads import parse_upload_records
 from airflow_commit_provider.core.store.local import LocalStore
 
@@ -154,17 +164,93 @@ def refused_or_read(read, data, source: str = SOURCE):  # type: ignore[no-untype
 @example(MANIFEST.replace(b'"samples": 1', b'"samples": null'))
 @example(MANIFEST.replace(b'"op_rename": {', b'"op_rename": 1, "x": {'))
 def test_task_manifests(data: bytes) -> None:
-    loaded = refused_or_read(decode_task_manifest, data)
-    if loaded is not None:
-        assert all(entry.size >= 0 for entry in loaded.entries) and loaded.total_bytes >= 0
+    entries = refused_or_read(streamed(decode_task_manifest), data)
+    if entries is not None:
+        assert all(entry.size >= 0 for entry in entries)
 
 
 @FUZZ
 @given(files_of(PENDINGSET))
 def test_pendingsets(data: bytes) -> None:
-    loaded = refused_or_read(decode_pendingset, data)
-    if loaded is not None:
-        assert all(entry.etags and entry.upload_id for entry in loaded.entries)
+    entries = refused_or_read(streamed(decode_pendingset), data)
+    if entries is not None:
+        assert all(entry.etags and entry.upload_id for entry in entries)
+
+
+def streamed(decoder: ManifestDecoder) -> Callable[[bytes, str], list[CommitEntry]]:
+    """A manifest decoded as job commit reads it: streamed in chunks of a few bytes (so that every
+    value crosses a chunk's end somewhere), its entries as they were handed on. They are what the
+    whole file says (`from_bytes`), and the summary counts them."""
+
+    def read(data: bytes, source: str) -> list[CommitEntry]:
+        entries: list[CommitEntry] = []
+        with _chunks_of(7):
+            summary = decoder(io.BytesIO(data), source, "task_job-1_m_000000", entries.append)
+        assert (summary.files, summary.total_bytes) == (len(entries), sum(e.size for e in entries))
+        return entries
+
+    return read
+
+
+@contextlib.contextmanager
+def _chunks_of(size: int) -> Iterator[None]:
+    original = json_stream.CHUNK_BYTES
+    json_stream.CHUNK_BYTES = size
+    try:
+        yield
+    finally:
+        json_stream.CHUNK_BYTES = original
+
+
+@FUZZ
+@given(
+    st.one_of(files_of(MANIFEST), files_of(PENDINGSET), json_values.map(encoded)),
+    st.sampled_from((1, 2, 7, 64, 1 << 20)),
+)
+@example(b'{"commits": [1, 2], "commits": []}', 1)
+@example(b'{"commits": 12', 1)
+@example(b'\xef\xbb\xbf{"commits": [1.5e3]}', 2)
+def test_a_streamed_object_is_what_json_loads_reads(data: bytes, chunk: int) -> None:
+    """`read_object`, in chunks of any size, reads what `json.loads` of the whole file reads, its
+    streamed array element by element, or refuses the file naming it; it refuses nothing
+    `json.loads` reads (within the guards, and the streamed array named once)."""
+    elements: list[object] = []
+    with _chunks_of(chunk):
+        found = accepted_or_refused(
+            lambda: json_stream.read_object(io.BytesIO(data), SOURCE, {"commits": elements.append}),
+            InvalidCommitDataError,
+            SOURCE,
+        )
+    try:
+        whole = load_json(data, SOURCE) if json.detect_encoding(data) in ("utf-8", "utf-8-sig") else None
+    except InvalidCommitDataError:
+        whole = None
+    once = _members_once(data) is not None
+    if found is None:
+        assert whole is None or not isinstance(whole, dict) or not once, f"json.loads reads {data!r}"
+        return
+    assert isinstance(whole, dict), f"read, but json.loads refuses {data!r}"
+    if isinstance(whole.get("commits"), list):
+        assert encoded(elements) == encoded(whole.pop("commits")) and found.arrays == {
+            "commits": len(elements)
+        }
+    assert encoded(found.members) == encoded(whole)
+
+
+@FUZZ
+@given(st.lists(json_values, max_size=5), st.dictionaries(hostile_text, json_values, max_size=3))
+def test_a_streamed_object_is_written_as_dumps_writes_it(
+    elements: list[object], tail: dict[str, object]
+) -> None:
+    """`write_object` writes the bytes `jsonio.dumps` writes of the whole object."""
+    rest = {name: value for name, value in tail.items() if name not in ("head", "commits")}
+    try:
+        expected = dumps({"head": 1, "commits": elements, **rest})
+    except UnicodeEncodeError:  # a lone surrogate: UTF-8 cannot hold it, whoever writes it
+        return
+    out = io.BytesIO()
+    assert json_stream.write_object(out, {"head": 1}, "commits", iter(elements), rest) == len(elements)
+    assert out.getvalue() == expected
 
 
 @FUZZ

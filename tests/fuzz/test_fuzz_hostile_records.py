@@ -37,6 +37,7 @@ from support.success_files import success
 from support.workload import CORRECT_COMMITTER_PARAMS, Attempt, JobRun, expected_output, skip_unsupported
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.manifest import TaskManifest
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout
@@ -44,7 +45,6 @@ from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages import job_state
 from airflow_commit_provider.core.stages.errors import CommitError
-from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 
 STORES = ["local", pytest.param("s3", marks=pytest.mark.s3)]
 
@@ -202,7 +202,7 @@ def test_an_unreadable_outcome_of_a_commit_under_way_stands(commit_env: CommitEn
     results = [attempt.result for attempt in attempts]
     job_state.decide(committer.context, JobOutcome(job.job_id, "commit", job.name, tuple(results)))
     manifest = committer.layout.manifest_path(attempts[0].handle.task_id)
-    first = decode_task_manifest(env.store.read_bytes(manifest), str(manifest)).entries[0]
+    first = TaskManifest.from_bytes(env.store.read_bytes(manifest), str(manifest)).files[0]
     assert first.source is not None
     env.store.rename_file(StorePath.from_uri(first.source), StorePath.from_uri(first.dest))  # rolled forward
     env.store.write_bytes(committer.layout.outcome, b"")

@@ -15,7 +15,7 @@ from typing import ClassVar, NoReturn
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.formats.attempts import FAILED, REFUSED, SPECULATIVE_LOST, LostAttempt
 from airflow_commit_provider.core.formats.iostats import IOStatistics
-from airflow_commit_provider.core.formats.jsonio import now_millis, read_json_bytes
+from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
@@ -39,9 +39,11 @@ from airflow_commit_provider.core.stages.errors import (
     JobNotActiveError,
 )
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
-from airflow_commit_provider.core.stages.manifests import LoadedManifest, ManifestDecoder
+from airflow_commit_provider.core.stages.manifests import ManifestDecoder, ManifestSummary
 from airflow_commit_provider.core.stages.task_commit import (
+    ManifestFile,
     attempt_holds_task_commit,
+    read_manifest,
     save_task_manifest,
     task_commit_holder,
 )
@@ -153,7 +155,7 @@ class Committer(abc.ABC):
         committed = []
         for status in ctx.store.list_files(ctx.layout.manifests_dir):
             try:
-                manifest = self.decoder(read_json_bytes(ctx.store, status.path), str(status.path))
+                manifest, _digest = read_manifest(ctx.store, status.path, self.decoder, "")
             except (InvalidCommitDataError, FileNotFoundInStoreError):
                 return False
             committed.append(
@@ -161,7 +163,7 @@ class Committer(abc.ABC):
                     manifest.task_id,
                     manifest.task_attempt_id,
                     status.path.uri(),
-                    len(manifest.entries),
+                    manifest.files,
                     manifest.total_bytes,
                 )
             )
@@ -367,12 +369,17 @@ class TaskAttempt(abc.ABC):
     def destination_of(self, relative_path: str) -> StorePath:
         return self.committer.destination.join(relative_path)
 
-    def _publish(self, manifest: LoadedManifest, data: bytes) -> TaskCommitResult:
+    def _summary(self, files: int, total_bytes: int, rows: int | None) -> ManifestSummary:
+        """What this attempt's manifest says of it, for its task commit result."""
+        return ManifestSummary(
+            self.committer.job_id, self.task_id, self.task_attempt_id, files, total_bytes, rows=rows
+        )
+
+    def _publish(self, manifest: ManifestFile) -> TaskCommitResult:
         try:
             result = save_task_manifest(
                 self.context,
                 manifest,
-                data,
                 self.committer.decoder,
                 exclusive=self.committer.traits.exclusive_task_commit,
             )

@@ -5,7 +5,7 @@ On S3 every "rename" is a copy plus a delete: v1 copies each file twice, v2 once
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
@@ -47,12 +47,14 @@ class _V1TaskAttempt(StoreDirTaskAttempt):
         self._require_active_job()
         committed_dir = self.committer.layout.committed_task_dir(self.task_id)
         self.store.delete_tree(committed_dir)
-        files = []
+        return self.publish_manifest(self._renamed_into(committed_dir), rows, partition_rows)
+
+    def _renamed_into(self, committed_dir: StorePath) -> Iterator[FileEntry]:
+        """Each file of the attempt renamed into the committed task's directory, as it is listed."""
         for status, relative in self.written_files():
             target = committed_dir.join(relative)
             self.store.rename_file(status.path, target)
-            files.append(FileEntry(target.uri(), self.destination_of(relative).uri(), status.size))
-        return self.publish_manifest(self.build_manifest(files, rows, partition_rows))
+            yield FileEntry(target.uri(), self.destination_of(relative).uri(), status.size)
 
 
 def _verify_in_place(ctx: JobContext, entry: CommitEntry) -> None:
@@ -86,9 +88,11 @@ class _V2TaskAttempt(StoreDirTaskAttempt):
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
     ) -> TaskCommitResult:
         self._require_active_job()  # never rename into the destination of a finished job
-        files = []
+        return self.publish_manifest(self._renamed_into_place(), rows, partition_rows)
+
+    def _renamed_into_place(self) -> Iterator[FileEntry]:
+        """Each file of the attempt renamed to its destination, as it is listed."""
         for status, relative in self.written_files():
             dest = self.destination_of(relative)
             self.store.rename_file(status.path, dest)
-            files.append(FileEntry(dest.uri(), dest.uri(), status.size))
-        return self.publish_manifest(self.build_manifest(files, rows, partition_rows))
+            yield FileEntry(dest.uri(), dest.uri(), status.size)

@@ -3,21 +3,24 @@ uploads, in parts as they are written, and job commit completes the uploads of c
 
 from __future__ import annotations
 
+import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, cast
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
-from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, write_pendingset
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import RecordLog
 from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.context import log
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
+from airflow_commit_provider.core.stages.task_commit import written_manifest
 from airflow_commit_provider.core.stages.uploads import (
     abort_uploads,
     consolidate_upload_records,
@@ -177,7 +180,7 @@ class MagicOutputStream(PublishOnCloseStream):
         except BaseException:
             self._abort_failed()
             raise
-        self._attempt.pending.append(
+        self._attempt.published(
             PendingCommit(
                 uri=self.dest.uri(),
                 bucket=self.dest.bucket,
@@ -224,10 +227,21 @@ class MagicOutputStream(PublishOnCloseStream):
 
 
 class MagicTaskAttempt(TaskAttempt):
+    """An attempt keeps nothing per file in memory (HADOOP-19047: S3A's magic committer holds every
+    file's commit data until task commit, and builds its pendingset whole): only its open streams,
+    and in local spools every upload it started and the commit of every file it closed, from which
+    task commit streams its pendingset to a local file and uploads that."""
+
     def __init__(self, committer: Committer, task: int, attempt: int):
         super().__init__(committer, task, attempt)
-        self.pending: list[PendingCommit] = []
-        self._streams: list[MagicOutputStream] = []
+        self._lock = threading.Lock()
+        self._open: set[MagicOutputStream] = set()
+        """The streams handed out and not yet closed, discarded or abandoned."""
+        self._uploads = RecordLog(prefix="magic-uploads-")
+        """(destination URI, upload ID, its record's URI) of every upload the attempt started."""
+        self._pending = RecordLog(prefix="magic-pending-")
+        """The commit of every file closed (`PendingCommit.to_record`): what its pendingset lists."""
+        self._pending_bytes = 0
         self._part_pool: ThreadPoolExecutor | None = None
 
     def part_pool(self) -> Executor | None:
@@ -254,38 +268,57 @@ class MagicTaskAttempt(TaskAttempt):
 
     def create_file(self, relative_path: str) -> MagicOutputStream:
         stream = MagicOutputStream(self, self.destination_of(relative_path))
-        self._streams.append(stream)
+        record = stream.record.uri() if stream.record else None
+        with self._lock:
+            self._uploads.add((stream.dest.uri(), stream.upload_id, record))
+            self._open.add(stream)
+        stream.on_end = self._forget
         return stream
 
+    def _forget(self, stream: PublishOnCloseStream) -> None:
+        with self._lock:
+            self._open.discard(cast(MagicOutputStream, stream))  # only its own streams call it
+
+    def published(self, commit: PendingCommit) -> None:
+        """Keep the commit of a file just closed, for the pendingset."""
+        with self._lock:
+            self._pending.add(commit.to_record())
+            self._pending_bytes += commit.length
+
+    def pending_commits(self) -> Iterator[PendingCommit]:
+        """The commit of each file closed so far, in the order they closed: what the pendingset
+        lists (read back from the spool, one batch in memory at a time)."""
+        return (PendingCommit(*record) for record in self._pending)
+
     def needs_task_commit(self) -> bool:
-        return bool(self.pending) or any(not stream.closed for stream in self._streams)
+        return self._pending.count > 0 or bool(self._open)
 
     def commit_task(
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
     ) -> TaskCommitResult:
-        unclosed = [stream for stream in self._streams if not stream.closed]
-        for stream in unclosed:
+        for stream in list(self._open):
             stream.discard()
         self._release_part_pool()
         pendingset = PendingSet(
-            self.committer.job_id,
-            self.task_id,
-            self.task_attempt_id,
-            list(self.pending),
-            iostatistics=self.store_requests(),
+            self.committer.job_id, self.task_id, self.task_attempt_id, iostatistics=self.store_requests()
         )
         if rows is not None:
             pendingset.iostatistics.increment("rows_written", rows)
         record_partition_rows(pendingset.extra_data, partition_rows)
-        data = pendingset.to_bytes()
+        commits = self.pending_commits()
+        summary = self._summary(self._pending.count, self._pending_bytes, rows)
         try:
-            consolidate_upload_records(
-                self.context,
-                self.task_attempt_id,
-                [(stream.dest, stream.upload_id) for stream in self._streams],
-                [stream.record for stream in self._streams if stream.record],
-            )
-            result = self._publish(decode_pendingset(data, self.task_attempt_id), data)
+            with written_manifest(
+                summary, lambda out: write_pendingset(out, pendingset, commits)
+            ) as manifest:
+                if self._uploads.count > 1:
+                    consolidate_upload_records(
+                        self.context,
+                        self.task_attempt_id,
+                        ((StorePath.from_uri(dest), upload) for dest, upload, _record in self._uploads),
+                        (StorePath.from_uri(record) for _dest, _upload, record in self._uploads if record),
+                    )
+                result = self._publish(manifest)
         except JobNotActiveError:
             raise  # already discarded
         except BaseException:
@@ -293,18 +326,29 @@ class MagicTaskAttempt(TaskAttempt):
             raise
         if result.adopted_from:
             self.discard_output()
+        self._close_spools()
         return result
 
     def discard_output(self) -> bool:
         # Before any abort: a part still arriving could outlive the abort of its upload.
-        for stream in self._streams:
-            if not stream.closed:
-                stream.abandon()
+        for stream in list(self._open):
+            stream.abandon()
             stream.stop_parts()
         self._release_part_pool()
         if self._holds_task_commit():
             return False  # its uploads are the task's committed output
-        uploads = {(stream.dest, stream.upload_id) for stream in self._streams}
-        discard_attempt_uploads(self.context, self.task_attempt_id, uploads)
-        self.pending.clear()
+        discard_attempt_uploads(
+            self.context,
+            self.task_attempt_id,
+            ((StorePath.from_uri(dest), upload) for dest, upload, _record in self._uploads),
+        )
+        self._close_spools()
         return True
+
+    def _close_spools(self) -> None:
+        """Once committed or discarded: every upload is in the store's records (task abort and job
+        cleanup find them there), and the pendingset is written."""
+        with self._lock:
+            self._uploads.close()
+            self._pending.close()
+            self._pending_bytes = 0

@@ -40,11 +40,11 @@ class _ManifestTaskAttempt(StoreDirTaskAttempt):
     def commit_task(
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
     ) -> TaskCommitResult:
-        files = [
+        files = (
             FileEntry(status.path.uri(), self.destination_of(relative).uri(), status.size)
             for status, relative in self.written_files()
-        ]
-        result = self.publish_manifest(self.build_manifest(files, rows, partition_rows))
+        )
+        result = self.publish_manifest(files, rows, partition_rows)
         if result.adopted_from:
             self.discard_output()
         return result

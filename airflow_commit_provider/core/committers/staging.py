@@ -9,25 +9,31 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
-from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, write_pendingset
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.sorted_spool import RecordLog
 from airflow_commit_provider.core.stages import commit_files, conflicts
 from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.load_manifests import LoadedJob
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
+from airflow_commit_provider.core.stages.task_commit import written_manifest
 from airflow_commit_provider.core.stages.uploads import (
+    UPLOADS_PER_RECORD,
+    batched,
     discard_attempt_uploads,
     record_uploads,
     upload_pending,
 )
+from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
 
 
@@ -91,11 +97,18 @@ class PartitionedCommitter(StagingCommitter):
 
 
 class StagingTaskAttempt(TaskAttempt):
+    """Keeps nothing per file in memory: only its open streams. Task commit lists the attempt's
+    local files in bounded memory and uploads them `UPLOADS_PER_RECORD` at a time (each batch
+    recorded before its data is sent), spooling each file's commit, then streams its pendingset to
+    a local file and uploads that."""
+
     committer: StagingCommitter
 
     def __init__(self, committer: Committer, task: int, attempt: int):
         super().__init__(committer, task, attempt)
-        self._streams: list[PublishOnCloseStream] = []
+        self._lock = threading.Lock()
+        self._open: set[PublishOnCloseStream] = set()
+        """The streams handed out and not yet closed, discarded or abandoned."""
 
     @property
     def local_dir(self) -> str:
@@ -113,19 +126,24 @@ class StagingTaskAttempt(TaskAttempt):
         )
         os.makedirs(os.path.dirname(local_path), exist_ok=True)
         stream = LocalFileStream(local_path, local_path, open(local_path, "wb"))  # noqa: SIM115 - the stream owns it
-        self._streams.append(stream)
+        with self._lock:
+            self._open.add(stream)
+        stream.on_end = self._forget
         return stream
 
-    def _local_files(self) -> list[tuple[str, str]]:
-        found = []
-        for current, _dirs, files in os.walk(self.local_dir):
-            for name in files:
-                full = os.path.join(current, name)
-                found.append((full, os.path.relpath(full, self.local_dir).replace(os.sep, "/")))
-        return sorted(found)
+    def _forget(self, stream: PublishOnCloseStream) -> None:
+        with self._lock:
+            self._open.discard(stream)
+
+    def _local_files(self) -> Iterator[tuple[str, str]]:
+        """(local path, path relative to the attempt's directory) of each of its files, in key
+        order, listed through a spool (`LocalStore.list_files`): a task may write 100k files."""
+        root = StorePath("file", "", self.local_dir)
+        for status in LocalStore().list_files(root):
+            yield status.path.key, status.path.relative_to(root)
 
     def needs_task_commit(self) -> bool:
-        return bool(self._local_files())
+        return any(True for _ in self._local_files())
 
     def commit_task(
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
@@ -134,46 +152,61 @@ class StagingTaskAttempt(TaskAttempt):
         # Before any upload: an attempt of a job that is over would send its data in vain and
         # record its uploads in the ended job's tree.
         self._require_active_job()
-        for stream in self._streams:
+        for stream in list(self._open):
             stream.discard()  # a stream never closed was never published: it is not task output
-        files = self._local_files()
-        started: list[tuple[StorePath, str]] = []
+        unrecorded: list[tuple[StorePath, str]] = []
         try:
-            for _local, relative in files:
-                dest = self.destination_of(relative)
-                started.append((dest, store.create_multipart_upload(dest)))
-            record_uploads(ctx, self.task_attempt_id, started)
-            commits: list[PendingCommit] = [None] * len(files)  # type: ignore[list-item]
-
-            def upload(index: int) -> None:
-                dest, upload_id = started[index]
-                commits[index] = upload_pending(
-                    store, dest, upload_id, _chunks(files[index][0], ctx.options.part_size)
+            with RecordLog(prefix="staging-pending-") as pending:
+                total_bytes = 0
+                for batch in batched(self._local_files(), UPLOADS_PER_RECORD):
+                    for _local, relative in batch:
+                        dest = self.destination_of(relative)
+                        unrecorded.append((dest, store.create_multipart_upload(dest)))
+                    record_uploads(ctx, self.task_attempt_id, unrecorded)
+                    started, unrecorded = unrecorded, []
+                    for commit in self._upload(batch, started):
+                        pending.add(commit.to_record())
+                        total_bytes += commit.length
+                pendingset = PendingSet(
+                    self.committer.job_id,
+                    self.task_id,
+                    self.task_attempt_id,
+                    iostatistics=self.store_requests(),
                 )
-
-            run_parallel(range(len(files)), upload, ctx.options.threads)
-            pendingset = PendingSet(
-                self.committer.job_id,
-                self.task_id,
-                self.task_attempt_id,
-                commits,
-                iostatistics=self.store_requests(),
-            )
-            if rows is not None:
-                pendingset.iostatistics.increment("rows_written", rows)
-            record_partition_rows(pendingset.extra_data, partition_rows)
-            data = pendingset.to_bytes()
-            result = self._publish(decode_pendingset(data, self.local_dir), data)
+                if rows is not None:
+                    pendingset.iostatistics.increment("rows_written", rows)
+                record_partition_rows(pendingset.extra_data, partition_rows)
+                listed = (PendingCommit(*record) for record in pending)
+                summary = self._summary(pending.count, total_bytes, rows)
+                with written_manifest(
+                    summary, lambda out: write_pendingset(out, pendingset, listed)
+                ) as manifest:
+                    result = self._publish(manifest)
         except JobNotActiveError:
             raise  # already discarded
         except BaseException:
             if not self._holds_task_commit():
-                discard_attempt_uploads(ctx, self.task_attempt_id, started)
+                discard_attempt_uploads(ctx, self.task_attempt_id, unrecorded)
             raise
         if result.adopted_from:
-            discard_attempt_uploads(ctx, self.task_attempt_id, started)
+            discard_attempt_uploads(ctx, self.task_attempt_id)
         shutil.rmtree(self.local_dir, ignore_errors=True)
         return result
+
+    def _upload(
+        self, files: list[tuple[str, str]], uploads: list[tuple[StorePath, str]]
+    ) -> list[PendingCommit]:
+        """Send each local file of `files` as the parts of its upload in `uploads`, left pending,
+        on the job's threads; their commits in the same order."""
+        store, part_size = self.store, self.context.options.part_size
+        commits: list[PendingCommit] = [None] * len(files)  # type: ignore[list-item]
+
+        def upload(index: int) -> None:
+            dest, upload_id = uploads[index]
+            commits[index] = upload_pending(store, dest, upload_id, _chunks(files[index][0], part_size))
+
+        run_parallel(range(len(files)), upload, self.context.options.threads)
+        return commits
 
     def discard_output(self) -> bool:
         shutil.rmtree(self.local_dir, ignore_errors=True)

@@ -30,10 +30,7 @@ MAX_JSON_DEPTH = 64
 
 def load_json(data: bytes | str, source: str) -> Any:
     """Any JSON value from a store file, refused (naming `source`) when too big, too deep or invalid."""
-    if len(data) > MAX_JSON_BYTES:
-        raise InvalidCommitDataError(
-            f"{source}: {len(data)} bytes is more than the {MAX_JSON_BYTES} a commit file may have"
-        )
+    refuse_oversized(len(data), source)
     if nested_deeper_than(data, MAX_JSON_DEPTH):
         raise InvalidCommitDataError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
@@ -42,6 +39,14 @@ def load_json(data: bytes | str, source: str) -> Any:
         raise InvalidCommitDataError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as error:  # invalid JSON or UTF-8, or an integer longer than Python converts
         raise InvalidCommitDataError(f"{source}: not valid JSON (truncated or corrupt?): {error}") from error
+
+
+def refuse_oversized(size: int, source: str) -> None:
+    """Refuse a commit file of `size` bytes, naming `source`, if it is larger than `MAX_JSON_BYTES`."""
+    if size > MAX_JSON_BYTES:
+        raise InvalidCommitDataError(
+            f"{source}: {size} bytes is more than the {MAX_JSON_BYTES} a commit file may have"
+        )
 
 
 def read_json_bytes(store: Store, path: StorePath) -> bytes:

@@ -1,19 +1,28 @@
-"""S3A's `.pending` (SinglePendingCommit) and `.pendingset` (PendingSet) formats."""
+"""S3A's `.pending` (SinglePendingCommit) and `.pendingset` (PendingSet) formats.
+
+A pendingset lists one commit per file its task wrote, so it is written and read as a stream
+(`core.formats.json_stream`): `write_pendingset` takes the commits from an iterable, and
+`PendingSet.read` hands them on one at a time (HADOOP-19047: S3A builds and parses it whole).
+"""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.json_stream import Readable, Writable, read_object, write_object
 from airflow_commit_provider.core.formats.jsonio import (
     dumps,
     now_millis,
     optional_field,
     optional_millis,
     parse_object,
+    refuse_oversized,
     require_field,
 )
 
@@ -61,6 +70,21 @@ class PendingCommit:
 
     def to_bytes(self) -> bytes:
         return dumps(self.to_json())
+
+    def to_record(self) -> tuple[Any, ...]:
+        """Its fields as plain values for a spool (`core.sorted_spool`), in the order
+        `PendingCommit(*record)` takes them back."""
+        return (
+            self.uri,
+            self.bucket,
+            self.destination_key,
+            self.upload_id,
+            self.etags,
+            self.length,
+            self.created,
+            self.text,
+            self.extra_data,
+        )
 
     @classmethod
     def from_json(cls, raw: Any, source: str) -> PendingCommit:
@@ -123,38 +147,42 @@ class PendingSet:
     """More of ``extraData`` than the task's IDs (e.g. its rows per partition)."""
 
     def to_bytes(self) -> bytes:
-        return dumps(
-            {
-                "version": PENDINGSET_VERSION,
-                "jobId": self.job_id,
-                "commits": [commit.to_json(self.job_id, self.task_id) for commit in self.commits],
-                "extraData": {
-                    **self.extra_data,
-                    "task.id": self.task_id,
-                    "task.attempt.id": self.task_attempt_id,
-                },
-                "iostatistics": self.iostatistics.to_json(),
-            }
-        )
+        out = io.BytesIO()
+        write_pendingset(out, self, self.commits)
+        return out.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str) -> PendingSet:
-        obj = parse_object(data, source)
+        refuse_oversized(len(data), source)
+        commits: list[PendingCommit] = []
+        pendingset = cls.read(io.BytesIO(data), source, commits.append)
+        pendingset.commits = commits
+        return pendingset
+
+    @classmethod
+    def read(cls, stream: Readable, source: str, on_commit: Callable[[PendingCommit], object]) -> PendingSet:
+        """The pendingset in `stream` (the file `source`), each commit handed to `on_commit` as it
+        is read, not kept (its `commits` is empty)."""
+        index = 0
+
+        def commit(raw: Any) -> None:
+            nonlocal index
+            on_commit(PendingCommit.from_json(raw, f"{source}: commits[{index}]"))
+            index += 1
+
+        found = read_object(stream, source, {"commits": commit})
+        obj = found.members
         version = obj.get("version")
         if version not in _READABLE_PENDINGSET_VERSIONS:
             raise InvalidCommitDataError(
                 f"{source}: unsupported pendingset version {version!r}, expected one of {_READABLE_PENDINGSET_VERSIONS}"
             )
-        raw_commits = require_field(obj, "commits", list, source)
-        commits = [
-            PendingCommit.from_json(raw, f"{source}: commits[{i}]") for i, raw in enumerate(raw_commits)
-        ]
+        found.require_array("commits", source)
         extra = optional_field(obj, "extraData", dict, source, {})
         return cls(
             job_id=optional_field(obj, "jobId", str, source, ""),
             task_id=str(extra.get("task.id", "")),
             task_attempt_id=str(extra.get("task.attempt.id", "")),
-            commits=commits,
             iostatistics=IOStatistics.from_json(
                 optional_field(obj, "iostatistics", dict, source, {}), source
             ),
@@ -164,6 +192,25 @@ class PendingSet:
                 if key not in ("task.id", "task.attempt.id")
             },
         )
+
+
+def write_pendingset(out: Writable, pendingset: PendingSet, commits: Iterable[PendingCommit]) -> int:
+    """`pendingset` with `commits` in place of its own list, written to `out` as they come (a task
+    spools its commits on local disk rather than hold them); returns how many there were."""
+    return write_object(
+        out,
+        {"version": PENDINGSET_VERSION, "jobId": pendingset.job_id},
+        "commits",
+        (commit.to_json(pendingset.job_id, pendingset.task_id) for commit in commits),
+        {
+            "extraData": {
+                **pendingset.extra_data,
+                "task.id": pendingset.task_id,
+                "task.attempt.id": pendingset.task_attempt_id,
+            },
+            "iostatistics": pendingset.iostatistics.to_json(),
+        },
+    )
 
 
 PENDING_SUFFIX = ".pending"

@@ -11,28 +11,24 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.options import TaskCommitResult
-from airflow_commit_provider.core.parallel import Budget, run_parallel
+from airflow_commit_provider.core.parallel import run_parallel
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath, same_location
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
 from airflow_commit_provider.core.stages.manifests import ManifestDecoder
 from airflow_commit_provider.core.stages.partitions import PartitionRows
-from airflow_commit_provider.core.stages.task_commit import manifest_digest
+from airflow_commit_provider.core.stages.task_commit import read_manifest
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
-
-#: Entries of the manifests loaded at once: each one's bytes, parsed JSON and entries are in memory
-#: together (about 3.3 KB an entry at its peak: 16 MB for a pendingset of 5,000 files), so two such
-#: manifests overlap their GETs, and a job of many large ones, with any number of threads, stays
-#: within about this many entries.
-LOADING_ENTRIES = 10_000
 
 #: Threads that load manifests: enough to overlap GETs with parsing (which holds the GIL). Each
 #: thread that allocates gets a malloc arena of its own, which keeps what it freed: 16 threads
-#: parsing in turn kept 50 MB more at 100k files than 4 did.
+#: parsing in turn kept 50 MB more at 100k files than 4 did. A manifest streams through its thread
+#: (`task_commit.read_manifest`): one chunk of its bytes, one entry and a batch of entries at a time.
 LOADING_THREADS = 4
+#: Entries a loading thread collects before it takes the spool's lock to add them.
+ENTRY_BATCH = 1000
 
 
 @dataclass
@@ -69,23 +65,35 @@ def load_committed_manifests(
         )
     loaded = LoadedJob(EntrySpool(ctx.layout.destination), None, PartitionRows())
     lock = threading.Lock()
-    budget = Budget(LOADING_ENTRIES)
     rows: list[int | None] = []
+    changed: list[InvalidCommitDataError] = []
 
     def load(result: TaskCommitResult) -> None:
-        with budget.admit(max(1, result.files)):  # the files its task reported (a lie costs only memory)
-            load_one(result)
-
-    def load_one(result: TaskCommitResult) -> None:
         path = ctx.layout.manifest_path(result.task_id)
+        batch: list[tuple[CommitEntry, StorePath]] = []
+
+        def add(entry: CommitEntry) -> None:
+            dest = _checked_destination(ctx, entry.dest, str(path))
+            if entry.source is not None:
+                _check_source(ctx, entry.source, dest, str(path))
+            batch.append((replace(entry, dest=dest.uri()), dest))
+            if len(batch) >= ENTRY_BATCH:
+                spool(batch)
+
+        def spool(entries: list[tuple[CommitEntry, StorePath]]) -> None:
+            with lock:
+                for entry, dest in entries:
+                    loaded.spool.append(entry, dest)
+            entries.clear()
+
         try:
-            data = read_json_bytes(ctx.store, path)
+            manifest, digest = read_manifest(ctx.store, path, decoder, result.task_id, add)
         except FileNotFoundInStoreError:
             raise MissingManifestError(
                 f"job {ctx.job_id}: task {result.task_id} was reported committed but its manifest {path} does not exist"
             ) from None
+        spool(batch)
         trusted = exclusive and ctx.store.capabilities.atomic_create_if_absent
-        manifest = decoder(data, str(path))
         if manifest.job_id != ctx.job_id:
             raise InvalidCommitDataError(
                 f"{path}: job ID mismatch: {manifest.job_id!r} is not this job's {ctx.job_id!r}"
@@ -104,27 +112,25 @@ def load_committed_manifests(
                 manifest.task_attempt_id,
                 result.task_attempt_id,
             )
-        seen: set[str] = set()
         with lock:
-            for entry in manifest.entries:
-                dest = _checked_destination(ctx, entry.dest, str(path))
-                if entry.source is not None:
-                    _check_source(ctx, entry.source, dest, str(path))
-                if dest.key in seen:  # within a manifest, before its digest (below); across, by the spool
-                    raise InvalidCommitDataError(f"{path}: duplicate destination {entry.dest}")
-                seen.add(dest.key)
-                loaded.spool.append(replace(entry, dest=dest.uri()), dest)
             ctx.statistics.merge(manifest.statistics)
             rows.append(manifest.rows)
             loaded.partition_rows.add_task(manifest.partition_rows)
-        # Last, so that damage the checks above name is reported as such; this catches the rest.
-        if trusted and result.digest is not None and manifest_digest(data) != result.digest:
-            raise InvalidCommitDataError(
-                f"{path}: not the manifest task attempt {result.task_attempt_id} committed: "
-                "it was changed after its task commit"
-            )
+            # Refused once every entry is sorted (below), so that damage the other checks name, a
+            # destination listed twice among them, is reported as such; this catches the rest.
+            if trusted and result.digest is not None and digest != result.digest:
+                changed.append(
+                    InvalidCommitDataError(
+                        f"{path}: not the manifest task attempt {result.task_attempt_id} committed: "
+                        "it was changed after its task commit"
+                    )
+                )
 
     def duplicate(first: CommitEntry, second: CommitEntry) -> InvalidCommitDataError:
+        if first.task_id == second.task_id:
+            return InvalidCommitDataError(
+                f"{ctx.layout.manifest_path(first.task_id)}: duplicate destination {first.dest}"
+            )
         return InvalidCommitDataError(
             f"{ctx.layout.manifest_path(first.task_id)} and {ctx.layout.manifest_path(second.task_id)}: "
             f"duplicate destination {first.dest}"
@@ -133,6 +139,8 @@ def load_committed_manifests(
     try:
         run_parallel(committed, load, min(ctx.options.threads, LOADING_THREADS))
         loaded.spool.sort(duplicate)
+        if changed:
+            raise changed[0]
         loaded.partition_rows.sort()
     except BaseException:
         loaded.close()

@@ -13,6 +13,7 @@ import json
 import uuid
 from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Future
+from typing import TypeVar
 
 from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
 from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
@@ -31,11 +32,19 @@ from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
 
+T = TypeVar("T")
+
+
+#: Uploads one record names at most: an attempt records its uploads in records of this many, so no
+#: record is large to write or to read (about 1.5 MB), however many files the attempt wrote.
+UPLOADS_PER_RECORD = 10_000
+
 
 def record_uploads(
     ctx: JobContext, task_attempt_id: str, uploads: Iterable[tuple[StorePath, str]]
 ) -> StorePath | None:
-    """Write one record naming `uploads`; returns its path (None if there was nothing to record)."""
+    """Write one record naming `uploads` (at most `UPLOADS_PER_RECORD`); returns its path (None if
+    there was nothing to record)."""
     records = [{"uri": path.uri(), "uploadId": upload_id} for path, upload_id in uploads]
     if not records:
         return None
@@ -47,18 +56,26 @@ def record_uploads(
 def consolidate_upload_records(
     ctx: JobContext,
     task_attempt_id: str,
-    uploads: Collection[tuple[StorePath, str]],
-    records: Collection[StorePath],
+    uploads: Iterable[tuple[StorePath, str]],
+    records: Iterable[StorePath],
 ) -> None:
-    """Replace an attempt's per-upload `records` with one record of all its `uploads`.
+    """Replace an attempt's per-upload `records` with records of all its `uploads`,
+    `UPLOADS_PER_RECORD` to a record; both are streamed.
 
-    Job commit's cleanup then deletes one record per task instead of one per file, as Hadoop's
-    task commit turns its `.pending` files into one `.pendingset`. The merged record is written
-    before any other is deleted, so every upload stays findable at every moment.
+    Job commit's cleanup then deletes one record per 10,000 files instead of one per file, as
+    Hadoop's task commit turns its `.pending` files into one `.pendingset`. The merged records are
+    written before any other is deleted, so every upload stays findable at every moment.
     """
-    if len(records) > 1:
-        record_uploads(ctx, task_attempt_id, uploads)
-        ctx.store.delete_files(records)
+    for batch in batched(uploads, UPLOADS_PER_RECORD):
+        record_uploads(ctx, task_attempt_id, batch)
+    ctx.store.delete_files(records)
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """`items` in lists of `size` (the last one shorter), as they come (`itertools.batched` is 3.12)."""
+    source = iter(items)
+    while batch := list(itertools.islice(source, size)):
+        yield batch
 
 
 def recorded_uploads(
@@ -162,11 +179,21 @@ def discard_attempt_uploads(
     """Abort an attempt's uploads (those given and those recorded), then delete its records.
 
     Afterwards nothing of the attempt remains in the store, even when the job is already over
-    and its cleanup has run (a late attempt would otherwise leave its records behind).
+    and its cleanup has run (a late attempt would otherwise leave its records behind). An upload
+    both given and recorded (or recorded twice, mid-consolidation) is aborted once: they meet in
+    a spool, not a set, so an attempt of 100k files holds none of them in memory.
     """
-    found = set(uploads)
-    found.update((path, upload) for _a, path, upload in recorded_uploads(ctx, task_attempt_id))
-    aborted = abort_uploads(ctx, found)
+    found = SortedSpool(prefix="discard-uploads-")
+    try:
+        for path, upload in itertools.chain(
+            uploads, ((path, upload) for _attempt, path, upload in recorded_uploads(ctx, task_attempt_id))
+        ):
+            record = ((path.uri(), upload),)
+            found.add(record, record_size(record))
+        found.sort(lambda first, _again: first)
+        aborted = abort_uploads(ctx, ((StorePath.from_uri(uri), upload) for ((uri, upload),) in found))
+    finally:
+        found.close()
     ctx.store.delete_tree(ctx.layout.upload_records_dir(task_attempt_id))
     return aborted
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import abc
 import heapq
+import io
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO, BinaryIO
 
 from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.parallel import completed_future
@@ -114,9 +116,25 @@ class Store(abc.ABC):
         check_range(path, start, length)
         return self.read_bytes(path)[start : start + length]
 
+    def open_read(self, path: StorePath) -> BinaryIO:
+        """The file's bytes as a stream, read as they are consumed (close it when done): what lets a
+        reader take a file of any size through bounded memory, such as a task's manifest at job
+        commit. Stores override this to stream one response (one GET on S3) or the file itself;
+        this default reads the whole file first. FileNotFoundInStoreError, here or on a read, when
+        there is no file at `path`."""
+        return io.BytesIO(self.read_bytes(path))
+
     @abc.abstractmethod
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         """Write an object atomically; with `if_absent` raise FileAlreadyExistsError if it exists."""
+
+    def write_stream(self, path: StorePath, body: IO[bytes], *, if_absent: bool = False) -> None:
+        """`write_bytes` of the whole of `body`, a seekable file (from its start, whatever its
+        position), streamed from it: what publishes a task's manifest of any size, written to a
+        local temp file, without holding it in memory, create-if-absent for an exclusive task
+        commit. Stores override this to stream it (one PUT on S3); this default reads it whole."""
+        body.seek(0)
+        self.write_bytes(path, body.read(), if_absent=if_absent)
 
     @abc.abstractmethod
     def open_write(self, path: StorePath) -> PublishOnCloseStream:

@@ -9,6 +9,7 @@ renames the result into place atomically.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from typing import IO, BinaryIO
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.sorted_spool import key_order, spooled
@@ -98,15 +100,26 @@ class LocalStore(Store):
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
             raise FileNotFoundInStoreError(f"no such file: {path}") from error
 
+    def open_read(self, path: StorePath) -> BinaryIO:
+        self.statistics.increment("op_get")
+        try:
+            return open(path.key, "rb")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            raise FileNotFoundInStoreError(f"no such file: {path}") from error
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
+        self.write_stream(path, io.BytesIO(data), if_absent=if_absent)
+
+    def write_stream(self, path: StorePath, body: IO[bytes], *, if_absent: bool = False) -> None:
+        body.seek(0)
         if not if_absent:
             with self.open_write(path) as stream:
-                stream.write(data)
+                shutil.copyfileobj(body, stream)
             return
         fd, tmp = _hidden_temp_file(path)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                shutil.copyfileobj(body, handle)
             self.statistics.increment("op_put")
             try:
                 os.link(tmp, path.key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import logging
 import math
 import os
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any, BinaryIO, cast
+from typing import IO, Any, BinaryIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import boto3
@@ -63,6 +64,8 @@ STREAM_PART_SIZE = 16 * 1024**2
 MAX_PARTS = 10_000
 #: Bytes a write stream keeps in memory before spilling to a temporary file.
 SPOOL_LIMIT = 8 * 1024**2
+#: Bytes read from a GetObject response at a time by `S3Store.open_read`'s stream.
+READ_BUFFER = 1 << 20
 #: Attempts for a create-if-absent write that meets a concurrent conditional write (409).
 CONDITIONAL_CONFLICT_ATTEMPTS = 4
 
@@ -326,8 +329,20 @@ class S3Store(Store):
                 return b""
             raise
 
+    def open_read(self, path: StorePath) -> BinaryIO:
+        """One GetObject whose body is read as it is consumed. Through the boto3 client whatever the
+        request path: a reader reads one such file at a time (a task's manifest), not thousands."""
+        bucket, key = _object(path)
+        with self._request("op_get", path, "GetObject"):
+            body = self.client.get_object(Bucket=bucket, Key=key)["Body"]
+        return io.BufferedReader(_ResponseBody(body, path), READ_BUFFER)
+
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         self._put(path, data, len(data), if_absent=if_absent)
+
+    def write_stream(self, path: StorePath, body: IO[bytes], *, if_absent: bool = False) -> None:
+        """One PutObject streamed from `body` (read again from its start if S3 asks to retry)."""
+        self._put(path, body, body.seek(0, os.SEEK_END), if_absent=if_absent)
 
     def _put(self, path: StorePath, body: Any, size: int, *, if_absent: bool = False) -> None:
         bucket, key = _object(path)
@@ -622,6 +637,32 @@ class S3Store(Store):
             if not page.get("IsTruncated"):
                 return parts
             kwargs["PartNumberMarker"] = _next_marker(page, kwargs, path, "NextPartNumberMarker")
+
+
+class _ResponseBody(io.RawIOBase):
+    """A GetObject response's body as a raw stream; an error while it is read (a dropped
+    connection, a timeout) is a StoreError naming the object."""
+
+    def __init__(self, body: Any, path: StorePath) -> None:
+        super().__init__()
+        self._body = body
+        self._path = path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._body.read(len(buffer))
+        except (ClientError, BotoCoreError) as exc:
+            raise _store_error(exc, "GetObject", self._path) from exc
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._body.close()
+        super().close()
 
 
 class S3WriteStream(PublishOnCloseStream):

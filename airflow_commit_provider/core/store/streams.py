@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import io
 import os
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 
@@ -19,6 +20,9 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
         super().__init__()
         self._name = name
         self._finished = False
+        self.on_end: Callable[[PublishOnCloseStream], object] | None = None
+        """Called once the stream is closed, discarded or abandoned: what lets its owner (a task
+        attempt) keep only the streams still open, not every stream it ever handed out."""
 
     @property
     def name(self) -> str:
@@ -56,8 +60,7 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
         try:
             self._publish()
         finally:
-            self._finished = True
-            super().close()
+            self._end()
 
     def discard(self) -> None:
         if self.closed:
@@ -65,13 +68,17 @@ class PublishOnCloseStream(io.BufferedIOBase, abc.ABC):
         try:
             self._discard()
         finally:
-            self._finished = True
-            super().close()
+            self._end()
 
     def abandon(self) -> None:
         """Mark closed, publishing and discarding nothing (failed construction, garbage collection)."""
+        self._end()
+
+    def _end(self) -> None:
         self._finished = True
         io.BufferedIOBase.close(self)
+        if self.on_end is not None:
+            self.on_end(self)
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         if exc_type is None:

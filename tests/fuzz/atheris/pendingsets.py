@@ -4,9 +4,12 @@ naming the file."""
 
 from __future__ import annotations
 
+import io
+
 from support.fuzzing import accepted_or_refused
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.stages.entries import CommitEntry
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
 
 MAX_LEN = 4096
@@ -14,6 +17,12 @@ SOURCE = "s3://bucket/table/__magic_job-job-1/job-job-1/00/manifests/task_job-1_
 
 
 def TestOneInput(data: bytes) -> None:
-    loaded = accepted_or_refused(lambda: decode_pendingset(data, SOURCE), InvalidCommitDataError, SOURCE)
+    entries: list[CommitEntry] = []
+    loaded = accepted_or_refused(
+        lambda: decode_pendingset(io.BytesIO(data), SOURCE, "task_job-1_m_000000", entries.append),
+        InvalidCommitDataError,
+        SOURCE,
+    )
     if loaded is not None:
-        assert all(entry.etags and entry.upload_id for entry in loaded.entries)
+        assert all(entry.etags and entry.upload_id for entry in entries)
+        assert loaded.files == len(entries)
