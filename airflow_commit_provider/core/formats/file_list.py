@@ -55,9 +55,13 @@ ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 #: Rows a writer turns into Arrow at a time, so it holds few Python objects.
 _CHUNK_ROWS = 4096
-#: Bytes per ranged read when a whole list is fetched to be checked, and per write when one is
-#: hashed and uploaded.
+#: Bytes per ranged read when a whole list is fetched to be checked.
 TRANSFER_CHUNK = 8 * 1024 * 1024
+#: Bytes per read when a written list is hashed: small, because glibc serves freed blocks of up to
+#: the largest one freed from its heap and keeps them resident (8 MiB reads and the copy into a
+#: write stream left job commit 25 MB larger at 1M files); the list is then published from its
+#: local file by `Store.write_stream`, never copied.
+_HASH_CHUNK = 1024 * 1024
 #: The tail a page read fetches first: Parquet's footer (pyarrow reads the last 64 KiB first too).
 TAIL_BYTES = 64 * 1024
 #: Rows a reader converts to Python objects at a time.
@@ -180,6 +184,17 @@ def partition_list_schema() -> pa.Schema:
     )
 
 
+def _writer_pool() -> Any:
+    """The allocator a list writer's buffers come from: the C library's. pyarrow's default pool
+    (mimalloc or jemalloc) keeps the pages it freed for the next allocation, which suits an
+    executor writing data all day; a driver writes one list per job commit, and those pages stayed
+    resident after it (job commit at 100k files: +41 MB in "write lists" with the default pool,
+    +13 MB with this one)."""
+    import pyarrow as pa
+
+    return pa.system_memory_pool()
+
+
 class _ListWriter:
     """Rows into a local temporary Parquet file, in row groups of `ROW_GROUP_ROWS` (or
     `ROW_GROUP_BYTES`), then hashed and uploaded under the name its SHA-256 gives."""
@@ -202,7 +217,11 @@ class _ListWriter:
         # Unlinked at once; closed by `finish` or `discard` (the writer's owner's `with`).
         self._file: IO[bytes] = tempfile.TemporaryFile(prefix="airflow-commit-list-")  # noqa: SIM115
         self._writer = pq.ParquetWriter(
-            self._file, self._schema, compression=COMPRESSION, use_dictionary=dictionary
+            self._file,
+            self._schema,
+            compression=COMPRESSION,
+            use_dictionary=dictionary,
+            memory_pool=_writer_pool(),
         )
         self._columns: list[list[Any]] = [[] for _ in schema]
         self._group: list[pa.RecordBatch] = []
@@ -223,7 +242,7 @@ class _ListWriter:
             return
         batch = pa.record_batch(
             [
-                pa.array(column, type=field.type)
+                pa.array(column, type=field.type, memory_pool=_writer_pool())
                 for column, field in zip(self._columns, self._schema, strict=True)
             ],
             schema=self._schema,
@@ -252,13 +271,10 @@ class _ListWriter:
             size = self._file.tell()
             self._file.seek(0)
             digest = hashlib.sha256()
-            for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
+            for chunk in iter(lambda: self._file.read(_HASH_CHUNK), b""):
                 digest.update(chunk)
             location = self._location(digest.hexdigest())
-            self._file.seek(0)
-            with store.open_write(location) as stream:
-                for chunk in iter(lambda: self._file.read(TRANSFER_CHUNK), b""):
-                    stream.write(chunk)
+            store.write_stream(location, self._file)
             return ListRef(
                 location.relative_to(self._layout.destination), digest.hexdigest(), size, self.rows
             )

@@ -47,12 +47,15 @@ def fold_lost_attempts(
         for status in ctx.store.list_files(layout.attempt_notes_dir)
         if status.path.parent == layout.attempt_notes_dir and status.path.name.endswith(_NOTE_SUFFIX)
     }
-    # An attempt's upload records are written as it writes, so their times span its life.
-    traces: dict[str, list[int]] = defaultdict(list)
+    # An attempt's upload records are written as it writes, so their times span its life. Only
+    # each attempt's first and last time are kept: there is one record per file written.
+    spans: dict[str, tuple[int, int]] = {}
     if records_uploads:
         for status in ctx.store.list_files(layout.upload_records_dir()):
-            traces[status.path.parent.name].append(int(status.modified * 1000))
-        left_files = set(traces)
+            attempt, modified = status.path.parent.name, int(status.modified * 1000)
+            first, last = spans.get(attempt, (modified, modified))
+            spans[attempt] = (min(first, modified), max(last, modified))
+        left_files = set(spans)
     else:
         left_files = set(ctx.store.list_child_dirs(layout.task_attempts_dir))
     by_task: dict[str, list[str]] = defaultdict(list)
@@ -69,8 +72,8 @@ def fold_lost_attempts(
         note = _read_note(ctx, attempt) if attempt in noted else None
         if note is not None:
             return note
-        seen = traces.get(attempt)
-        return LostAttempt(task, attempt, KILLED, min(seen) if seen else None, max(seen) if seen else None)
+        first, last = spans.get(attempt, (None, None))
+        return LostAttempt(task, attempt, KILLED, first, last)
 
     record.lost_attempts = parallel_map(kept, lost, ctx.options.threads)
     record.lost_attempts_left_out = {
