@@ -47,8 +47,9 @@ REPORT = "daily_events_report"
 AWAIT = "await_committed_day"
 KILLED = "killed_write"
 CLEANUP = "upload_cleanup"
-#: Bound of a whole DAG run that runs Spark (several at once, on two busy cores).
-RUN_BOUND_SECONDS = 300.0
+#: Bound of a whole DAG run that runs Spark (several at once, on two busy cores: a cleared run
+#: took more than 300 s in a CI run whose three lanes shared them).
+RUN_BOUND_SECONDS = 600.0
 #: Bound of a short wait: a task reaching a state, a marker appearing, a process exiting.
 EVENT_BOUND_SECONDS = 120.0
 MANUAL_DAYS = ("2024-01-01", "2024-01-02")
@@ -454,7 +455,7 @@ def test_commit_pages_in_a_browser_behind_login(
     adopt = report_link(deployment, KILLED, "adopt", "write")
     assert httpx.get(adopt, timeout=30).status_code == 401, "a page without a session"
     assert httpx.get(adopt, cookies={"_token": "forged"}, timeout=30).status_code == 403
-    day = min(written)
+    day = MANUAL_DAYS[1]  # a day no test clears, so this page's facts never hang on test 4's outcome
     ingest = report_link(deployment, INGEST, written[day]["run"]["dag_run_id"], "write_partition")
     fence = report_link(deployment, KILLED, "fence", "write")
     with chromium_page() as page:

@@ -52,7 +52,8 @@ class ConnectServer:
             "spark.driver.memory": "1g",
         }
     )
-    startup_timeout: float = 120.0
+    startup_timeout: float = 300.0
+    """A JVM start with the peers' jars took more than 120 s in a CI run whose three lanes shared 2 cores."""
     stop_timeout: float = 15.0
     port: int = 0
     base_dir: Path | None = None
