@@ -29,7 +29,6 @@ from airflow_commit_provider.assets import commit_extra, emit_commit_event
 from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.try_workdirs import TryWorkdir, open_try_workdir
 from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
 from airflow_commit_provider.operators.submission import (
     check_submission,
@@ -46,6 +45,7 @@ from airflow_commit_provider.operators.try_outcome import (
     verify_success,
 )
 from airflow_commit_provider.operators.try_settlement import log_adoption, settle_earlier_tries
+from airflow_commit_provider.tries.workdirs import TryWorkdir, open_try_workdir
 from airflow_commit_provider.ui.link import push_report_target
 
 if TYPE_CHECKING:
@@ -57,9 +57,9 @@ if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
     from airflow_commit_provider.core.paths import Destination
     from airflow_commit_provider.core.store import Store
-    from airflow_commit_provider.core.tries import TriedJob
     from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
     from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+    from airflow_commit_provider.tries.plan import TriedJob
 
 __all__ = ["CommittedTry"]
 
@@ -287,7 +287,7 @@ class CommittedTry:
 
     @contextlib.contextmanager
     def _workdir(self, job_id: str) -> Iterator[tuple[TryWorkdir, TaskKey]]:
-        """The try's local directory (:mod:`~airflow_commit_provider.core.try_workdirs`), and the key it is under."""
+        """The try's local directory (:mod:`~airflow_commit_provider.tries.workdirs`), and the key it is under."""
         operator = self.operator
         key = self.key or TaskKey(operator.dag_id, operator.task_id, f"job-{job_id}", -1)
         with open_try_workdir(operator.local_work_root, key, self.number or 1) as workdir:

@@ -208,7 +208,7 @@ def read_ids(store: Store, destination: StorePath) -> list[int]:
 
 def leftovers(store: Store, destination: StorePath) -> dict[str, list[str]]:
     """What must never remain: pending uploads, temp trees, hidden objects other than the markers."""
-    from airflow_commit_provider.core.cleanup import find_temp_trees
+    from airflow_commit_provider.cleanup import find_temp_trees
 
     hidden = [
         name
