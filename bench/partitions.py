@@ -58,8 +58,9 @@ from airflow_commit_provider.core.catalog import (
 )
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.formats.phases import request_counts
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.options import ConflictMode
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.conflicts import (

@@ -18,11 +18,8 @@ from airflow_commit_provider.cli.arguments import (
 )
 from airflow_commit_provider.cli.output import emit, progress_for
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.success import (
-    SUCCESS_FILENAME,
-    LegacySuccessMarkerError,
-    SuccessData,
-)
+from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.success.check import (

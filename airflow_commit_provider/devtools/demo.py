@@ -141,7 +141,7 @@ def asset_events(dagrun: Any) -> list[dict[str, Any]]:
 
 
 def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
-    from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
+    from airflow_commit_provider.core.layout import SUCCESS_FILENAME
     from airflow_commit_provider.core.paths import StorePath
     from airflow_commit_provider.success.check import load_success
 

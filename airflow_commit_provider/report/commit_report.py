@@ -30,9 +30,9 @@ from airflow_commit_provider.core.formats.file_list import (
 )
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_control import JobState, JobStatus, inspect_job
-from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout, is_job_id
+from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME, JobLayout, is_job_id
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import newest_jobs

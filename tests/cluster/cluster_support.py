@@ -16,8 +16,8 @@ from support.invariants import read_success
 from support.standalone import StandaloneCluster, group_alive
 from support.waiting import wait_until
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
-from airflow_commit_provider.core.layout import RECORDS_DIR
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 
 if TYPE_CHECKING:
