@@ -37,6 +37,7 @@ from airflow_commit_provider.core.task_key import TaskKey
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.operators.committed_try import CommittedTry
+from airflow_commit_provider.operators.report_link import CommitReportLink
 from airflow_commit_provider.operators.submission import (
     build_py_files_zip,
     hook_arguments,
@@ -45,7 +46,6 @@ from airflow_commit_provider.operators.submission import (
 )
 from airflow_commit_provider.templating import is_template
 from airflow_commit_provider.tries.workdirs import default_root
-from airflow_commit_provider.ui.link import CommitReportLink
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
