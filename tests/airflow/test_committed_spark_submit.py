@@ -135,18 +135,6 @@ def test_commit_on_s3(
     assert secret not in caplog.text
 
 
-def test_shipped_zip_has_only_executor_modules(tmp_path: Path) -> None:
-    import zipfile
-
-    from airflow_commit_provider.operators.spark_submit import build_py_files_zip
-
-    names = zipfile.ZipFile(build_py_files_zip(tmp_path)).namelist()
-    assert "airflow_commit_provider/__init__.py" in names
-    assert "airflow_commit_provider/core/committers/magic.py" in names
-    assert all(n.split("/")[1] in ("__init__.py", "core", "spark") for n in names)
-    assert all(n.endswith(".py") for n in names)
-
-
 def test_each_try_is_a_new_job_and_one_copy_remains(
     fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
 ) -> None:
