@@ -26,7 +26,8 @@ help:
 	@echo "make test   - the whole test suite and make compat, in two lanes at once (PYTEST_ARGS='-k ...' narrows"
 	@echo "              it to one pytest run and skips compat)"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
-	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/)"
+	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/) + lint-imports (the"
+	@echo "              layer contract in pyproject.toml)"
 	@echo "make fuzz   - the fuzz campaigns, fuzz-atheris then fuzz-hypothesis (both run, whatever the first finds)"
 	@echo "make fuzz-atheris    - coverage-guided: tests/fuzz/atheris, FUZZ_RUNS (default 60000) runs per target;"
 	@echo "                       prints executions, coverage (cov, ft), corpus size and findings per target"
@@ -55,6 +56,7 @@ lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	.venv/bin/lint-imports --no-cache
 
 bench: bootstrap
 	$(PY) -m bench $(BENCH_ARGS)

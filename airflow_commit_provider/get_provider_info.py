@@ -58,7 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_commit_provider.triggers.success_manifest"],
             }
         ],
-        "extra-links": ["airflow_commit_provider.ui.link.CommitReportLink"],
+        "extra-links": ["airflow_commit_provider.operators.report_link.CommitReportLink"],
         "plugins": [
             {
                 "name": "airflow_commit_report",

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_commit_provider.core.cleanup.records import RecordPruneReport
-from airflow_commit_provider.core.cleanup.reports import KEPT_OUTCOMES
-from airflow_commit_provider.core.cleanup.temp_trees import TempCleanReport
-from airflow_commit_provider.core.cleanup.uploads import AbortReport
+from airflow_commit_provider.cleanup.records import RecordPruneReport
+from airflow_commit_provider.cleanup.reports import KEPT_OUTCOMES
+from airflow_commit_provider.cleanup.temp_trees import TempCleanReport
+from airflow_commit_provider.cleanup.uploads import AbortReport
 from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
 
-    from airflow_commit_provider.core.cleanup.reports import CleanupReport
+    from airflow_commit_provider.cleanup.reports import CleanupReport
 
 __all__ = ["dataset_id", "parent_job_conf", "removal_lineage", "write_lineage"]
 

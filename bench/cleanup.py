@@ -1,7 +1,7 @@
 """Scenario 4: cleanup at scale: listing and aborting orphaned uploads, listing and deleting a
 temporary tree, at 1k, 10k and 100k items on the embedded S3 and at 1M on the in-process store.
 
-Ours: `core.cleanup.abort_pending_uploads` and `clean_stale_temp_trees` with their defaults (what
+Ours: `cleanup.abort_pending_uploads` and `clean_stale_temp_trees` with their defaults (what
 the operators and `airflow-commit uploads abort` / `temp clean` run). An abort lists the uploads
 under the scope, aborts each once, then lists the scope again and aborts any upload still
 pending (S3 documents that an abort racing with part uploads may need repeating): one request per
@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from airflow_commit_provider.core.cleanup import abort_pending_uploads
+from airflow_commit_provider.cleanup import abort_pending_uploads
 from bench import s3_setup
 from bench.cleanup_memory import FAKE_BUCKET, FAKE_PREFIX, tree_key
 from bench.common import BenchEnv, ScenarioResult, child_json, log, requests_in, rotated, timer

@@ -34,7 +34,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from airflow_commit_provider.core.cleanup import abort_pending_uploads, clean_stale_temp_trees
+from airflow_commit_provider.cleanup import abort_pending_uploads, clean_stale_temp_trees
 from airflow_commit_provider.core.store.s3 import S3Store
 from bench.common import RSSSampler, timer
 from bench.fake_s3 import FakeS3Client

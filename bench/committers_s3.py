@@ -25,9 +25,9 @@ import os
 from typing import Any
 
 from airflow_commit_provider.core.options import CommitOptions
-from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
+from airflow_commit_provider.success.check import load_success
 from bench import spark_tasks
 from bench.common import ARROW_BYTE_CHECK_OFF, BenchEnv, ScenarioResult, log, new_id, rotated, timer
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_commit_provider.core.store import open_store
-from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark import register_data_source
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
+from airflow_commit_provider.success.check import load_success
 from bench import spark_tasks
 from bench.common import ARROW_BYTE_CHECK_OFF, BenchEnv, ScenarioResult, log, new_id, rotated, timer
 

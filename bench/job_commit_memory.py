@@ -52,13 +52,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.options import parse_conflict_mode
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.report.commit_report import load_commit
 from bench.common import (
     DEFAULT_OUT,
     RSSSampler,

@@ -29,7 +29,7 @@ import shutil
 import uuid
 from typing import Any
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.spark import register_data_source
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf

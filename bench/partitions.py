@@ -56,11 +56,11 @@ from airflow_commit_provider.core.catalog import (
     location_path,
     register_table_partitions,
 )
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.formats.phases import request_counts
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_records import load_job_record
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.options import ConflictMode
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.conflicts import (
@@ -68,6 +68,7 @@ from airflow_commit_provider.core.stages.conflicts import (
     PARENT_LISTING_PARTITIONS,
 )
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.report.commit_report import load_commit
 from airflow_commit_provider.report.html import render_commit
 from bench.common import BenchEnv, ScenarioResult, log, new_id, timer
 

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, cast
 
-from airflow_commit_provider.core.commit_report import PAGE_SIZE, load_commit
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
 from airflow_commit_provider.core.formats.file_list import (
     ROW_GROUP_ROWS,
@@ -40,6 +39,7 @@ from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.report.commit_report import PAGE_SIZE, load_commit
 from airflow_commit_provider.report.html import render_commit
 from bench.common import BenchEnv, ScenarioResult, log, requests_in, rotated, timer
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import uuid
 
-from airflow_commit_provider.core.commit_report import list_commits, load_commit
 from airflow_commit_provider.core.committers import CommitOptions, create_committer
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.layout import RECORDS_DIR, RECORDS_INDEX_DIR
@@ -31,6 +30,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
+from airflow_commit_provider.report.commit_report import list_commits, load_commit
 from airflow_commit_provider.report.html import render_commit
 from bench.common import REQUEST_COUNTERS, BenchEnv, ScenarioResult, rotated, timer
 

@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import runtime_key
+from airflow_commit_provider.success.check import load_success
 from bench import s3_setup
 from bench.common import (
     REQUEST_COUNTERS,

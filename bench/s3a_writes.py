@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import load_success
 from airflow_commit_provider.spark import register_data_source, schema_bounded_batches
 from airflow_commit_provider.spark.config import ARROW_MAX_RECORDS_PER_BATCH
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
+from airflow_commit_provider.success.check import load_success
 from bench import spark_tasks
 from bench.common import (
     ARROW_BYTE_CHECK_OFF,

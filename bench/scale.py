@@ -55,7 +55,7 @@ from typing import Any
 
 from airflow_commit_provider.core.formats.success import SENSOR_READ_BYTES
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import SuccessExpectations, success_path
+from airflow_commit_provider.success.check import SuccessExpectations, success_path
 from bench import s3_setup
 from bench.common import REPO_ROOT, BenchEnv, ScenarioResult, log, rotated, timer
 from bench.fake_s3 import FakeS3Client

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.committers import CommitOptions, TaskCommitResult, create_committer
 from airflow_commit_provider.core.job_records import job_record_path
 from airflow_commit_provider.core.layout import JobLayout
@@ -40,7 +39,8 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.core.success_check import SuccessExpectations, success_path
+from airflow_commit_provider.report.commit_report import load_commit
+from airflow_commit_provider.success.check import SuccessExpectations, success_path
 from bench.common import RSSSampler, requests_in, start_pyarrow, timer
 from bench.fake_s3 import FakeS3Client
 

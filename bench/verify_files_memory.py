@@ -5,7 +5,7 @@
 Prepares and commits a magic job of N files (`bench.job_commit_memory.prepare`, then its job
 commit, not measured) on the in-process S3 stand-in (`bench.fake_s3`, labelled as such), then
 runs what `success verify --files` runs - the success check (`SuccessExpectations.check`: one
-ranged GET of `_SUCCESS`) and `core.listed_files.check_listed_files` (one listing of the
+ranged GET of `_SUCCESS`) and `success.listed_files.check_listed_files` (one listing of the
 destination merged with the job's sorted file list) - and prints one JSON line: the peak RSS
 above the RSS just before the check (sampled every 5 ms), its seconds and client CPU, the store
 requests, and what it found (every file present, none missing or resized); then the same check
@@ -30,11 +30,11 @@ import time
 from typing import Any
 
 from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.listed_files import check_listed_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.success.check import SuccessExpectations
+from airflow_commit_provider.success.listed_files import check_listed_files
 from bench import job_commit_memory
 from bench.common import RSSSampler
 

@@ -108,8 +108,8 @@ with DAG(
         import pyarrow.parquet as pq
 
         from airflow_commit_provider.core.paths import StorePath
-        from airflow_commit_provider.core.success_check import load_success
         from airflow_commit_provider.hooks import CommitStoreHook
+        from airflow_commit_provider.success.check import load_success
 
         events = list(context["triggering_asset_events"][EVENTS])
         partition_key = context.get("partition_key")

@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, Variable, task
 
-from airflow_commit_provider.core.cleanup import as_timedelta, parse_scope, record_policy
+from airflow_commit_provider.cleanup import as_timedelta, parse_scope, record_policy
 from airflow_commit_provider.operators import (
     AbortMultipartUploadsOperator,
     CleanupTemporaryOperator,

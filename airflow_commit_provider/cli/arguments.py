@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NoReturn
 
-from airflow_commit_provider.core.cleanup import format_duration, parse_duration, parse_scope
+from airflow_commit_provider.cleanup import format_duration, parse_duration, parse_scope
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, open_store
 

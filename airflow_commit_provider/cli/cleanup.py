@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from airflow_commit_provider.cleanup import CleanupListing, CleanupReport, Progress
 from airflow_commit_provider.cli.arguments import scope_of, store_for
 from airflow_commit_provider.cli.output import (
     Table,
@@ -24,7 +25,6 @@ from airflow_commit_provider.cli.output import (
     fail,
     progress_for,
 )
-from airflow_commit_provider.core.cleanup import CleanupListing, CleanupReport, Progress
 from airflow_commit_provider.core.store import Store
 
 #: Items shown before asking, and in a dry run's output (both end with how many more there are).

@@ -1,5 +1,5 @@
 """`airflow-commit doctor DESTINATION`: whether a store has what the committers rely on, probed under
-a scratch prefix of the destination (`core.store.check`)."""
+a scratch prefix of the destination (`store_doctor`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,8 @@ from airflow_commit_provider.cli.arguments import (
 )
 from airflow_commit_provider.cli.output import emit
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.check import (
-    COMMIT_PROPERTIES,
-    CONDITIONAL_CREATE,
-    PROPERTIES,
-    check_store,
-)
+from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE
+from airflow_commit_provider.store_doctor import COMMIT_PROPERTIES, PROPERTIES, check_store
 
 
 def add_commands(groups: Any, parents: Parents) -> None:

@@ -1,5 +1,5 @@
 """`airflow-commit records list|prune|reindex DESTINATION`: the per-job records under
-`<destination>/_airflow_commit/` (`core.cleanup.records`), pruned by age and the newest kept."""
+`<destination>/_airflow_commit/` (`cleanup.records`), pruned by age and the newest kept."""
 
 from __future__ import annotations
 
@@ -7,6 +7,18 @@ import argparse
 import sys
 from typing import Any
 
+from airflow_commit_provider.cleanup import (
+    DEFAULT_MAX_JOB_DURATION,
+    DEFAULT_RECORDS_OLDER_THAN,
+    JobRecords,
+    Progress,
+    RecordListing,
+    find_job_records,
+    format_duration,
+    format_size,
+    prune_records,
+    reindex_records,
+)
 from airflow_commit_provider.cli.arguments import (
     DESTINATION,
     Parents,
@@ -20,18 +32,6 @@ from airflow_commit_provider.cli.arguments import (
 )
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table, emit, progress_for
-from airflow_commit_provider.core.cleanup import (
-    DEFAULT_MAX_JOB_DURATION,
-    DEFAULT_RECORDS_OLDER_THAN,
-    JobRecords,
-    Progress,
-    RecordListing,
-    find_job_records,
-    format_duration,
-    format_size,
-    prune_records,
-    reindex_records,
-)
 from airflow_commit_provider.core.store import Store
 
 

@@ -1,5 +1,5 @@
 """`airflow-commit success show|verify DESTINATION`: a job's `_SUCCESS` (or its record), shown or
-checked as the sensor checks it (`core.success_check`), and with `--files` every file it lists."""
+checked as the sensor checks it (`success.check`), and with `--files` every file it lists."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_commit_provider.cleanup import format_size
 from airflow_commit_provider.cli.arguments import (
     DESTINATION,
     URL_FORMS,
@@ -16,22 +17,18 @@ from airflow_commit_provider.cli.arguments import (
     store_for,
 )
 from airflow_commit_provider.cli.output import emit, progress_for
-from airflow_commit_provider.core.cleanup import format_size
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.success import (
-    SUCCESS_FILENAME,
-    LegacySuccessMarkerError,
-    SuccessData,
-)
-from airflow_commit_provider.core.listed_files import FilesCheck, check_listed_files
+from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
-from airflow_commit_provider.core.success_check import (
+from airflow_commit_provider.success.check import (
     SuccessCheck,
     SuccessExpectations,
     is_legacy,
     success_path,
 )
+from airflow_commit_provider.success.listed_files import FilesCheck, check_listed_files
 
 #: The positional of both commands.
 _DESTINATION_HELP = f"the destination (a table's root folder) or its _SUCCESS file: {URL_FORMS}"

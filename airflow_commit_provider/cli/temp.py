@@ -1,15 +1,12 @@
 """`airflow-commit temp list|clean SCOPE`: the temporary trees failed and killed jobs leave in
-their destinations (`core.cleanup.temp_trees`)."""
+their destinations (`cleanup.temp_trees`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from airflow_commit_provider.cli.arguments import Parents, Parser
-from airflow_commit_provider.cli.cleanup import Cleanup, selection
-from airflow_commit_provider.cli.output import Table
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     DEFAULT_OLDER_THAN,
     Progress,
     TempTree,
@@ -19,6 +16,9 @@ from airflow_commit_provider.core.cleanup import (
     format_duration,
     format_size,
 )
+from airflow_commit_provider.cli.arguments import Parents, Parser
+from airflow_commit_provider.cli.cleanup import Cleanup, selection
+from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
 
 

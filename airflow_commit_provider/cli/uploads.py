@@ -1,5 +1,5 @@
 """`airflow-commit uploads list|abort SCOPE`: the pending multipart uploads failed jobs leave
-(`core.cleanup.uploads`), billed and invisible to listings."""
+(`cleanup.uploads`), billed and invisible to listings."""
 
 from __future__ import annotations
 
@@ -7,10 +7,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_commit_provider.cli.arguments import Parents
-from airflow_commit_provider.cli.cleanup import Cleanup, selection
-from airflow_commit_provider.cli.output import Table
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     DEFAULT_OLDER_THAN,
     Progress,
     UploadInfo,
@@ -20,6 +17,9 @@ from airflow_commit_provider.core.cleanup import (
     format_size,
     list_pending_uploads,
 )
+from airflow_commit_provider.cli.arguments import Parents
+from airflow_commit_provider.cli.cleanup import Cleanup, selection
+from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
 
 

@@ -3,7 +3,7 @@
 Every job that commits leaves one under `<destination>/_airflow_commit/` (`JobLayout.job_record`),
 in the SuccessData format: the table's `_SUCCESS` is rewritten by each later job, the record is
 not. Its own module because job commit writes it (`stages.success`) and the success check reads it
-(`success_check`), and the check imports the committers, which import the stages.
+(`success.check`), and the check imports the committers, which import the stages.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 
 #: The whole string must match (`fullmatch`): `$` would let `job1\n` through into S3 keys.
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+#: The marker of a committed job (and, from the partitioned committer, of each partition it wrote).
+SUCCESS_FILENAME = "_SUCCESS"
 TEMPORARY_DIR = "_temporary"
 MAGIC_PREFIX = "__magic_job-"
 RECORDS_DIR = "_airflow_commit"

@@ -1,7 +1,7 @@
 """Who ran a job, as the orchestrator names it: the task instance and its try.
 
 Its own module because two sides need it and neither may import the other: the try logic
-(`core.tries`) derives job IDs from a :class:`TaskKey`, and a job's decision (`formats.outcome`)
+(`tries.plan`) derives job IDs from a :class:`TaskKey`, and a job's decision (`formats.outcome`)
 records the :class:`TryOrigin` so that a commit report can name the DAG run and try of each job.
 """
 
@@ -29,7 +29,7 @@ class TaskKey:
 @dataclass(frozen=True)
 class TryOrigin:
     """The try that ran a job. Recorded for people (the commit report), never trusted: which job
-    a try runs or adopts is decided by its job IDs alone (`core.tries`)."""
+    a try runs or adopts is decided by its job IDs alone (`tries.plan`)."""
 
     key: TaskKey
     try_number: int

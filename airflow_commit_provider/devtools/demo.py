@@ -141,9 +141,9 @@ def asset_events(dagrun: Any) -> list[dict[str, Any]]:
 
 
 def report(dagrun: Any, server: EmbeddedS3, day: str) -> bool:
-    from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
+    from airflow_commit_provider.core.layout import SUCCESS_FILENAME
     from airflow_commit_provider.core.paths import StorePath
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.success.check import load_success
 
     states = {ti.task_id: (str(ti.state), ti.try_number) for ti in dagrun.get_task_instances()}
     print()

@@ -1,6 +1,6 @@
 """Operators that reclaim what failed jobs leave behind (pending uploads, temporary trees), and old job records.
 
-They are thin over `core.cleanup`, which the CLI shares. The scope is validated before any
+They are thin over `cleanup`, which the CLI shares. The scope is validated before any
 request (at DAG parse time when it is not templated), because a scope that is too broad is how
 a cleanup once destroyed a neighbouring dataset. For OpenLineage each reports what it removed with
 the lifecycle change DROP, named after the removed areas and never after the table
@@ -17,7 +17,7 @@ from airflow.providers.amazon.aws.operators.base_aws import AwsBaseOperator
 from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
 
 from airflow_commit_provider import lineage
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
 
-    from airflow_commit_provider.core.cleanup import AbortReport, RecordPruneReport, TempCleanReport
-    from airflow_commit_provider.core.cleanup.reports import CleanupReport
+    from airflow_commit_provider.cleanup import AbortReport, RecordPruneReport, TempCleanReport
+    from airflow_commit_provider.cleanup.reports import CleanupReport
     from airflow_commit_provider.core.store import Store
 
 __all__ = ["AbortMultipartUploadsOperator", "CleanupTemporaryOperator", "PruneCommitRecordsOperator"]

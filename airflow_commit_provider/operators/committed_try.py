@@ -21,7 +21,7 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -29,8 +29,8 @@ from airflow_commit_provider.assets import commit_extra, emit_commit_event
 from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.try_workdirs import TryWorkdir, open_try_workdir
 from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
+from airflow_commit_provider.operators.report_link import push_report_target
 from airflow_commit_provider.operators.submission import (
     check_submission,
     hook_arguments,
@@ -40,34 +40,77 @@ from airflow_commit_provider.operators.submission import (
 from airflow_commit_provider.operators.try_abort import STOP_WAIT_SECONDS, abort_try_job
 from airflow_commit_provider.operators.try_outcome import (
     RegistrationPendingError,
+    TaskLog,
     task_key,
     try_number,
     try_summary,
     verify_success,
 )
 from airflow_commit_provider.operators.try_settlement import log_adoption, settle_earlier_tries
-from airflow_commit_provider.ui.link import push_report_target
+from airflow_commit_provider.tries.workdirs import TryWorkdir, open_try_workdir
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from airflow.sdk import Context
+    from airflow.sdk import Asset, Context
 
     from airflow_commit_provider.core.committers.registry import WritePlan
     from airflow_commit_provider.core.formats.success import SuccessData
     from airflow_commit_provider.core.paths import Destination
     from airflow_commit_provider.core.store import Store
-    from airflow_commit_provider.core.tries import TriedJob
+    from airflow_commit_provider.hooks.commit_store import CommitStoreHook
     from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
-    from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+    from airflow_commit_provider.tries.plan import TriedJob
 
-__all__ = ["CommittedTry"]
+__all__ = ["CommittedTry", "TriedOperator"]
+
+
+class TriedOperator(Protocol):
+    """What a try reads of the operator that runs it (``CommittedSparkSubmitOperator``, which makes
+    the try and so is not imported here): its arguments, its store hook and how it plans a write."""
+
+    @property
+    def application(self) -> str: ...
+    @property
+    def conf(self) -> dict[str, Any] | None: ...
+    @property
+    def py_files(self) -> str | None: ...
+    @property
+    def ship_package(self) -> bool: ...
+    @property
+    def adopt_committed_tries(self) -> bool: ...
+    @property
+    def conflict_mode(self) -> str | None: ...
+    @property
+    def asset(self) -> Asset | None: ...
+    @property
+    def emit_asset(self) -> bool: ...
+    @property
+    def aws_conn_id(self) -> str | None: ...
+    @property
+    def dag_id(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def log(self) -> TaskLog: ...
+    @property
+    def hook(self) -> CommitStoreHook: ...
+    @property
+    def local_work_root(self) -> str: ...
+
+    def write_plan(self) -> WritePlan: ...
+
+    def job_conf(
+        self, job_id: str, try_number: int | None, plan: WritePlan | None = None, key: TaskKey | None = None
+    ) -> dict[str, str]: ...
+
+    def _get_hook(self, **for_this_try: Any) -> CommittedSparkSubmitHook: ...
 
 
 class CommittedTry:
     """One try: :meth:`run` commits (or adopts) one job and returns the XCom summary; :meth:`kill` stops it."""
 
-    def __init__(self, operator: CommittedSparkSubmitOperator, context: Context) -> None:
+    def __init__(self, operator: TriedOperator, context: Context) -> None:
         self.operator, self.context, self.log = operator, context, operator.log
         self.number, self.key = try_number(context), task_key(context)
         self.plan: WritePlan | None = None
@@ -287,7 +330,7 @@ class CommittedTry:
 
     @contextlib.contextmanager
     def _workdir(self, job_id: str) -> Iterator[tuple[TryWorkdir, TaskKey]]:
-        """The try's local directory (:mod:`~airflow_commit_provider.core.try_workdirs`), and the key it is under."""
+        """The try's local directory (:mod:`~airflow_commit_provider.tries.workdirs`), and the key it is under."""
         operator = self.operator
         key = self.key or TaskKey(operator.dag_id, operator.task_id, f"job-{job_id}", -1)
         with open_try_workdir(operator.local_work_root, key, self.number or 1) as workdir:

@@ -26,9 +26,9 @@ from airflow_commit_provider.operators.try_outcome import RegistrationPendingErr
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.formats.success import SuccessData
-    from airflow_commit_provider.core.try_workdirs import TryWorkdir
     from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
     from airflow_commit_provider.operators.try_outcome import TaskLog
+    from airflow_commit_provider.tries.workdirs import TryWorkdir
 
 __all__ = ["registration_arguments", "submit_registration", "verified_or_registered"]
 

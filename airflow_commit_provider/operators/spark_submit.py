@@ -34,10 +34,10 @@ from airflow_commit_provider.assets import destination_asset
 from airflow_commit_provider.compat import conf as airflow_conf
 from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.try_workdirs import default_root
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.operators.committed_try import CommittedTry
+from airflow_commit_provider.operators.report_link import CommitReportLink
 from airflow_commit_provider.operators.submission import (
     build_py_files_zip,
     hook_arguments,
@@ -45,7 +45,7 @@ from airflow_commit_provider.operators.submission import (
     write_plan,
 )
 from airflow_commit_provider.templating import is_template
-from airflow_commit_provider.ui.link import CommitReportLink
+from airflow_commit_provider.tries.workdirs import default_root
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -77,7 +77,7 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
         should use ``conflict_mode="replace"`` and ``False``.
     :param emit_asset: declare a literal ``destination`` as an outlet asset; its event carries the
         job, committer, files, bytes, rows and partitions (:mod:`airflow_commit_provider.assets`).
-    :param local_work_root: where tries keep local files (:mod:`~airflow_commit_provider.core.try_workdirs`;
+    :param local_work_root: where tries keep local files (:mod:`~airflow_commit_provider.tries.workdirs`;
         default: the ``[airflow_commit] local_work_root`` option, else under the system temp dir).
     :param openlineage_inject_parent_job_info: as the Spark provider's, but on by default: Spark's
         own OpenLineage listener then links its events to this task.

@@ -3,7 +3,7 @@
 The try (:class:`~airflow_commit_provider.operators.committed_try.CommittedTry`) stops its
 spark-submit, then calls :func:`abort_try_job`. The abort itself is the core's
 (:func:`~airflow_commit_provider.core.job_control.abort_job`,
-:func:`~airflow_commit_provider.core.hadoop_jobs.abort_hadoop_job`); this says in the task log what
+:func:`~airflow_commit_provider.tries.hadoop_jobs.abort_hadoop_job`); this says in the task log what
 became of the job. An abort never raises: what it leaves, the cleanup operators reclaim.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import abort_job
+from airflow_commit_provider.tries.hadoop_jobs import abort_hadoop_job
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan

@@ -1,6 +1,6 @@
 """What a committed try reads of Airflow's context, and how it proves and reports what earlier and
-this try's jobs became. The decisions are the core's (:mod:`~airflow_commit_provider.core.tries`,
-:mod:`~airflow_commit_provider.core.success_check`); this module turns them into task errors and log lines.
+this try's jobs became. The decisions are the core's (:mod:`~airflow_commit_provider.tries.plan`,
+:mod:`~airflow_commit_provider.success.check`); this module turns them into task errors and log lines.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.success_check import SuccessExpectations, partitions_summary
 from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.success.check import SuccessExpectations, partitions_summary
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan

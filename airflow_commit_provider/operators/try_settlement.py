@@ -1,6 +1,6 @@
 """How a try settles the jobs of the tries before it (engine="python"), and says what each became.
 
-The decisions are the core's (:func:`~airflow_commit_provider.core.tries.plan_try`): a job that
+The decisions are the core's (:func:`~airflow_commit_provider.tries.plan.plan_try`): a job that
 committed while its try failed is adopted (this try runs no Spark job), a delivered one is left (a
 re-run writes again), any other is fenced so it can never commit. This module feeds it what the
 operator knows and turns its answer into the task's errors and log lines.
@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.core.job_control import JobState
 from airflow_commit_provider.core.options import CommitOptions
-from airflow_commit_provider.core.tries import TriedJob, TryPlan, plan_try
+from airflow_commit_provider.tries.plan import TriedJob, TryPlan, plan_try
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.committers.registry import WritePlan

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from airflow_commit_provider.core.commit_report import CommitPage, list_commit_page, load_commit
 from airflow_commit_provider.core.layout import RECORDS_DIR
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.report.commit_report import CommitPage, list_commit_page, load_commit
 from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.report.terminal import print_commit, print_commits
 

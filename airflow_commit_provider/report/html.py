@@ -12,7 +12,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.report.commit_report import CommitReport, CommitSummary
 from airflow_commit_provider.report.view import SUMMARY_COLUMNS, commit_view, summary_row
 
 _ENVIRONMENT = Environment(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.report.commit_report import CommitReport, CommitSummary
 from airflow_commit_provider.report.view import SUMMARY_COLUMNS, commit_view, summary_row
 
 

@@ -10,11 +10,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from airflow_commit_provider.core.cleanup import format_size
-from airflow_commit_provider.core.commit_report import CommitReport, CommitSummary
-from airflow_commit_provider.core.commit_statistics import CommitStatistics
+from airflow_commit_provider.cleanup import format_size
 from airflow_commit_provider.core.formats.attempts import REFUSED, LostAttempt
 from airflow_commit_provider.core.task_key import TryOrigin
+from airflow_commit_provider.report.commit_report import CommitReport, CommitSummary
+from airflow_commit_provider.report.commit_statistics import CommitStatistics
 
 #: The columns of a destination's list of recent commits.
 SUMMARY_COLUMNS = ("job", "state", "DAG run", "task", "try", "files", "size", "rows", "took", "decided")

@@ -13,8 +13,8 @@ from airflow.sdk import PokeReturnValue
 from airflow_commit_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError
-from airflow_commit_provider.core.success_check import SuccessCheck, SuccessExpectations
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.success.check import SuccessCheck, SuccessExpectations
 from airflow_commit_provider.triggers.success_manifest import SuccessManifestTrigger
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.spark.write_plan import SparkWritePlan
 

@@ -22,7 +22,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.success.check import SuccessExpectations
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.store import Store

@@ -16,10 +16,10 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from airflow_commit_provider.core.commit_report import list_commit_page, load_commit
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.report.addresses import REPORT_TARGET_XCOM
+from airflow_commit_provider.report.commit_report import list_commit_page, load_commit
 from airflow_commit_provider.report.html import render_commit
-from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM
 
 #: Recent commits listed above a commit's page.
 RECENT_COMMITS = 20

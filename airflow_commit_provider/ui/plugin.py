@@ -1,14 +1,14 @@
 """The provider's Airflow plugin: the commit report pages in the api-server (`ui.app`).
 
 Registered through the provider's metadata (``plugins`` in ``get_provider_info``), so installing
-the provider is enough; the task's "Commit report" link (`ui.link`) points here.
+the provider is enough; the task's "Commit report" link (`operators.report_link`) points here.
 """
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_commit_provider.ui.addresses import URL_PREFIX
+from airflow_commit_provider.report.addresses import URL_PREFIX
 from airflow_commit_provider.ui.app import app
 
 

@@ -52,7 +52,7 @@ AIRFLOW_ENV = {
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
     "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(_HOME / "logs"),
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-    # The tries' local directories (core.try_workdirs), not the worker's shared $TMPDIR/airflow-commit.
+    # The tries' local directories (tries.workdirs), not the worker's shared $TMPDIR/airflow-commit.
     "AIRFLOW__AIRFLOW_COMMIT__LOCAL_WORK_ROOT": str(_HOME / "tries"),
     # The daily example's root (its table is an asset: one URI per session, see test_daily_ingest_dag).
     "DAILY_INGEST_ROOT": f"s3://daily-ingest-{uuid.uuid4().hex[:12]}",

@@ -24,9 +24,9 @@ from fake_spark import install_fake_spark
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
-from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, URL_PREFIX
+from airflow_commit_provider.operators.report_link import CommitReportLink
+from airflow_commit_provider.report.addresses import REPORT_TARGET_XCOM, URL_PREFIX
 from airflow_commit_provider.ui.app import RECENT_COMMITS
-from airflow_commit_provider.ui.link import CommitReportLink
 
 DAY = datetime(2024, 3, 1, tzinfo=timezone.utc)
 #: The users the SimpleAuthManager knows (name:role), for this test.

@@ -35,13 +35,13 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
-from airflow_commit_provider.core.try_workdirs import sweep_task_instance, try_workdir_path
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.hooks.spark_submit import process_group_alive
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 from airflow_commit_provider.spark.config import plan_digest
+from airflow_commit_provider.tries.plan import try_job_id
+from airflow_commit_provider.tries.workdirs import sweep_task_instance, try_workdir_path
 
 
 @pytest.fixture
@@ -133,18 +133,6 @@ def test_commit_on_s3(
     assert secret not in " ".join(record["argv"])
     assert secret not in json.dumps(summary)
     assert secret not in caplog.text
-
-
-def test_shipped_zip_has_only_executor_modules(tmp_path: Path) -> None:
-    import zipfile
-
-    from airflow_commit_provider.operators.spark_submit import build_py_files_zip
-
-    names = zipfile.ZipFile(build_py_files_zip(tmp_path)).namelist()
-    assert "airflow_commit_provider/__init__.py" in names
-    assert "airflow_commit_provider/core/committers/magic.py" in names
-    assert all(n.split("/")[1] in ("__init__.py", "core", "spark") for n in names)
-    assert all(n.endswith(".py") for n in names)
 
 
 def test_each_try_is_a_new_job_and_one_copy_remains(
@@ -466,7 +454,7 @@ def fake_output(job_id: str) -> dict[str, bytes]:
 
 
 def try_job(try_number: int, run_id: str = RUN_ID) -> str:
-    """The job ID the operator derives for a try of the test task (see core.tries)."""
+    """The job ID the operator derives for a try of the test task (see tries.plan)."""
     return try_job_id(TaskKey("ingest", "write", run_id, -1), try_number)
 
 
@@ -836,7 +824,7 @@ def test_a_try_directory_stays_while_its_spark_submit_lives(
 def test_the_local_work_root_is_an_argument_then_an_airflow_option(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_commit_provider.core.try_workdirs import default_root
+    from airflow_commit_provider.tries.workdirs import default_root
 
     monkeypatch.setenv("AIRFLOW__AIRFLOW_COMMIT__LOCAL_WORK_ROOT", str(tmp_path / "configured"))
     assert operator("s3://lake/t").local_work_root == str(tmp_path / "configured")

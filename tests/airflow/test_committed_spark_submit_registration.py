@@ -25,9 +25,9 @@ from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+from airflow_commit_provider.tries.plan import try_job_id
 
 pytestmark = pytest.mark.s3
 

@@ -25,12 +25,12 @@ from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.devtools.hive_metastore import embedded_metastore_conf
 from airflow_commit_provider.hooks.spark_submit import CommittedSparkSubmitHook
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 from airflow_commit_provider.operators.registration import verified_or_registered
 from airflow_commit_provider.operators.try_outcome import verify_success
+from airflow_commit_provider.tries.plan import try_job_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -36,9 +36,9 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.hooks import CommitStoreHook
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+from airflow_commit_provider.tries.plan import try_job_id
 
 RUN_ID = "manual__2024-01-01T00:00:00+00:00"
 KEY = TaskKey("ingest", "write", RUN_ID, -1)

@@ -61,7 +61,7 @@ def assert_clean(store: Store, root: StorePath, table: StorePath) -> None:
 
 def assert_day_marker(store: Store, table: StorePath, day: str, job_id: str, waited: dict[str, Any]) -> None:
     """The sensor accepted the day's partition _SUCCESS, which lists exactly the day's files."""
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.success.check import load_success
 
     partition = table.join(f"dt={day}")
     assert (waited["job_id"], waited["source"], waited["path"]) == (
@@ -88,7 +88,7 @@ def s3_bucket(embedded_s3: EmbeddedS3) -> Iterator[str]:
 def test_a_failed_try_is_retried_and_the_day_reported(
     airflow_db: Any, aws_default: EmbeddedS3, spark_default: None, s3_bucket: str
 ) -> None:
-    from airflow_commit_provider.core.success_check import load_success
+    from airflow_commit_provider.success.check import load_success
 
     store = aws_default.store()
     root = StorePath("s3", s3_bucket, "")

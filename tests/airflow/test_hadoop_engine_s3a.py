@@ -21,13 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 from dag_runs import load_dag, run_dag, task_instances, xcom
 
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import MAGIC_PREFIX
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
-from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, task_page
-from airflow_commit_provider.ui.link import CommitReportLink
+from airflow_commit_provider.operators.report_link import CommitReportLink
+from airflow_commit_provider.report.addresses import REPORT_TARGET_XCOM, task_page
+from airflow_commit_provider.report.commit_report import load_commit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.hadoop_peers]
 

@@ -79,11 +79,11 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
 ) -> None:
     import pyarrow.parquet as pq
 
-    from airflow_commit_provider.core.success_check import SuccessExpectations, load_success
     from airflow_commit_provider.spark import plan_write
     from airflow_commit_provider.spark.config import SparkConf
     from airflow_commit_provider.spark.instrumentation import WriteInstrumentation
     from airflow_commit_provider.spark.writer import run_write
+    from airflow_commit_provider.success.check import SuccessExpectations, load_success
     from airflow_commit_provider.triggers import SuccessManifestTrigger
 
     store = aws_default.store()

@@ -44,8 +44,8 @@ def partition_sensor(path: str, job_id: str) -> Any:
 def test_each_partition_success_reports_its_own_rows(
     spark: Any, aws_default: EmbeddedS3, s3_bucket: str, airflow_db: Any
 ) -> None:
-    from airflow_commit_provider.core.success_check import SuccessExpectations, load_success
     from airflow_commit_provider.spark import write_committed
+    from airflow_commit_provider.success.check import SuccessExpectations, load_success
 
     table = StorePath("s3", s3_bucket, "warehouse/events")
     options = {

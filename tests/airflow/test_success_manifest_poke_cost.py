@@ -15,8 +15,8 @@ from support.success_files import JOB, listed_job, put
 from airflow_commit_provider.core.formats.success import SENSOR_READ_BYTES
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.sensors import SuccessManifestSensor
+from airflow_commit_provider.success.check import SuccessExpectations
 from airflow_commit_provider.triggers import SuccessManifestTrigger
 
 FILES, PARTITIONS = 20_000, 2_000

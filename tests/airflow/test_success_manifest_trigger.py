@@ -12,8 +12,8 @@ from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.success.check import SuccessExpectations
 from airflow_commit_provider.triggers import SuccessManifestTrigger
 
 

@@ -22,10 +22,10 @@ from airflow_commit_provider.core.job_records import load_job_record, save_job_r
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.operators.try_outcome import verify_success
 from airflow_commit_provider.sensors import SuccessManifestSensor
+from airflow_commit_provider.success.check import SuccessExpectations
 from airflow_commit_provider.triggers import SuccessManifestTrigger
 
 

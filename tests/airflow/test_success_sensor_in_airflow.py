@@ -11,8 +11,8 @@ from dag_runs import load_dag, run_dag, task_instances, xcom
 from support.success_files import JOB, put, success
 
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import SuccessExpectations
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.success.check import SuccessExpectations
 
 DAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -35,15 +35,15 @@ from cleanup_support import (
 from openlineage.client.serde import Serde
 from support.faults import FaultInjectingStore, SimulatedCrash
 
-from airflow_commit_provider.cli import cleanup as cleanup_flow
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     STOP_AFTER_FAILURES,
     LoggingProgress,
     abort_pending_uploads,
     clean_stale_temp_trees,
 )
-from airflow_commit_provider.core.cleanup import temp_trees as temp_trees_module
-from airflow_commit_provider.core.cleanup.spool import KeySet, Spool, batches
+from airflow_commit_provider.cleanup import temp_trees as temp_trees_module
+from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
+from airflow_commit_provider.cli import cleanup as cleanup_flow
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from cleanup_support import keys_under
 from support.committed_jobs import COMMITTER, interrupt_after_commit_point
 
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     abort_pending_uploads,
     clean_stale_temp_trees,
     find_temp_trees,

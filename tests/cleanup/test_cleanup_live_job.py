@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_commit_provider.core.cleanup import abort_pending_uploads, clean_stale_temp_trees
+from airflow_commit_provider.cleanup import abort_pending_uploads, clean_stale_temp_trees
 from airflow_commit_provider.core.committers.magic import MagicCommitter, MagicTaskAttempt
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.s3 import S3Store

@@ -18,7 +18,7 @@ from cleanup_support import keys_under, write_files
 from support.committed_jobs import abort, commit, interrupt_after_commit_point
 from support.faults import FaultInjectingStore, SimulatedCrash, StoreCall
 
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     clean_stale_temp_trees,
     find_job_records,
     prune_old_records,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from airflow_commit_provider.core.cleanup.records import (
+from airflow_commit_provider.cleanup.records import (
     PRUNED,
     WOULD_PRUNE,
     JobRecords,
@@ -13,9 +13,9 @@ from airflow_commit_provider.core.cleanup.records import (
     RecordOutcome,
     RecordPruneReport,
 )
-from airflow_commit_provider.core.cleanup.reports import FAILED
-from airflow_commit_provider.core.cleanup.temp_trees import TempTree, TempTreeListing
-from airflow_commit_provider.core.cleanup.uploads import (
+from airflow_commit_provider.cleanup.reports import FAILED
+from airflow_commit_provider.cleanup.temp_trees import TempTree, TempTreeListing
+from airflow_commit_provider.cleanup.uploads import (
     ABORTED,
     AbortOutcome,
     AbortReport,

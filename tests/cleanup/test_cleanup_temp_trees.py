@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from cleanup_support import LosesFirstAbort, NeverAborts, keys_under, start_upload, write_files
 
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     ScopeError,
     clean_stale_temp_trees,
     clean_temp_trees,

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     ScopeError,
     as_timedelta,
     format_duration,
@@ -15,7 +15,7 @@ from airflow_commit_provider.core.cleanup import (
 )
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.success.check import SuccessExpectations
 
 
 @pytest.mark.parametrize(

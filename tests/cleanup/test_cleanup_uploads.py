@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cleanup_support import HookedStore, LosesFirstAbort, NeverAborts, is_pending, start_upload
 
-from airflow_commit_provider.core.cleanup import (
+from airflow_commit_provider.cleanup import (
     ScopeError,
     abort_pending_uploads,
     abort_uploads,

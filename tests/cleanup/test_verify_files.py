@@ -1,5 +1,5 @@
 """`airflow-commit success verify --files`: every file a `_SUCCESS` lists, checked against one
-listing of its directory merged with the job's sorted file list (`core.listed_files`).
+listing of its directory merged with the job's sorted file list (`success.listed_files`).
 
 What is checked is the store's real state: files missing, of another size, and visible files the
 list does not name (counted, a few named); one listing and the reads of the file list, never a
@@ -22,11 +22,11 @@ from support.counting import CountingStore
 from support.success_files import JOB, listed_job, put, size_of, success
 
 from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.listed_files import PROBLEM_LINES, check_listed_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.success.listed_files import PROBLEM_LINES, check_listed_files
 
 StoreRoot = tuple[Store, StorePath]
 

@@ -16,8 +16,8 @@ from support.invariants import read_success
 from support.standalone import StandaloneCluster, group_alive
 from support.waiting import wait_until
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
-from airflow_commit_provider.core.layout import RECORDS_DIR
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def read_ids(store: Store, destination: StorePath) -> list[int]:
 
 def leftovers(store: Store, destination: StorePath) -> dict[str, list[str]]:
     """What must never remain: pending uploads, temp trees, hidden objects other than the markers."""
-    from airflow_commit_provider.core.cleanup import find_temp_trees
+    from airflow_commit_provider.cleanup import find_temp_trees
 
     hidden = [
         name

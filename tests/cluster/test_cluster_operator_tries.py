@@ -48,8 +48,8 @@ from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.tries.plan import try_job_id
 
 TRY_PROCESS = Path(__file__).resolve().parent / "operator_try.py"
 ROWS = 1200

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
-from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, inspect_job
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.tries.hadoop_jobs import abort_hadoop_job
 
 HADOOP_JOB = "5a1e3c9e-0000-4000-8000-000000000001"
 

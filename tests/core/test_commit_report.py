@@ -1,4 +1,4 @@
-"""The commit report (`core.commit_report`, `airflow-commit report`): what it says about real
+"""The commit report (`report.commit_report`, `airflow-commit report`): what it says about real
 jobs run by the real committers, on both stores, read from the jobs' records alone."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, s
 from support.workload import JobRun
 
 from airflow_commit_provider.cli import main
-from airflow_commit_provider.core.commit_report import list_commit_page, list_commits, load_commit
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.job_records import load_job_record, save_job_record
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
+from airflow_commit_provider.report.commit_report import list_commit_page, list_commits, load_commit
 from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.report.terminal import print_commit
 from airflow_commit_provider.report.view import commit_view

@@ -1,4 +1,4 @@
-"""The report's file pages (`core.commit_report.load_commit`): a page of a job's file list is read
+"""The report's file pages (`report.commit_report.load_commit`): a page of a job's file list is read
 through ranged reads (the list's footer and the row group the page lies in), never the whole list,
 and the page count comes from the list's reference; older `_SUCCESS` files (every file inline) and
 Hadoop's (the first 100 names) keep their pages."""
@@ -16,10 +16,10 @@ from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, s
 from support.success_files import listed_job, size_of
 from support.workload import JobRun
 
-from airflow_commit_provider.core.commit_report import PAGE_SIZE, load_commit
 from airflow_commit_provider.core.formats.file_list import ROW_GROUP_ROWS, TAIL_BYTES
 from airflow_commit_provider.core.job_records import load_job_record, save_job_record
 from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.report.commit_report import PAGE_SIZE, load_commit
 from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.report.view import commit_view
 

@@ -9,13 +9,13 @@ from pathlib import Path
 from support.counting import CountingStore
 from support.success_files import listed_job, put
 
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.layout import JobLayout
-from airflow_commit_provider.core.listed_files import check_listed_files
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.report.commit_report import load_commit
+from airflow_commit_provider.success.check import SuccessExpectations
+from airflow_commit_provider.success.listed_files import check_listed_files
 
 RECORDED = Path(__file__).parents[1] / "data" / "older_success"
 JOB = "recorded-job-0001"

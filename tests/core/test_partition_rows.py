@@ -6,7 +6,7 @@ from __future__ import annotations
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.workload import JobRun, payload, write_files
 
-from airflow_commit_provider.core.success_check import load_success
+from airflow_commit_provider.success.check import load_success
 
 #: Two tasks, each writing into both days: (task, files, rows per day it counted).
 TASKS = (

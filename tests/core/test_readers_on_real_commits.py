@@ -9,10 +9,10 @@ from support.counting import CountingStore
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.workload import JobRun
 
-from airflow_commit_provider.core.commit_report import load_commit
 from airflow_commit_provider.core.formats.success import PARTITIONS_LIMIT, SENSOR_READ_BYTES, SuccessData
-from airflow_commit_provider.core.listed_files import check_listed_files
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.report.commit_report import load_commit
+from airflow_commit_provider.success.check import SuccessExpectations
+from airflow_commit_provider.success.listed_files import check_listed_files
 
 PARTITIONS = 150
 NAMES = [f"dt={day:03d}/part-{index}.csv" for day in range(PARTITIONS) for index in range(2)]

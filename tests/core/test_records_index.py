@@ -17,8 +17,7 @@ import pytest
 from support.committed_jobs import abort, commit, interrupt_after_commit_point
 from support.faults import FaultInjectingStore
 
-from airflow_commit_provider.core.cleanup import reindex_records
-from airflow_commit_provider.core.commit_report import list_commit_page, list_commits
+from airflow_commit_provider.cleanup import reindex_records
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.job_control import JobState, finish_or_fence, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, RECORDS_INDEX_DIR, JobLayout, index_entry_name
@@ -27,6 +26,7 @@ from airflow_commit_provider.core.records_index import INDEX_ENTRY_NAME, newest_
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.devtools.cloned_jobs import clone_jobs
+from airflow_commit_provider.report.commit_report import list_commit_page, list_commits
 
 #: 2026-01-01T00:00:00Z in epoch ms: cloned jobs are decided a minute apart from here.
 EPOCH = 1_767_225_600_000

@@ -24,14 +24,13 @@ from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import StoreError
 from airflow_commit_provider.core.store.check import (
-    COMMIT_PROPERTIES,
     CONDITIONAL_CREATE,
     CONDITIONAL_CREATE_ENV,
-    PROPERTIES,
     SCRATCH_PREFIX,
     UntrustedStoreError,
 )
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.store_doctor import COMMIT_PROPERTIES, PROPERTIES
 
 if TYPE_CHECKING:
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3

@@ -466,7 +466,7 @@ def test_the_outcome_carries_the_list_references() -> None:
 def test_ours_without_inline_files_is_not_taken_for_hadoops() -> None:
     """Hadoop's `_SUCCESS` lists no partitions, so the check derives them from its `filenames`; ours
     say theirs, and name every file in a list now rather than inline."""
-    from airflow_commit_provider.core.success_check import SuccessExpectations, with_hadoop_partitions
+    from airflow_commit_provider.success.check import SuccessExpectations, with_hadoop_partitions
 
     table = StorePath.parse("s3://bucket/t")
     ours = SuccessData(

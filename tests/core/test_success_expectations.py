@@ -31,7 +31,7 @@ from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.success_check import SUMMARY_PARTITIONS, SuccessExpectations
+from airflow_commit_provider.success.check import SUMMARY_PARTITIONS, SuccessExpectations
 
 
 def test_its_json_form_reads_back_as_the_same_expectations() -> None:

@@ -1,4 +1,4 @@
-"""core.tries: the jobs of earlier tries are adopted, left alone or fenced, on both stores.
+"""tries.plan: the jobs of earlier tries are adopted, left alone or fenced, on both stores.
 
 Each test leaves the jobs of "earlier tries" in a real state with the real committers (committed,
 past the commit point only, set up and dead, never started, delivered), then plans the next try
@@ -21,7 +21,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import JobFencedError, JobNotActiveError
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import TryPlan, plan_try, try_job_id
+from airflow_commit_provider.tries.plan import TryPlan, plan_try, try_job_id
 
 KEY = TaskKey("daily_ingest", "write_partition", "scheduled__2024-01-01T00:00:00+00:00", -1)
 

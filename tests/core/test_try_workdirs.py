@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.try_workdirs import (
+from airflow_commit_provider.tries.workdirs import (
     LOCK_NAME,
     open_try_workdir,
     sweep_stale,

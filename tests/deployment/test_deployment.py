@@ -40,7 +40,7 @@ from support.waiting import wait_until
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.core.success_check import load_success
+from airflow_commit_provider.success.check import load_success
 
 INGEST = "daily_partitioned_ingest"
 REPORT = "daily_events_report"

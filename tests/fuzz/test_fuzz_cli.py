@@ -7,9 +7,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzzing import FUZZ, accepted_or_refused, hostile_text, parsed_command_line
 
+from airflow_commit_provider.cleanup.scope import ScopeError
 from airflow_commit_provider.cli import build_parser
 from airflow_commit_provider.cli.arguments import scope_of
-from airflow_commit_provider.core.cleanup.scope import ScopeError
 
 COMMANDS = (
     ["uploads", "list"],

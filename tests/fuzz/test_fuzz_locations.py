@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzzing import FUZZ, accepted_or_refused, hostile_text
 
-from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
+from airflow_commit_provider.cleanup.scope import ScopeError, parse_scope
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 
 locations = st.one_of(

@@ -35,7 +35,7 @@ from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, expect
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import CommitError
-from airflow_commit_provider.core.success_check import SuccessExpectations
+from airflow_commit_provider.success.check import SuccessExpectations
 
 #: Each example is a whole job on the local store: a tenth of a parser's budget.
 PROTOCOL = settings(FUZZ, max_examples=max(EXAMPLES // 10, 10), suppress_health_check=list(HealthCheck))

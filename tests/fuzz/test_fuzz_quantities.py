@@ -8,9 +8,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzzing import FUZZ, accepted_or_refused, hostile_text
 
-from airflow_commit_provider.core.cleanup.durations import as_timedelta, parse_duration
-from airflow_commit_provider.core.success_check import parse_newer_than
+from airflow_commit_provider.cleanup.durations import as_timedelta, parse_duration
 from airflow_commit_provider.spark.write_options import parse_size
+from airflow_commit_provider.success.check import parse_newer_than
 
 numbers = st.one_of(st.integers(), st.floats(), st.integers(min_value=-(2**70), max_value=2**70))
 duration_texts = st.one_of(

@@ -12,8 +12,8 @@ from support.fuzzing import FUZZ, count, hostile_text
 
 from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.task_key import TaskKey
-from airflow_commit_provider.core.tries import try_job_id
-from airflow_commit_provider.core.try_workdirs import try_workdir_path
+from airflow_commit_provider.tries.plan import try_job_id
+from airflow_commit_provider.tries.workdirs import try_workdir_path
 
 ROOT = Path("/nonexistent/airflow-commit")
 names = st.one_of(

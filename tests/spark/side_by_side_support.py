@@ -16,7 +16,8 @@ from typing import Any
 
 from support.invariants import is_temp, pending_uploads
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.spark.jvm_committers import PARQUET_OUTPUT_COMMITTER, SPARK_COMMIT_PROTOCOL

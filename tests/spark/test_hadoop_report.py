@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from airflow_commit_provider.cli import main
-from airflow_commit_provider.core.commit_report import list_commits, load_commit
 from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
+from airflow_commit_provider.report.commit_report import list_commits, load_commit
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.hadoop_peers]

@@ -42,12 +42,11 @@ from support.s3_gate import Hold, S3Gate
 from support.standalone import group_alive
 from support.waiting import wait_until
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME
-from airflow_commit_provider.core.hadoop_jobs import abort_hadoop_job
 from airflow_commit_provider.core.job_control import JobState, abort_job, inspect_job
-from airflow_commit_provider.core.layout import MAGIC_PREFIX
+from airflow_commit_provider.core.layout import MAGIC_PREFIX, SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.spark import applied_conf, jvm_committer_conf
+from airflow_commit_provider.tries.hadoop_jobs import abort_hadoop_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.hadoop_peers]
 

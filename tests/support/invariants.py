@@ -16,8 +16,8 @@ import json
 import os
 from collections.abc import Mapping
 
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SUCCESS_NAME, SuccessData
-from airflow_commit_provider.core.layout import RECORD_KINDS, RECORDS_DIR, RECORDS_INDEX_DIR
+from airflow_commit_provider.core.formats.success import SUCCESS_NAME, SuccessData
+from airflow_commit_provider.core.layout import RECORD_KINDS, RECORDS_DIR, RECORDS_INDEX_DIR, SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store
 

@@ -15,12 +15,11 @@ from airflow_commit_provider.core.formats.file_list import (
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
-    SUCCESS_FILENAME,
     CommittedFile,
     InlinePartitions,
     SuccessData,
 )
-from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.layout import SUCCESS_FILENAME, JobLayout
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
 

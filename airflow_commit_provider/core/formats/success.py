@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from airflow_commit_provider.core.store.base import Store
 
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
-SUCCESS_FILENAME = "_SUCCESS"
 #: Hadoop's `filenames`: the first files in path order (S3A and the manifest committer cap it at 100 too).
 FILENAMES_LIMIT = 100
 #: `partitions` (and `registeredPartitions`) inline: at most this many names...

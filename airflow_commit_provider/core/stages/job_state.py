@@ -50,6 +50,7 @@ from airflow_commit_provider.core.store.base import (
     FileNotFoundInStoreError,
     StoreError,
 )
+from airflow_commit_provider.core.store.check import require_conditional_create
 
 
 class JobState(str, Enum):
@@ -69,7 +70,7 @@ def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
     """
     for capability in required_capabilities:
         ctx.store.require(capability, f"the {ctx.committer} committer")
-    ctx.store.require_conditional_create(ctx.layout.job_dir, f"the {ctx.committer} committer")
+    require_conditional_create(ctx.store, ctx.layout.job_dir, f"the {ctx.committer} committer")
     outcome = read_outcome(ctx)
     if outcome is not None:
         raise JobFencedError(

@@ -254,13 +254,6 @@ class Store(abc.ABC):
         """Where the store is, for messages and per-endpoint caches; never a credential."""
         return type(self).__name__
 
-    def require_conditional_create(self, directory: StorePath, purpose: str) -> None:
-        """Refuse `purpose` unless create-if-absent holds here (probed under `directory` once per
-        process); see :mod:`airflow_commit_provider.core.store.check`."""
-        from airflow_commit_provider.core.store.check import require_conditional_create
-
-        require_conditional_create(self, directory, purpose)
-
     # Lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release clients and pools."""

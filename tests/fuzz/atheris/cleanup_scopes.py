@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.fuzzing import accepted_or_refused, text_of
 
-from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
+from airflow_commit_provider.cleanup.scope import ScopeError, parse_scope
 
 MAX_LEN = 256
 

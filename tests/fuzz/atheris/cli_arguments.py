@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from support.fuzzing import accepted_or_refused, parsed_command_line, text_of
 
+from airflow_commit_provider.cleanup.scope import ScopeError
 from airflow_commit_provider.cli import build_parser
 from airflow_commit_provider.cli.arguments import scope_of
-from airflow_commit_provider.core.cleanup.scope import ScopeError
 
 MAX_LEN = 512
 #: Built once: parsing leaves a parser as it was, and building one per input would be most of the work.

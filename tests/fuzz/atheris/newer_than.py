@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.fuzzing import accepted_or_refused, text_of
 
-from airflow_commit_provider.core.success_check import parse_newer_than
+from airflow_commit_provider.success.check import parse_newer_than
 
 MAX_LEN = 64
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from support.fuzzing import count, text_of
 
 from airflow_commit_provider.core.layout import validate_job_id
-from airflow_commit_provider.core.tries import TaskKey, try_job_id
-from airflow_commit_provider.core.try_workdirs import try_workdir_path
+from airflow_commit_provider.tries.plan import TaskKey, try_job_id
+from airflow_commit_provider.tries.workdirs import try_workdir_path
 
 MAX_LEN = 512
 ROOT = Path("/nonexistent/airflow-commit")

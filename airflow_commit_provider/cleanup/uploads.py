@@ -34,8 +34,8 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, ClassVar
 
-from airflow_commit_provider.core.cleanup.committing import committing_jobs
-from airflow_commit_provider.core.cleanup.common import (
+from airflow_commit_provider.cleanup.committing import committing_jobs
+from airflow_commit_provider.cleanup.common import (
     Breaker,
     NoProgress,
     Progress,
@@ -44,9 +44,9 @@ from airflow_commit_provider.core.cleanup.common import (
     one_line,
     with_retries,
 )
-from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
-from airflow_commit_provider.core.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
-from airflow_commit_provider.core.cleanup.spool import KeySet, Spool, batches
+from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
+from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.parallel import parallel_map, run_parallel, run_pipelined

@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from airflow_commit_provider.core.cleanup.common import (
+from airflow_commit_provider.cleanup.common import (
     SAMPLE_SIZE,
     STOP_AFTER_FAILURES,
     NoProgress,
     Progress,
     utc_now,
 )
-from airflow_commit_provider.core.cleanup.durations import as_timedelta, format_duration
-from airflow_commit_provider.core.cleanup.scope import parse_scope
-from airflow_commit_provider.core.cleanup.spool import Spool
+from airflow_commit_provider.cleanup.durations import as_timedelta, format_duration
+from airflow_commit_provider.cleanup.scope import parse_scope
+from airflow_commit_provider.cleanup.spool import Spool
 from airflow_commit_provider.core.paths import StorePath
 
 FAILED = "failed"

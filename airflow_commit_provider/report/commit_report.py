@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_commit_provider.core.commit_statistics import CommitStatistics, commit_statistics
 from airflow_commit_provider.core.formats.attempts import LostAttempt
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import (
@@ -31,15 +30,16 @@ from airflow_commit_provider.core.formats.file_list import (
 )
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.phases import CommitPhase
-from airflow_commit_provider.core.formats.success import SUCCESS_FILENAME, SuccessData
+from airflow_commit_provider.core.formats.success import SuccessData
 from airflow_commit_provider.core.job_control import JobState, JobStatus, inspect_job
-from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout, is_job_id
+from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME, JobLayout, is_job_id
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import newest_jobs
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
-from airflow_commit_provider.core.success_check import hadoop_listed_path
 from airflow_commit_provider.core.task_key import TryOrigin
+from airflow_commit_provider.report.commit_statistics import CommitStatistics, commit_statistics
+from airflow_commit_provider.success.check import hadoop_listed_path
 
 __all__ = [
     "CommitPage",

@@ -37,14 +37,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress, format_size, iso, one_line
-from airflow_commit_provider.core.cleanup.durations import (
+from airflow_commit_provider.cleanup.common import NoProgress, Progress, format_size, iso, one_line
+from airflow_commit_provider.cleanup.durations import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_RECORDS_OLDER_THAN,
     as_timedelta,
     format_duration,
 )
-from airflow_commit_provider.core.cleanup.reports import FAILED, CleanupReport, ScopedListing
+from airflow_commit_provider.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
 from airflow_commit_provider.core.formats.outcome import JobOutcome

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from airflow_commit_provider.core.cleanup.committing import committing_jobs
-from airflow_commit_provider.core.cleanup.common import (
+from airflow_commit_provider.cleanup.committing import committing_jobs
+from airflow_commit_provider.cleanup.common import (
     Breaker,
     NoProgress,
     Progress,
@@ -37,10 +37,10 @@ from airflow_commit_provider.core.cleanup.common import (
     iso,
     one_line,
 )
-from airflow_commit_provider.core.cleanup.durations import DEFAULT_OLDER_THAN
-from airflow_commit_provider.core.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
-from airflow_commit_provider.core.cleanup.spool import Spool, batches
-from airflow_commit_provider.core.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
+from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
+from airflow_commit_provider.cleanup.spool import Spool, batches
+from airflow_commit_provider.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
 from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 from airflow_commit_provider.core.paths import StorePath

@@ -1,13 +1,15 @@
 """Cleanup of what failed and killed jobs leave behind (pending uploads, temporary trees), and of old job records.
 
-Shared by the operators, the DAG and the `airflow-commit` CLI; no Airflow imports here. Every kind
+Run by the Airflow worker (the cleanup operators and a try's abort of a Hadoop job, `tries`) and by
+the `airflow-commit` CLI (`uploads`, `temp`, `records`); never by Spark, so it is not shipped to
+executors, and it imports no Airflow. Every kind
 lists its scope as a `CleanupListing` of `Listed` items and reports what acting on it did as a
 `CleanupReport` of `Outcome`s (`reports`).
 """
 
 from __future__ import annotations
 
-from airflow_commit_provider.core.cleanup.common import (
+from airflow_commit_provider.cleanup.common import (
     PROGRESS_LOG_INTERVAL,
     STOP_AFTER_FAILURES,
     LoggingProgress,
@@ -15,7 +17,7 @@ from airflow_commit_provider.core.cleanup.common import (
     Progress,
     format_size,
 )
-from airflow_commit_provider.core.cleanup.durations import (
+from airflow_commit_provider.cleanup.durations import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
@@ -23,7 +25,7 @@ from airflow_commit_provider.core.cleanup.durations import (
     format_duration,
     parse_duration,
 )
-from airflow_commit_provider.core.cleanup.records import (
+from airflow_commit_provider.cleanup.records import (
     IndexReport,
     JobRecords,
     RecordListing,
@@ -35,9 +37,9 @@ from airflow_commit_provider.core.cleanup.records import (
     record_policy,
     reindex_records,
 )
-from airflow_commit_provider.core.cleanup.reports import CleanupListing, CleanupReport, Listed, Outcome
-from airflow_commit_provider.core.cleanup.scope import ScopeError, parse_scope
-from airflow_commit_provider.core.cleanup.temp_trees import (
+from airflow_commit_provider.cleanup.reports import CleanupListing, CleanupReport, Listed, Outcome
+from airflow_commit_provider.cleanup.scope import ScopeError, parse_scope
+from airflow_commit_provider.cleanup.temp_trees import (
     TempCleanReport,
     TempTree,
     TempTreeListing,
@@ -45,7 +47,7 @@ from airflow_commit_provider.core.cleanup.temp_trees import (
     clean_temp_trees,
     find_temp_trees,
 )
-from airflow_commit_provider.core.cleanup.uploads import (
+from airflow_commit_provider.cleanup.uploads import (
     AbortOutcome,
     AbortReport,
     UploadInfo,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_commit_provider.core.cleanup import TempCleanReport, clean_stale_temp_trees
+from airflow_commit_provider.cleanup import TempCleanReport, clean_stale_temp_trees
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.uploads import abort_hadoop_magic_uploads
 from airflow_commit_provider.core.store.base import Store

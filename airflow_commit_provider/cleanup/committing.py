@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from airflow_commit_provider.core.cleanup.spool import batches
+from airflow_commit_provider.cleanup.spool import batches
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name

@@ -33,12 +33,11 @@ from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import ListRef, find_partitions
 from airflow_commit_provider.core.formats.success import (
     FILENAMES_LIMIT,
-    SUCCESS_FILENAME,
     LegacySuccessMarkerError,
     SuccessData,
 )
 from airflow_commit_provider.core.job_records import job_record_path, load_job_record
-from airflow_commit_provider.core.layout import RECORDS_DIR, JobLayout, validate_job_id
+from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME, JobLayout, validate_job_id
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store
 

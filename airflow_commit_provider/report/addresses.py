@@ -1,7 +1,8 @@
 """Where the commit report pages live, and what a try leaves for them to find its commit.
 
-One home for both sides: the operator's extra link builds these addresses on the worker, and the
-plugin's app serves them in the api-server.
+One home for both sides, in the layer below both: the operator's extra link
+(`operators.report_link`) builds these addresses on the worker, and the plugin's app (`ui.app`)
+serves them in the api-server.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_commit_provider.core.cleanup.common import NoProgress, Progress
+from airflow_commit_provider.cleanup.common import NoProgress, Progress
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath, is_hidden

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperatorLink
 
 from airflow_commit_provider.compat import conf
-from airflow_commit_provider.ui.addresses import REPORT_TARGET_XCOM, task_page
+from airflow_commit_provider.report.addresses import REPORT_TARGET_XCOM, task_page
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
