@@ -370,8 +370,8 @@ def test_a_page_costs_a_few_ranged_reads_and_about_one_row_group(s3_store: Store
         )
 
 
-#: The sizes whose peaks are compared: both past the first row group's worth of entries read
-#: (`ROW_GROUP_ROWS`), ten times apart; `bench/` measures a million.
+#: The sizes whose peaks are compared, ten times apart, both past the reader's first batches (at
+#: 10,000 entries its peak is still lower); `bench/` measures a million.
 SMALL_LIST, LARGE_LIST = 20_000, 200_000
 #: What a peak may grow by per entry more. The list's own bytes (about 2 an entry, zstd) are held
 #: until a transfer chunk (`TRANSFER_CHUNK`, 8 MiB: some 4 million entries) fills, so they grow
