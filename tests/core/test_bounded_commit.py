@@ -6,6 +6,7 @@ named by the outcome, a roll-forward uses the same lists, and a job that does no
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from support.faults import FaultInjectingStore, SimulatedCrash
@@ -52,15 +53,19 @@ def _partitioned_job(env: CommitEnv, name: str = "partitioned") -> tuple[JobRun,
     return job, [first, second]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
-def test_success_of_a_200k_file_job_is_a_few_kib(commit_env: CommitEnv) -> None:
-    """The issue's case: 200k files over `dt=` partitions wrote a 27.4 MB `_SUCCESS`. Now `_SUCCESS`
-    and the record are about 12 KiB, everything a check needs lies in their first `SENSOR_READ_BYTES`,
-    and the file list holds every file, in key order."""
-    env = commit_env
-    files, tasks, partitions = 200_000, 4, 250
-    job = JobRun.create("manifest", env.store, env.dest, env.options())
+def _without_numbers(raw: bytes) -> bytes:
+    """`raw` with every digest and job id (hex) one `#` and every other run of digits one zero: what
+    is left depends on no count's value, and grows with anything stored per file or partition."""
+    return re.sub(rb"[0-9]+", b"0", re.sub(rb"[0-9a-f]{16,}", b"#", raw))
+
+
+def _committed_job(env: CommitEnv, files: int, partitions: int) -> tuple[bytes, bytes]:
+    """A job of four tasks writing `files` files over `partitions` `dt=` partitions, committed; its
+    `_SUCCESS` and job record, after checking that everything a check needs lies in `_SUCCESS`'s
+    first `SENSOR_READ_BYTES` and that the file list holds every file, in key order."""
+    tasks = 4
+    dest = env.root.join(f"out-{files}")  # names that differ in their digits alone
+    job = JobRun.create("manifest", env.store, dest, env.options())
     job.committer.setup_job()
     results = []
     for task in range(tasks):
@@ -74,24 +79,37 @@ def test_success_of_a_200k_file_job_is_a_few_kib(commit_env: CommitEnv) -> None:
         results.append(attempt.commit_task(rows=files // tasks))
     success = job.committer.commit_job(results)
 
-    raw = env.store.read_bytes(env.dest.join("_SUCCESS"))
+    raw = env.store.read_bytes(dest.join("_SUCCESS"))
     record = env.store.read_bytes(job.committer.layout.job_record)
-    # Hadoop's 100 `filenames` (about 90 bytes each here) are most of it, whatever the job wrote.
-    assert len(raw) < 16 * 1024, f"_SUCCESS of {files} files is {len(raw)} bytes"
-    assert len(record) < 32 * 1024, f"the job record of {files} files is {len(record)} bytes"
-    head = SuccessData.read_head(env.store, env.dest.join("_SUCCESS"))
+    head = SuccessData.read_head(env.store, dest.join("_SUCCESS"))
     assert head.read_fields is None  # the whole file fits in one sensor read
     assert (head.file_count, head.rows, head.partition_count) == (files, files, partitions)
     assert len(head.partitions) == PARTITIONS_LIMIT and head.partition_list is not None
     assert head.file_list is not None and head.file_list.entries == files
     assert len(head.filenames) == FILENAMES_LIMIT
-    listed = [entry.uri for entry in iter_file_list(env.store, env.dest, head.file_list)]
+    listed = [entry.uri for entry in iter_file_list(env.store, dest, head.file_list)]
     keys = [StorePath.from_uri(uri).key for uri in listed]
     assert len(set(keys)) == files and keys == sorted(keys, key=lambda key: key.encode())
     assert head.filenames == listed[:FILENAMES_LIMIT]
-    stats = dict(iter_partitions(env.store, env.dest, head.partition_list))
+    stats = dict(iter_partitions(env.store, dest, head.partition_list))
     assert len(stats) == partitions and sum(s.files for s in stats.values()) == files
     assert success.file_list == head.file_list
+    return raw, record
+
+
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)
+def test_success_of_a_job_is_the_same_few_kib_at_ten_times_the_files(commit_env: CommitEnv) -> None:
+    """The issue's case: 200k files over `dt=` partitions wrote a 27.4 MB `_SUCCESS`. Now `_SUCCESS`
+    and the record are about 12 KiB whatever the job wrote: at 2k files and at 20k they are the
+    same bytes but for the numbers that count (`bench/` measures 1M files)."""
+    partitions = 250
+    small_success, small_record = _committed_job(commit_env, 2_000, partitions)
+    raw, record = _committed_job(commit_env, 20_000, partitions)
+    assert _without_numbers(raw) == _without_numbers(small_success)
+    assert _without_numbers(record) == _without_numbers(small_record)
+    # Hadoop's 100 `filenames` (about 90 bytes each here) are most of it, whatever the job wrote.
+    assert len(raw) < 16 * 1024, f"_SUCCESS of 20k files is {len(raw)} bytes"
+    assert len(record) < 32 * 1024, f"the job record of 20k files is {len(record)} bytes"
     assert len(raw) < SENSOR_READ_BYTES
 
 
