@@ -112,7 +112,8 @@ class StandaloneCluster:
     worker_cores: int = 2
     worker_memory: str = "2g"
     daemon_memory: str = "256m"
-    startup_timeout: float = 120.0
+    startup_timeout: float = 300.0
+    """Three JVMs starting at once took more than 120 s in a full run whose three lanes shared 2 cores."""
     stop_timeout: float = 15.0
     base_dir: Path | None = None
     port: int = 0
