@@ -12,12 +12,10 @@
 #   main lane:   pytest on every test but SIDE_LANE's, its output live;
 #   side lane:   pytest on SIDE_LANE - tests that spend their time in processes of their own (the
 #                deployment's Airflow services, the standalone cluster's applications, the benchmarks'
-#                Spark runs);
+#                Spark runs, spark-submit tries under Airflow);
 #   compat lane: scripts/compat.sh (its own venv, PySpark and embedded S3), then pytest on
-#                AFTER_COMPAT (the shared metastore's applications, the dev tools' servers, cleanup,
-#                and the Airflow tests: dag.test runs and spark-submit tries under Airflow), which
-#                keeps the three lanes about as long as each other (the side lane was the last to end,
-#                78 of a CI run's 82 min, once the size tests in cleanup and tables had shrunk).
+#                AFTER_COMPAT (the shared metastore's applications, the dev tools' servers, cleanup),
+#                which keeps the three lanes about as long as each other.
 # The side and compat lanes' output goes to logs, printed when the main lane has ended.
 #
 # The lanes share nothing they could collide on: every server (SeaweedFS, Spark Connect, the
@@ -33,8 +31,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 VENV_PYTHON=${VENV_PYTHON:-.venv/bin/python}
-SIDE_LANE=(tests/deployment tests/cluster tests/bench)
-AFTER_COMPAT=(tests/tables tests/devtools tests/cleanup tests/airflow)
+SIDE_LANE=(tests/deployment tests/cluster tests/bench tests/airflow)
+AFTER_COMPAT=(tests/tables tests/devtools tests/cleanup)
 
 run_pytest() {
     local rc=0
