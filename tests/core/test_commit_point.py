@@ -501,14 +501,13 @@ def test_outcome_and_record_requests_per_job(commit_env: CommitEnv) -> None:
     # commit point), its index entry created, the record written.
     assert [call.op for call in records] == [
         "read_bytes",
-        "open_write",
-        "write_close",
+        "write_stream",
         "write_bytes_if_absent",
         "write_bytes_if_absent",
         "write_bytes",
     ]
     assert "/files-" in records[1].path
-    assert "/_airflow_commit/_index/" in records[4].path
+    assert "/_airflow_commit/_index/" in records[3].path
     partitions = 2
     assert len([call for call in markers if call.op == "write_bytes"]) == partitions
     assert len([call for call in markers if call.op != "write_bytes"]) <= partitions  # stale markers deleted

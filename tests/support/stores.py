@@ -14,7 +14,7 @@ replays.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, UploadedPart
@@ -64,6 +64,10 @@ class DelegatingStore(Store):
     def write_bytes(self, path: StorePath, data: bytes, *, if_absent: bool = False) -> None:
         op = "write_bytes_if_absent" if if_absent else "write_bytes"
         self._call(op, path, True, lambda: self.inner.write_bytes(path, data, if_absent=if_absent))
+
+    def write_stream(self, path: StorePath, body: IO[bytes], *, if_absent: bool = False) -> None:
+        op = "write_stream_if_absent" if if_absent else "write_stream"
+        self._call(op, path, True, lambda: self.inner.write_stream(path, body, if_absent=if_absent))
 
     def open_write(self, path: StorePath) -> PublishOnCloseStream:
         return self._call("open_write", path, True, lambda: self.inner.open_write(path))
