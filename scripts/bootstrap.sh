@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Idempotent setup used by `make demo`, `make test`, `make bench` and `make lint`.
 #
-#   1. create .venv (python3.11, else python3 >= 3.10; override with PYTHON=...) if missing
+#   1. .venv (python3.11, else python3 >= 3.10; override with PYTHON=...) if missing: a link to a
+#      virtualenv OUTSIDE the checkout, keyed by the hash of constraints/newest.txt and pyproject.toml's
+#      dependencies (~/.cache/airflow-commit-provider/venvs/newest-<hash>; AIRFLOW_COMMIT_CACHE
+#      overrides the cache folder), so a fresh clone (CI) reuses the install instead of ~9 minutes of
+#      pip; made there once. A checkout whose .venv is a folder of its own keeps it.
 #   2. pip install -c constraints/newest.txt -e ".[test,embedded-s3,bench]"  (skipped when
-#      .venv/.bootstrap-stamp matches pyproject.toml and the constraints file)
+#      .venv/.bootstrap-stamp matches the constraints and those dependencies), and this checkout
+#      linked editable into the venv when it was made from another clone
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root),
 #      with the JDK's compiler module for the metastore service's launcher (openjdk-17-jdk-headless)
@@ -70,19 +75,40 @@ pick_python() {
     return 1
 }
 
+# What decides the install: the constraints and pyproject.toml's dependencies (not its tool settings,
+# which other changes touch), as scripts/compat.sh keys its venv.
+dependencies=$(python3 -c '
+import json, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(json.dumps([project[k] for k in ("requires-python", "dependencies", "optional-dependencies")]))' 2>/dev/null ||
+    cat pyproject.toml)
+install_key=$({ cat "$CONSTRAINTS"; echo "$dependencies extras=$EXTRAS"; } | sha256sum | cut -c1-16)
+
 if [ -x "$VENV/bin/python" ] && py_ok "$VENV/bin/python"; then
     say "venv $VENV ($("$VENV/bin/python" -c 'import platform; print(platform.python_version())')) present"
 else
     PY=$(pick_python) || die "need Python >= 3.10 (python3.11 preferred) on PATH, or set PYTHON=/path/to/python"
-    say "creating venv $VENV with $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+    CACHE="${AIRFLOW_COMMIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-commit-provider}"
+    shared="$CACHE/venvs/newest-$install_key-$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
     rm -rf "$VENV"
-    "$PY" -m venv "$VENV" || die "'$PY -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)"
-    rm -f "$STAMP"
+    if [ ! -f "$shared/.complete" ]; then
+        # Made under its final name (console scripts record their interpreter's path); .complete marks
+        # a finished install, so an interrupted one is made again.
+        say "creating venv $shared with $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+        rm -rf "$shared"
+        mkdir -p "$(dirname "$shared")"
+        "$PY" -m venv "$shared" || die "'$PY -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)"
+        for stale in "$CACHE"/venvs/newest-*; do # earlier constraints/dependencies: ~1.5 GB each
+            [ "$stale" = "$shared" ] || rm -rf "$stale"
+        done
+    fi
+    ln -s "$shared" "$VENV"
+    say "venv $VENV -> $shared"
 fi
 
 # --- 2. packages --------------------------------------------------------------------------------------
 
-want_stamp="$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1) extras=$EXTRAS $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
+want_stamp="$install_key $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
 have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
 
 if [ "$want_stamp" = "$have_stamp" ] && "$VENV/bin/python" -c 'import airflow_commit_provider' >/dev/null 2>&1; then
@@ -96,7 +122,16 @@ else
         die "pip install failed (full log: $PIP_LOG)"
     fi
     echo "$want_stamp" >"$STAMP"
+    touch "$VENV/.complete"
     say "installed in $((SECONDS - start)) s"
+fi
+
+# A venv made from another clone imports that clone's code: link this checkout instead.
+linked=$(cd / && "$OLDPWD/$VENV/bin/python" -c 'import airflow_commit_provider, os; print(os.path.dirname(os.path.dirname(os.path.realpath(airflow_commit_provider.__file__))))' 2>/dev/null || true)
+if [ "$linked" != "$(pwd -P)" ]; then
+    say "linking this checkout (was: ${linked:-none})"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --no-deps -q -e . >>"$PIP_LOG" 2>&1 ||
+        die "pip install -e . failed (full log: $PIP_LOG)"
 fi
 
 # The campaign's fuzzer only: `make test` and CI do not need it (the suite replays the corpus without it).
