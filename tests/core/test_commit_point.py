@@ -1,7 +1,7 @@
 """The commit point: a job is committed or aborted, never both, whoever acts and whenever it dies.
 
-- A real process is SIGKILLed at each store call of its job commit, then the job is aborted (as the
-  operator does on failure): the end state is all or nothing, never part of the output, never old
+- A real process is SIGKILLed at each kind of store call of its job commit (`kill_points`), then
+  the job is aborted (as the operator does on failure): the end state is all or nothing, never part of the output, never old
   data mixed with new under `replace`, and nothing pending.
 - A commit and an abort race from two processes, in both orders and at chosen points: exactly one
   decision stands and the store ends consistent with it.
@@ -24,7 +24,14 @@ import pytest
 from support.faults import FaultInjectingStore, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import CONFLICT_RESOLVING_COMMITTERS, CORRECT_COMMITTER_PARAMS, JobRun, skip_unsupported
+from support.workload import (
+    CONFLICT_RESOLVING_COMMITTERS,
+    CORRECT_COMMITTERS,
+    JobRun,
+    each_committer_once,
+    one_store_each,
+    skip_unsupported,
+)
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -71,7 +78,7 @@ def prepare(env: CommitEnv, name: str, conflict_mode: str, dest: StorePath, task
         env.store.write_bytes(dest.join(relative), data)
     job = JobRun.create(name, env.store, dest, env.options(threads=1, conflict_mode=conflict_mode))
     job.committer.setup_job()
-    per_task = 2 if dest.is_local else 1
+    per_task = 1  # a second file per task repeats each kind of call, so it adds no kill point
     new_files: dict[str, bytes] = {}
     results = []
     for task in range(tasks):
@@ -155,22 +162,25 @@ def job_commit_calls(env: CommitEnv, name: str, conflict_mode: str) -> list[Stor
     return store.calls
 
 
-def kill_points(calls: list[StoreCall], local: bool) -> list[int]:
-    """Every call locally; on S3 the calls around the commit point and each kind of call after it."""
-    if local:
-        return [call.index for call in calls]
-    decision = next(call.index for call in calls if call.path.endswith(".outcome.json") and call.mutating)
-    chosen = {0, decision - 1, decision, decision + 1, len(calls) - 1}
-    chosen.update(call.index for call in reversed(calls) if call.index > decision)  # last call of each kind
-    by_op: dict[str, int] = {}
+def call_kind(call: StoreCall, decision: int) -> tuple[str, str, str]:
+    """What sets a store call apart from another: its operation, its side of the commit point and
+    its object's shape (`StoreCall.shape`: the same step on the next file, task or partition is
+    the same kind)."""
+    side = "before" if call.index < decision else "decision" if call.index == decision else "after"
+    return call.op, side, call.shape
+
+
+def kill_points(calls: list[StoreCall]) -> list[int]:
+    """The first call of each kind (`call_kind`: every operation in every phase, not its repetitions
+    over the other files, tasks and partitions), the calls around the commit point and the last one."""
+    decision = next(call.index for call in calls if _is_decision(call))
+    kinds: dict[tuple[str, str, str], int] = {}
     for call in calls:
-        if call.index > decision:
-            by_op.setdefault(call.op, call.index)
-    chosen.update(by_op.values())
-    return sorted(index for index in chosen if 0 <= index < len(calls))[:12]
+        kinds.setdefault(call_kind(call, decision), call.index)
+    return sorted({0, decision - 1, decision, decision + 1, len(calls) - 1} | set(kinds.values()))
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -182,7 +192,7 @@ def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     for conflict_mode in conflict_modes(name):
         calls = job_commit_calls(env, name, conflict_mode)
         decision = next(call.index for call in calls if call.path.endswith(".outcome.json") and call.mutating)
-        for index in kill_points(calls, env.kind == "local"):
+        for index in kill_points(calls):
             scenario = prepare(env, name, conflict_mode, env.fresh_root().join("out"))
             killed = kill_commit_at(make_store, scenario, index)
             visible_before_abort = {
@@ -299,8 +309,15 @@ def _after_decision(calls_seen: list[StoreCall]) -> Callable[[StoreCall], bool]:
     return when
 
 
-@pytest.mark.parametrize("order", ["fence-first", "commit-first"])
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "order"),
+    [
+        pytest.param(*param.values, order, id=f"{param.id}-{order}", marks=param.marks)
+        for order, first in [("fence-first", "s3"), ("commit-first", "local")]
+        for param in one_store_each(CORRECT_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_commit_racing_a_fence_from_another_process(
     commit_env: CommitEnv, name: str, order: str, request: pytest.FixtureRequest
 ) -> None:
@@ -327,7 +344,7 @@ def test_commit_racing_a_fence_from_another_process(
     assert state == (JobState.ABORTED if order == "fence-first" else JobState.COMMITTED)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_concurrent_abort_at_any_point_of_a_live_commit(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -339,7 +356,7 @@ def test_concurrent_abort_at_any_point_of_a_live_commit(
     calls = job_commit_calls(env, name, conflict_mode)
     decision = next(call.index for call in calls if _is_decision(call))
     failures = []
-    for index in kill_points(calls, env.kind == "local")[:: 1 if env.kind == "local" else 2]:
+    for index in kill_points(calls):
         scenario = prepare(env, name, conflict_mode, env.fresh_root().join("out"))
         gate = Gate()
         commit_child, commit_result = run_child(
@@ -361,7 +378,7 @@ def test_concurrent_abort_at_any_point_of_a_live_commit(
 
 
 # A fenced job stays dead ----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_a_fenced_job_never_starts_commits_or_keeps_late_output(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
@@ -381,7 +398,7 @@ def test_a_fenced_job_never_starts_commits_or_keeps_late_output(commit_env: Comm
     assert_aborted(env.store, env.dest)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_a_job_never_set_up_can_be_fenced_before_its_driver_starts(commit_env: CommitEnv, name: str) -> None:
     """An Airflow retry fences the earlier try's job even if that try's driver has not started yet."""
     env = commit_env
@@ -394,7 +411,7 @@ def test_a_job_never_set_up_can_be_fenced_before_its_driver_starts(commit_env: C
     assert_aborted(env.store, env.dest)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_job_states_from_setup_to_delivery(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
@@ -433,8 +450,15 @@ BAD_OUTCOMES = {
 }
 
 
-@pytest.mark.parametrize("damage", sorted(BAD_OUTCOMES))
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "damage"),
+    [
+        # Every damage once and every committer once (the outcome's reader is theirs in common).
+        pytest.param(*param.values, damage, id=f"{param.id}-{damage}", marks=param.marks)
+        for param, damage in zip(one_store_each(CORRECT_COMMITTERS), sorted(BAD_OUTCOMES), strict=True)
+    ],
+    indirect=["commit_env"],
+)
 def test_a_bad_outcome_file_is_refused_naming_it(commit_env: CommitEnv, name: str, damage: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
