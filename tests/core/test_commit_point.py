@@ -1,7 +1,8 @@
 """The commit point: a job is committed or aborted, never both, whoever acts and whenever it dies.
 
-- A real process is SIGKILLed at each kind of store call of its job commit (`kill_points`), then
-  the job is aborted (as the operator does on failure): the end state is all or nothing, never part of the output, never old
+- A real process is SIGKILLed at each kind of store call of its job commit (`kill_points`; every
+  committer locally, two on S3 at S3's own points), then the job is aborted (as the operator does
+  on failure): the end state is all or nothing, never part of the output, never old
   data mixed with new under `replace`, and nothing pending.
 - A commit and an abort race from two processes, in both orders and at chosen points: exactly one
   decision stands and the store ends consistent with it.
@@ -170,17 +171,38 @@ def call_kind(call: StoreCall, decision: int) -> tuple[str, str, str]:
     return call.op, side, call.shape
 
 
-def kill_points(calls: list[StoreCall]) -> list[int]:
-    """The first call of each kind (`call_kind`: every operation in every phase, not its repetitions
-    over the other files, tasks and partitions), the calls around the commit point and the last one."""
+def kill_points(calls: list[StoreCall], local: bool) -> list[int]:
+    """Locally the first call of each kind (`call_kind`: every operation in every phase, not its
+    repetitions over the other files, tasks and partitions), the calls around the commit point and
+    the last one. On S3, where each kill costs real requests and the protocol is the one checked
+    locally, what is S3's own: the calls around the commit point and each operation after it."""
     decision = next(call.index for call in calls if _is_decision(call))
-    kinds: dict[tuple[str, str, str], int] = {}
+    chosen = {0, decision - 1, decision, decision + 1, len(calls) - 1}
+    if local:
+        kinds: dict[tuple[str, str, str], int] = {}
+        for call in calls:
+            kinds.setdefault(call_kind(call, decision), call.index)
+        return sorted(chosen | set(kinds.values()))
+    chosen.update(call.index for call in reversed(calls) if call.index > decision)
+    by_op: dict[str, int] = {}
     for call in calls:
-        kinds.setdefault(call_kind(call, decision), call.index)
-    return sorted({0, decision - 1, decision, decision + 1, len(calls) - 1} | set(kinds.values()))
+        if call.index > decision:
+            by_op.setdefault(call.op, call.index)
+    chosen.update(by_op.values())
+    return sorted(index for index in chosen if 0 <= index < len(calls))[:12]
 
 
-@each_committer_once(CORRECT_COMMITTERS, first="local")
+def every_committer_locally_and(*on_s3: str) -> pytest.MarkDecorator:
+    """Every committer's sweep on local files, and these committers' on S3 as well."""
+    return pytest.mark.parametrize(
+        ("name", "commit_env"),
+        [pytest.param(name, "local", id=f"{name}-local") for name in CORRECT_COMMITTERS]
+        + [pytest.param(name, "s3", id=f"{name}-s3", marks=pytest.mark.s3) for name in on_s3],
+        indirect=["commit_env"],
+    )
+
+
+@every_committer_locally_and("directory", "magic")
 def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -192,7 +214,7 @@ def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     for conflict_mode in conflict_modes(name):
         calls = job_commit_calls(env, name, conflict_mode)
         decision = next(call.index for call in calls if call.path.endswith(".outcome.json") and call.mutating)
-        for index in kill_points(calls):
+        for index in kill_points(calls, env.kind == "local"):
             scenario = prepare(env, name, conflict_mode, env.fresh_root().join("out"))
             killed = kill_commit_at(make_store, scenario, index)
             visible_before_abort = {
@@ -344,7 +366,7 @@ def test_commit_racing_a_fence_from_another_process(
     assert state == (JobState.ABORTED if order == "fence-first" else JobState.COMMITTED)
 
 
-@each_committer_once(CORRECT_COMMITTERS)
+@every_committer_locally_and("file-v1", "partitioned")
 def test_concurrent_abort_at_any_point_of_a_live_commit(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -356,7 +378,7 @@ def test_concurrent_abort_at_any_point_of_a_live_commit(
     calls = job_commit_calls(env, name, conflict_mode)
     decision = next(call.index for call in calls if _is_decision(call))
     failures = []
-    for index in kill_points(calls):
+    for index in kill_points(calls, env.kind == "local")[:: 1 if env.kind == "local" else 2]:
         scenario = prepare(env, name, conflict_mode, env.fresh_root().join("out"))
         gate = Gate()
         commit_child, commit_result = run_child(
