@@ -202,7 +202,7 @@ def every_committer_locally_and(*on_s3: str) -> pytest.MarkDecorator:
     )
 
 
-@every_committer_locally_and("directory", "magic")
+@every_committer_locally_and("file-v1", "magic")
 def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
