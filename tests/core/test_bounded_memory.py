@@ -1,6 +1,6 @@
 """Memory that does not grow with the files of one task (issue 28, `docs/bounded-commits.md`):
-job commit of one task of 100k files holds what it holds at 10k, and a task attempt of 10k files
-what one of 1k holds (HADOOP-19047: S3A's magic committer keeps every file's commit data in its task, and builds and
+job commit of one task of 50k files holds what it holds at 5k, and a task attempt of 5k files
+what one of 500 holds (HADOOP-19047: S3A's magic committer keeps every file's commit data in its task, and builds and
 parses its pendingset whole; here a magic task of 100k files peaked at 895 MB of RSS).
 
 Python's allocations are traced (tracemalloc): what grows per file is Python objects (streams,
@@ -29,14 +29,17 @@ from airflow_commit_provider.core.stages.load_manifests import load_committed_ma
 from airflow_commit_provider.core.stages.manifests import ManifestSummary, decode_pendingset
 from airflow_commit_provider.core.stages.task_commit import written_manifest
 
-SMALL, LARGE = 10_000, 100_000
+#: Job commit's sizes: the difference (45k entries) is what a leak must exceed `ALLOWED_GROWTH` in;
+#: reading a manifest whole (about 3.3 KB an entry, 330 MB at 100k) exceeds it six times over.
+SMALL, LARGE = 5_000, 50_000
 #: A task attempt's sizes: each file is a real one written through the store (and for magic a
 #: pending upload with its record), so ten times fewer than for job commit; the bench measures
 #: 100k (`bench/job_commit_memory.py task`). The old code held about 9 KB a file (a magic task of
-#: 100k files: 895 MB of RSS), several times `ALLOWED_GROWTH` at `LARGE_TASK`. A task attempt
-#: spools what it keeps of each file (`sorted_spool.RecordLog`); a staging attempt uploads its files
-#: `uploads.UPLOADS_PER_RECORD` (10k) at a time, whose commits are in memory until spooled.
-SMALL_TASK, LARGE_TASK = 1_000, 10_000
+#: 100k files: 895 MB of RSS), about 40 MB between the two sizes, well over `ALLOWED_GROWTH`. A
+#: task attempt spools what it keeps of each file (`sorted_spool.RecordLog`); a staging attempt
+#: uploads its files `uploads.UPLOADS_PER_RECORD` (10k) at a time, whose commits are in memory
+#: until spooled.
+SMALL_TASK, LARGE_TASK = 500, 5_000
 #: What may differ between the peaks at `SMALL` and at `LARGE` files: a spool's run in memory
 #: (`sorted_spool.RUN_BYTES`, counted by its records' sizes, which Python's objects exceed).
 ALLOWED_GROWTH = 24 * 1024**2
@@ -67,7 +70,7 @@ def _traced(action: Callable[[], T]) -> tuple[T, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
 @pytest.mark.parametrize("name", ["magic", "directory", "manifest"])
-def test_a_task_attempt_of_10k_files_holds_what_one_of_1k_does(commit_env: CommitEnv, name: str) -> None:
+def test_a_task_attempt_of_5k_files_holds_what_one_of_500_does(commit_env: CommitEnv, name: str) -> None:
     """From before its first file to after its task commit (the pendingset or task manifest of
     100k files is about 75 MB), and the task's manifest lists every file."""
     env = commit_env
@@ -125,7 +128,7 @@ def _write_manifest(out: Writable, job: JobRun, files: int) -> None:
 
 @pytest.mark.parametrize("commit_env", ["local"], indirect=True)
 @pytest.mark.parametrize("name", ["magic", "manifest"])
-def test_job_commit_reads_a_100k_file_manifest_in_what_a_10k_one_takes(
+def test_job_commit_reads_a_50k_file_manifest_in_what_a_5k_one_takes(
     commit_env: CommitEnv, name: str
 ) -> None:
     """A job of a few huge tasks: job commit reads each task's manifest (a pendingset, a task

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import COMMITTER_PARAMS, UPLOAD_COMMITTERS, JobRun, skip_unsupported
+from support.workload import ALL_COMMITTERS, UPLOAD_COMMITTERS, JobRun, each_committer_once, skip_unsupported
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -139,9 +139,9 @@ CASES: dict[str, Callable[[bytes, JobRun], bytes]] = {
     "missing-field": on_json(missing_field),
     "files-not-a-list": on_json(files_not_a_list),
 }
-#: On S3, where each case is a whole job of real requests, file-v1 (TaskManifest) and magic
-#: (PendingSet) get every case and the other committers these, one per kind of damage; validation
-#: is shared code, so the rest would test the same lines again.
+#: file-v1 (TaskManifest) and magic (PendingSet) get every case on both stores, and the other
+#: committers these, one per kind of damage, on local files: each case is a whole job, and
+#: validation is shared code per format, so the rest would test the same lines again.
 S3_CASES = [
     "truncated",
     "wrong-name-or-type",
@@ -207,9 +207,24 @@ def refuse_damaged(env: CommitEnv, name: str, case: str) -> None:
     assert not outside, f"files written outside the destination: {outside}"
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env"),
+    [
+        *(
+            pytest.param(name, kind, id=f"{kind}-{name}", marks=[pytest.mark.s3] if kind == "s3" else [])
+            for name in ("file-v1", "magic")
+            for kind in ("local", "s3")
+        ),
+        *(
+            pytest.param(name, "local", id=f"local-{name}")
+            for name in ("file-v2", "manifest", "directory", "partitioned")
+        ),
+    ],
+    indirect=["commit_env"],
+)
 def test_damaged_manifest_is_refused(commit_env: CommitEnv, name: str) -> None:
-    """Every damage in CASES, each in a job of its own (run side by side on S3; see S3_CASES)."""
+    """The damages in CASES (every one for file-v1 and magic, S3_CASES for the others), each in a
+    job of its own (run side by side on S3)."""
     skip_unsupported(name, commit_env.store)
 
     def run(case: str) -> str | None:
@@ -221,13 +236,13 @@ def test_damaged_manifest_is_refused(commit_env: CommitEnv, name: str) -> None:
             return f"{case}: unexpected {type(error).__name__}: {error}"
         return None
 
-    cases = list(CASES) if commit_env.kind == "local" or name in ("file-v1", "magic") else S3_CASES
+    cases = list(CASES) if name in ("file-v1", "magic") else S3_CASES
     with ThreadPoolExecutor(1 if commit_env.kind == "local" else 4) as pool:
         failures = [failure for failure in pool.map(run, cases) if failure]
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_duplicate_destination_across_tasks_is_refused(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     job, attempts = committed_job(env, name)
@@ -265,7 +280,7 @@ def test_same_object_under_another_s3_scheme_is_a_duplicate(commit_env: CommitEn
         job.committer.commit_job([a.result for a in attempts])
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_job_id_mismatch_in_the_driver_report(commit_env: CommitEnv, name: str) -> None:
     """A result from another job handed to this job's commit is refused, naming the manifest."""
     env = commit_env
@@ -279,20 +294,19 @@ def test_job_id_mismatch_in_the_driver_report(commit_env: CommitEnv, name: str) 
     assert "_SUCCESS" not in store_files(env.store, env.dest)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
-@pytest.mark.parametrize("relative", ["../escape.bin", "dt=1/../../escape.bin", "a/../../../escape.bin"])
-def test_task_output_outside_the_destination_is_refused(
-    commit_env: CommitEnv, name: str, relative: str
-) -> None:
+@each_committer_once(ALL_COMMITTERS)
+def test_task_output_outside_the_destination_is_refused(commit_env: CommitEnv, name: str) -> None:
+    """Each escaping name is refused as the attempt creates it (one attempt tries them all)."""
     env = commit_env
     skip_unsupported(name, env.store)
     job = JobRun.create(name, env.store, env.dest, env.options())
     job.committer.setup_job()
     attempt = job.committer.task_attempt(0, 0)
     attempt.setup_task()
-    with pytest.raises(InvalidPathError, match="not allowed") as caught:
-        attempt.create_file(relative)
-    assert relative in str(caught.value)
+    for relative in ["../escape.bin", "dt=1/../../escape.bin", "a/../../../escape.bin"]:
+        with pytest.raises(InvalidPathError, match="not allowed") as caught:
+            attempt.create_file(relative)
+        assert relative in str(caught.value)
     job.committer.abort_job()
     written = store_files(env.store, env.root)
     layout = job.committer.layout
@@ -304,7 +318,7 @@ def test_task_output_outside_the_destination_is_refused(
     )
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_absolute_looking_names_stay_inside_the_destination(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
@@ -319,6 +333,7 @@ def test_absolute_looking_names_stay_inside_the_destination(commit_env: CommitEn
     assert_committed(env.store, env.dest, expected, job_id=job.job_id)
 
 
+@pytest.mark.parametrize("commit_env", ["local"], indirect=True)  # refused before any store call
 @pytest.mark.parametrize("bad", ["", "../x", "a/b", "has space", "-leading-dash", "x" * 200, "job\n1"])
 def test_bad_job_ids_are_refused(commit_env: CommitEnv, bad: str) -> None:
     for name in ("magic", "file-v1"):

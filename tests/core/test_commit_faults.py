@@ -1,17 +1,19 @@
 """Fault injection at each store call of each phase, and resumable job commit.
 
 A scenario is first run without faults to number its store calls; then it is re-run once per
-call with that call failing, both before it reaches the store and after it took effect (a lost
-reply). The driver reacts as an engine does: a failed setup aborts the job; a failed task
-attempt is aborted and retried; a failed job commit is retried; a failed abort is retried.
+kind of call with that call failing, both before it reaches the store and after it took effect
+(a lost reply). The driver reacts as an engine does: a failed setup aborts the job; a failed
+task attempt is aborted and retried; a failed job commit is retried; a failed abort is retried.
 Every run must end in a correctly committed job or a clean abort.
 
-On the local filesystem every call index is faulted. On S3, where each run costs real
-requests, one call of each (phase, operation, mode) is faulted, which covers every kind of
-call in every phase.
+A kind of call is an operation in a phase on an object of one shape (`StoreCall.shape`: IDs and
+numbers left out), so every operation of every phase is faulted, not each repetition of it on the
+next file or task; on S3, where each run costs real requests, one call of each (phase, operation,
+mode). Each committer runs on one store per test, the stores alternating
+(`support.workload.one_store_each`), so each meets both.
 
 Job commit is also crashed (the "process" dies: no handler runs, every later call fails) at
-each of its calls, and a new committer resumes it with `commit_job(None)`; one test kills a
+each kind of its calls, and a new committer resumes it with `commit_job(None)`; one test kills a
 real child process part way through a job commit.
 """
 
@@ -28,10 +30,12 @@ from support.faults import EXIT_CODE, FaultInjectingStore, FaultMode, InjectedFa
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
 from support.workload import (
-    COMMITTER_PARAMS,
-    CORRECT_COMMITTER_PARAMS,
+    ALL_COMMITTERS,
+    CORRECT_COMMITTERS,
     EXCLUSIVE_COMMITTERS,
     JobRun,
+    each_committer_once,
+    one_store_each,
     payload,
     skip_unsupported,
     write_files,
@@ -179,9 +183,11 @@ def check(out: Outcome) -> None:
 
 
 def fault_plan(
-    clean: Outcome, exhaustive: bool, phases: set[str] | None = None
+    clean: Outcome, by_shape: bool, phases: set[str] | None = None
 ) -> list[tuple[int, FaultMode, str]]:
-    """(call index, mode, label) for every call, or for one call per (phase, op, mode)."""
+    """(call index, mode, label) for the first call of each kind in each phase and each mode: a kind
+    is an operation on an object of one shape (`StoreCall.shape`), so the same step on the next
+    file, task or attempt adds nothing; without `by_shape` (S3) just the operation."""
     plan, seen = [], set()
     for call in clean.store.calls:
         if phases is not None and clean.phase_of(call.index) not in phases:
@@ -189,21 +195,28 @@ def fault_plan(
         for mode in ("before", "after") if call.mutating else ("before",):
             if call.op == "create_multipart_upload" and mode == "after":
                 continue  # a lost CreateMultipartUpload reply: see test_lost_create_upload_reply_*
-            key = (clean.phase_of(call.index), call.op, mode)
-            if exhaustive or key not in seen:
+            key = (clean.phase_of(call.index), call.op, call.shape if by_shape else "", mode)
+            if key not in seen:
                 seen.add(key)
                 plan.append((call.index, mode, f"{key[0]}:{call}:{mode}"))
     return plan
 
 
-@pytest.mark.parametrize("abort_at_end", [False, True], ids=["commit", "abort"])
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "abort_at_end"),
+    [
+        pytest.param(*param.values, abort_at_end, id=f"{param.id}-{label}", marks=param.marks)
+        for abort_at_end, label, first in [(False, "commit", "local"), (True, "abort", "s3")]
+        for param in one_store_each(CORRECT_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_fault_at_each_store_call(commit_env: CommitEnv, name: str, abort_at_end: bool) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
     clean = run_scenario(name, env.store, env.root.join("clean"), env, abort_at_end=abort_at_end)
     check(clean)
-    plan = fault_plan(clean, exhaustive=env.kind == "local", phases=None if not abort_at_end else {"finish"})
+    plan = fault_plan(clean, env.kind == "local", phases=None if not abort_at_end else {"finish"})
 
     def run(item: tuple[int, tuple[int, FaultMode, str]]) -> str | None:
         number, (index, mode, label) = item
@@ -285,19 +298,19 @@ def commit_calls(name: str, env: CommitEnv) -> list[StoreCall]:
     return store.calls
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_job_commit_resumes_after_a_crash_at_any_call(commit_env: CommitEnv, name: str) -> None:
-    """The committing process dies at call k; a new process's commit_job(None) finishes the job.
+    """The committing process dies at call k, for the first call k of each kind (an operation on an
+    object of one shape, `StoreCall.shape`), before or after the call by turns; a new process's
+    commit_job(None) finishes the job.
 
     Nothing is lost or duplicated: the final output and `_SUCCESS` are exactly the committed files.
     """
     env = commit_env
     skip_unsupported(name, env.store)
     calls = commit_calls(name, env)
-    if env.kind == "local":
-        chosen = calls
-    else:
-        chosen = list({call.op: call for call in reversed(calls)}.values())  # first call of each op
+    local = env.kind == "local"  # on S3 the first call of each operation, as in the fault sweep
+    chosen = list({(call.op, call.shape if local else ""): call for call in reversed(calls)}.values())[::-1]
 
     def crash_and_resume(item: tuple[int, StoreCall]) -> str | None:
         number, call = item
@@ -346,7 +359,7 @@ def _commit_in_child(
     create_committer(name, store, dest, job_id, env.options(threads=1)).commit_job(results)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_job_commit_resumes_after_the_process_is_killed(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -375,7 +388,7 @@ def test_job_commit_resumes_after_the_process_is_killed(
     assert_committed(env.store, job.dest, expected, job_id=job.job_id)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_resume_with_a_different_task_list_is_refused(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)

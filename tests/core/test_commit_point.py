@@ -1,7 +1,8 @@
 """The commit point: a job is committed or aborted, never both, whoever acts and whenever it dies.
 
-- A real process is SIGKILLed at each store call of its job commit, then the job is aborted (as the
-  operator does on failure): the end state is all or nothing, never part of the output, never old
+- A real process is SIGKILLed at each kind of store call of its job commit (`kill_points`; every
+  committer locally, two on S3 at S3's own points), then the job is aborted (as the operator does
+  on failure): the end state is all or nothing, never part of the output, never old
   data mixed with new under `replace`, and nothing pending.
 - A commit and an abort race from two processes, in both orders and at chosen points: exactly one
   decision stands and the store ends consistent with it.
@@ -24,7 +25,14 @@ import pytest
 from support.faults import FaultInjectingStore, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_aborted, assert_committed, store_files
-from support.workload import CONFLICT_RESOLVING_COMMITTERS, CORRECT_COMMITTER_PARAMS, JobRun, skip_unsupported
+from support.workload import (
+    CONFLICT_RESOLVING_COMMITTERS,
+    CORRECT_COMMITTERS,
+    JobRun,
+    each_committer_once,
+    one_store_each,
+    skip_unsupported,
+)
 
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -71,7 +79,7 @@ def prepare(env: CommitEnv, name: str, conflict_mode: str, dest: StorePath, task
         env.store.write_bytes(dest.join(relative), data)
     job = JobRun.create(name, env.store, dest, env.options(threads=1, conflict_mode=conflict_mode))
     job.committer.setup_job()
-    per_task = 2 if dest.is_local else 1
+    per_task = 1  # a second file per task repeats each kind of call, so it adds no kill point
     new_files: dict[str, bytes] = {}
     results = []
     for task in range(tasks):
@@ -155,13 +163,27 @@ def job_commit_calls(env: CommitEnv, name: str, conflict_mode: str) -> list[Stor
     return store.calls
 
 
+def call_kind(call: StoreCall, decision: int) -> tuple[str, str, str]:
+    """What sets a store call apart from another: its operation, its side of the commit point and
+    its object's shape (`StoreCall.shape`: the same step on the next file, task or partition is
+    the same kind)."""
+    side = "before" if call.index < decision else "decision" if call.index == decision else "after"
+    return call.op, side, call.shape
+
+
 def kill_points(calls: list[StoreCall], local: bool) -> list[int]:
-    """Every call locally; on S3 the calls around the commit point and each kind of call after it."""
-    if local:
-        return [call.index for call in calls]
-    decision = next(call.index for call in calls if call.path.endswith(".outcome.json") and call.mutating)
+    """Locally the first call of each kind (`call_kind`: every operation in every phase, not its
+    repetitions over the other files, tasks and partitions), the calls around the commit point and
+    the last one. On S3, where each kill costs real requests and the protocol is the one checked
+    locally, what is S3's own: the calls around the commit point and each operation after it."""
+    decision = next(call.index for call in calls if _is_decision(call))
     chosen = {0, decision - 1, decision, decision + 1, len(calls) - 1}
-    chosen.update(call.index for call in reversed(calls) if call.index > decision)  # last call of each kind
+    if local:
+        kinds: dict[tuple[str, str, str], int] = {}
+        for call in calls:
+            kinds.setdefault(call_kind(call, decision), call.index)
+        return sorted(chosen | set(kinds.values()))
+    chosen.update(call.index for call in reversed(calls) if call.index > decision)
     by_op: dict[str, int] = {}
     for call in calls:
         if call.index > decision:
@@ -170,7 +192,17 @@ def kill_points(calls: list[StoreCall], local: bool) -> list[int]:
     return sorted(index for index in chosen if 0 <= index < len(calls))[:12]
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+def every_committer_locally_and(*on_s3: str) -> pytest.MarkDecorator:
+    """Every committer's sweep on local files, and these committers' on S3 as well."""
+    return pytest.mark.parametrize(
+        ("name", "commit_env"),
+        [pytest.param(name, "local", id=f"{name}-local") for name in CORRECT_COMMITTERS]
+        + [pytest.param(name, "s3", id=f"{name}-s3", marks=pytest.mark.s3) for name in on_s3],
+        indirect=["commit_env"],
+    )
+
+
+@every_committer_locally_and("file-v1", "magic")
 def test_abort_after_the_committing_process_is_killed_is_all_or_nothing(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -299,8 +331,15 @@ def _after_decision(calls_seen: list[StoreCall]) -> Callable[[StoreCall], bool]:
     return when
 
 
-@pytest.mark.parametrize("order", ["fence-first", "commit-first"])
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "order"),
+    [
+        pytest.param(*param.values, order, id=f"{param.id}-{order}", marks=param.marks)
+        for order, first in [("fence-first", "s3"), ("commit-first", "local")]
+        for param in one_store_each(CORRECT_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_commit_racing_a_fence_from_another_process(
     commit_env: CommitEnv, name: str, order: str, request: pytest.FixtureRequest
 ) -> None:
@@ -327,7 +366,7 @@ def test_commit_racing_a_fence_from_another_process(
     assert state == (JobState.ABORTED if order == "fence-first" else JobState.COMMITTED)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@every_committer_locally_and("file-v1", "partitioned")
 def test_concurrent_abort_at_any_point_of_a_live_commit(
     commit_env: CommitEnv, name: str, request: pytest.FixtureRequest
 ) -> None:
@@ -361,7 +400,7 @@ def test_concurrent_abort_at_any_point_of_a_live_commit(
 
 
 # A fenced job stays dead ----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_a_fenced_job_never_starts_commits_or_keeps_late_output(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
@@ -381,7 +420,7 @@ def test_a_fenced_job_never_starts_commits_or_keeps_late_output(commit_env: Comm
     assert_aborted(env.store, env.dest)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_a_job_never_set_up_can_be_fenced_before_its_driver_starts(commit_env: CommitEnv, name: str) -> None:
     """An Airflow retry fences the earlier try's job even if that try's driver has not started yet."""
     env = commit_env
@@ -394,7 +433,7 @@ def test_a_job_never_set_up_can_be_fenced_before_its_driver_starts(commit_env: C
     assert_aborted(env.store, env.dest)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_job_states_from_setup_to_delivery(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)
@@ -433,8 +472,15 @@ BAD_OUTCOMES = {
 }
 
 
-@pytest.mark.parametrize("damage", sorted(BAD_OUTCOMES))
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "damage"),
+    [
+        # Every damage once and every committer once (the outcome's reader is theirs in common).
+        pytest.param(*param.values, damage, id=f"{param.id}-{damage}", marks=param.marks)
+        for param, damage in zip(one_store_each(CORRECT_COMMITTERS), sorted(BAD_OUTCOMES), strict=True)
+    ],
+    indirect=["commit_env"],
+)
 def test_a_bad_outcome_file_is_refused_naming_it(commit_env: CommitEnv, name: str, damage: str) -> None:
     env = commit_env
     skip_unsupported(name, env.store)

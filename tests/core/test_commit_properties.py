@@ -1,4 +1,9 @@
-"""The seeds' correctness properties, for every committer on the local filesystem and on S3.
+"""The seeds' correctness properties, for every committer, on the local filesystem and on S3.
+
+Each property is a property of the protocol the committers share, so it runs once per committer,
+on one store (`support.workload.one_store_each`): the tests take the S3-first and the local-first
+assignment in turn, so every committer meets both stores and every property both stores. What
+the stores themselves must do is tests/core/test_store_contract.py's.
 
 complete, exclusive, concurrent task commits, abortable (task and job), continuity of
 correctness, and "what to commit never comes from a listing alone"; plus exclusive task commit
@@ -25,13 +30,14 @@ from support.invariants import (
     store_files,
 )
 from support.workload import (
-    COMMITTER_PARAMS,
-    CORRECT_COMMITTER_PARAMS,
-    EXCLUSIVE_COMMITTER_PARAMS,
+    ALL_COMMITTERS,
+    CORRECT_COMMITTERS,
     EXCLUSIVE_COMMITTERS,
     UPLOAD_COMMITTERS,
     JobRun,
+    each_committer_once,
     expected_output,
+    one_store_each,
     payload,
     skip_unsupported,
     task_files,
@@ -60,7 +66,7 @@ def job_files(env: CommitEnv) -> dict[str, bytes]:
 
 
 # Complete and exclusive ----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_complete_and_exclusive(commit_env: CommitEnv, name: str) -> None:
     """Output is exactly the committed attempts' files: failed, crashed and losing attempts add nothing."""
     env = commit_env
@@ -94,7 +100,7 @@ def test_complete_and_exclusive(commit_env: CommitEnv, name: str) -> None:
     assert {leftover.split("/")[1] for leftover in env.staging_leftovers()} <= {crashed.task_attempt_id}
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_empty_tasks_and_empty_job(commit_env: CommitEnv, name: str) -> None:
     """Tasks with no files commit; a job with zero files commits cleanly and writes its _SUCCESS."""
     env = commit_env
@@ -115,7 +121,7 @@ def test_empty_tasks_and_empty_job(commit_env: CommitEnv, name: str) -> None:
 
 
 # Concurrent task commits -----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_concurrent_task_commits(commit_env: CommitEnv, name: str) -> None:
     """Many tasks commit at once; for exclusive committers, so do rival attempts of the same task."""
     env = commit_env
@@ -150,7 +156,7 @@ def test_concurrent_task_commits(commit_env: CommitEnv, name: str) -> None:
 PREEXISTING = {"dt=2023-12-31/old.bin": b"written by an earlier job", "top-level.bin": b"also older"}
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_abort_job_leaves_nothing(commit_env: CommitEnv, name: str) -> None:
     """After abort and cleanup: no output, no pending upload, no temp object; older files untouched."""
     env = commit_env
@@ -171,7 +177,7 @@ def test_abort_job_leaves_nothing(commit_env: CommitEnv, name: str) -> None:
     assert_aborted(env.store, env.dest, PREEXISTING)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_abort_job_before_any_commit(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     job = start_job(env, name)
@@ -182,7 +188,7 @@ def test_abort_job_before_any_commit(commit_env: CommitEnv, name: str) -> None:
         job.committer.commit_job([])
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_abort_task_discards_the_attempt(commit_env: CommitEnv, name: str) -> None:
     """An aborted attempt leaves no upload and no file but its note (for the job record); the job
     still commits the other attempts."""
@@ -201,7 +207,7 @@ def test_abort_task_discards_the_attempt(commit_env: CommitEnv, name: str) -> No
     assert_committed(env.store, env.dest, retry.files, job_id=job.job_id)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_abort_task_after_its_commit_keeps_the_committed_output(commit_env: CommitEnv, name: str) -> None:
     """An engine may abort an attempt whose commit reached the store but whose reply was lost.
 
@@ -219,7 +225,7 @@ def test_abort_task_after_its_commit_keeps_the_committed_output(commit_env: Comm
 
 
 # Continuity of correctness ---------------------------------------------------------------------------
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_late_commit_after_job_commit_changes_nothing(commit_env: CommitEnv, name: str) -> None:
     """A partitioned attempt that commits after the job committed changes nothing visible."""
     env = commit_env
@@ -253,7 +259,7 @@ def test_late_commit_after_job_commit_changes_nothing(commit_env: CommitEnv, nam
     assert_committed(env.store, env.dest, expected_output(t0, t1), job_id=job.job_id)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_late_commit_discards_its_output_without_abort(commit_env: CommitEnv, name: str) -> None:
     """A late attempt whose commit is refused discards its own output (no engine abort needed)."""
     env = commit_env
@@ -268,7 +274,7 @@ def test_late_commit_discards_its_output_without_abort(commit_env: CommitEnv, na
     assert_committed(env.store, env.dest, t0.files, job_id=job.job_id)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_late_commit_after_job_abort_changes_nothing(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     job = start_job(env, name)
@@ -318,8 +324,18 @@ def zombie_commit_racing_job_commit(env: CommitEnv, name: str, dest, duplicate: 
     return job, reported, mutating
 
 
-@pytest.mark.parametrize("duplicate", [True, False], ids=["duplicate-of-reported-task", "unreported-task"])
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "duplicate"),
+    [
+        pytest.param(*param.values, duplicate, id=f"{param.id}-{label}", marks=param.marks)
+        for duplicate, label, first in [
+            (True, "duplicate-of-reported-task", "s3"),
+            (False, "unreported-task", "local"),
+        ]
+        for param in one_store_each(CORRECT_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_task_commit_racing_the_whole_job_commit(commit_env: CommitEnv, name: str, duplicate: bool) -> None:
     """A zombie's task commit is interleaved with the complete job commit and cleanup at each of its
     store writes: whichever step the job ends at, nothing of the zombie is visible or left behind.
@@ -372,8 +388,15 @@ CLEANUP_POINTS = {
 
 
 @pytest.mark.parametrize("point", list(CLEANUP_POINTS))
-@pytest.mark.parametrize("finish", ["commit", "abort"])
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "finish"),
+    [
+        pytest.param(*param.values, finish, id=f"{param.id}-{finish}", marks=param.marks)
+        for finish, first in [("commit", "s3"), ("abort", "local")]
+        for param in one_store_each(CORRECT_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_attempt_committing_during_job_cleanup_leaves_nothing(
     commit_env: CommitEnv, name: str, finish: str, point: str
 ) -> None:
@@ -415,7 +438,7 @@ def test_attempt_committing_during_job_cleanup_leaves_nothing(
 
 
 # What to commit never comes from a listing alone -----------------------------------------------------
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_job_commits_only_the_reported_tasks(commit_env: CommitEnv, name: str) -> None:
     """A task committed in the store but not reported by the driver is not committed by the job."""
     env = commit_env
@@ -428,7 +451,7 @@ def test_job_commits_only_the_reported_tasks(commit_env: CommitEnv, name: str) -
     assert_committed(env.store, env.dest, reported.files, job_id=job.job_id)
 
 
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS, first="local")
 def test_reported_task_without_manifest_is_an_error(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     job = start_job(env, name)
@@ -446,7 +469,7 @@ def test_reported_task_without_manifest_is_an_error(commit_env: CommitEnv, name:
 
 
 # Exclusive task commit, adoption (HADOOP-17258) ------------------------------------------------------
-@pytest.mark.parametrize("name", EXCLUSIVE_COMMITTER_PARAMS)
+@each_committer_once(EXCLUSIVE_COMMITTERS)
 def test_retry_of_a_committed_task_adopts_the_winner(commit_env: CommitEnv, name: str) -> None:
     """Attempt 0 commits but its reply is lost; the retry adopts it instead of failing forever."""
     env = commit_env
@@ -481,7 +504,7 @@ def test_file_v1_last_attempt_wins(commit_env: CommitEnv) -> None:
 
 
 # Unique job IDs --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS)
 def test_two_jobs_one_destination_do_not_interfere(commit_env: CommitEnv, name: str) -> None:
     """Two concurrent jobs with their own IDs write to one destination; neither harms the other."""
     env = commit_env
@@ -503,7 +526,7 @@ def test_two_jobs_one_destination_do_not_interfere(commit_env: CommitEnv, name: 
     )
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_abort_of_one_job_spares_a_concurrent_job(commit_env: CommitEnv, name: str) -> None:
     env = commit_env
     victim = start_job(env, name)
@@ -515,7 +538,7 @@ def test_abort_of_one_job_spares_a_concurrent_job(commit_env: CommitEnv, name: s
     assert_committed(env.store, env.dest, kept.files, job_id=survivor.job_id)
 
 
-@pytest.mark.parametrize("name", CORRECT_COMMITTER_PARAMS)
+@each_committer_once(CORRECT_COMMITTERS, first="local")
 def test_sibling_prefix_jobs_commit_and_abort_concurrently(commit_env: CommitEnv, name: str) -> None:
     """`out/dataset1` and `out/dataset10` (the prefix bug): concurrent commit and abort stay apart."""
     env = commit_env
@@ -552,7 +575,7 @@ def test_sibling_prefix_jobs_commit_and_abort_concurrently(commit_env: CommitEnv
 
 
 # Upload records ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", UPLOAD_COMMITTERS)
+@each_committer_once(UPLOAD_COMMITTERS)
 def test_committed_attempt_keeps_one_upload_record_naming_every_upload(
     commit_env: CommitEnv, name: str
 ) -> None:

@@ -5,7 +5,9 @@ attempt of a job never set up at its destination, changes nothing. It writes no 
 record (that record is made, or there is none), and it recreates nothing of the job's
 `_temporary/<job>` or `__magic_job-<job>` tree that cleanup removed: not a file on S3, not an
 empty folder on local files. While the job is live an aborted attempt still leaves its note, and
-job commit folds it into the record. For every committer, on local files and on the embedded S3.
+job commit folds it into the record. For every committer, each on one of local files and the
+embedded S3, the stores alternating between the tests (`support.workload.one_store_each`), so each
+committer meets both.
 
 Out of scope here: on local files an aborted multipart upload leaves the folder it was made in
 (`LocalStore.abort_multipart_upload` removes only its `.__uploads__`), so a late magic attempt
@@ -21,7 +23,16 @@ import pytest
 from support.faults import FaultInjectingStore, StoreCall
 from support.fixtures import CommitEnv, commit_env_fixture, commit_s3_fixture, scratch_dir_fixture  # noqa: F401
 from support.invariants import assert_committed, store_files
-from support.workload import COMMITTER_PARAMS, JobRun, new_job_id, payload, skip_unsupported, write_files
+from support.workload import (
+    ALL_COMMITTERS,
+    JobRun,
+    each_committer_once,
+    new_job_id,
+    one_store_each,
+    payload,
+    skip_unsupported,
+    write_files,
+)
 
 from airflow_commit_provider.core.committers import TaskAttempt, create_committer
 from airflow_commit_provider.core.formats.attempts import FAILED, LostAttempt
@@ -97,8 +108,15 @@ def empty_local_dirs(env: CommitEnv) -> list[str]:
 
 
 # A job never set up ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("writes", [False, True], ids=["refused", "writes-anyway"])
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "writes"),
+    [
+        pytest.param(*param.values, writes, id=f"{param.id}-{label}", marks=param.marks)
+        for writes, label, first in [(False, "refused", "s3"), (True, "writes-anyway", "local")]
+        for param in one_store_each(ALL_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_an_attempt_of_a_job_never_set_up_leaves_nothing(
     commit_env: CommitEnv, name: str, writes: bool
 ) -> None:
@@ -127,44 +145,59 @@ def test_an_attempt_of_a_job_never_set_up_leaves_nothing(
 
 
 # A late attempt ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("step", ["abort", "write-then-abort", "commit-then-abort"])
-@pytest.mark.parametrize("end", ["commit", "abort"])
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
-def test_a_late_attempt_changes_nothing(commit_env: CommitEnv, name: str, end: str, step: str) -> None:
-    """An attempt set up and writing while its job is live wakes up after the job committed (or
-    aborted) and cleaned up: it is aborted, after writing more or having its commit refused
-    first. The store is left exactly as the job's end left it, and a plain abort creates nothing
-    even for a moment."""
+#: What a late attempt does once its job is over, before the engine aborts it.
+LATE_STEPS = ("abort", "write-then-abort", "commit-then-abort")
+
+
+@pytest.mark.parametrize(
+    ("name", "commit_env", "end"),
+    [
+        pytest.param(*param.values, end, id=f"{param.id}-{end}", marks=param.marks)
+        for end, first in [("commit", "s3"), ("abort", "local")]
+        for param in one_store_each(ALL_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
+def test_a_late_attempt_changes_nothing(commit_env: CommitEnv, name: str, end: str) -> None:
+    """Attempts set up and writing while their job is live wake up after the job committed (or
+    aborted) and cleaned up: each is aborted, after writing more or having its commit refused
+    first (one attempt per step in `LATE_STEPS`, one after the other, a task each). The store is
+    left exactly as the job's end left it after every one, and a plain abort creates nothing even
+    for a moment."""
     env = commit_env
     job = start_job(env, name)
     done = job.run_task(0, 0)
-    store, late = attempt_elsewhere(env, job, job.job_id, 1)
-    late.setup_task()
-    write_files(late, {"dt=2024-01-01/late.bin": payload(job.job_id, 1, 0, "late.bin")})
+    late = {}
+    for task, step in enumerate(LATE_STEPS, start=1):
+        store, attempt = attempt_elsewhere(env, job, job.job_id, task)
+        attempt.setup_task()
+        write_files(attempt, {f"dt=2024-01-01/late-{task}.bin": payload(job.job_id, task, 0, "late.bin")})
+        late[step] = (store, attempt)
     if end == "commit":
         job.committer.commit_job([done.result])
     else:
         job.committer.abort_job()
     assert machinery_left(env) == [], f"the job's {end} left its work behind"
     files, dirs = store_files(env.store, env.root), local_dirs(env)
-    since = store.call_count
-    if step == "write-then-abort":  # into its own partition (see the module docstring)
-        write_files(late, {"dt=2024-01-01/after-the-end.bin": b"written after the job ended"})
-    elif step == "commit-then-abort":
-        with pytest.raises(JobNotActiveError, match=job.job_id):
-            late.commit_task()
-    late.abort_task()
-    if step != "write-then-abort":
-        assert creating_calls(store, since) == [], "an attempt of a job that is over wrote"
-    assert machinery_left(env) == []
-    assert store_files(env.store, env.root) == files, "the late attempt changed the store"
-    assert local_dirs(env) == dirs, "the late attempt left folders"
+    for step, (store, attempt) in late.items():
+        since = store.call_count
+        if step == "write-then-abort":  # into its own partition (see the module docstring)
+            write_files(attempt, {"dt=2024-01-01/after-the-end.bin": b"written after the job ended"})
+        elif step == "commit-then-abort":
+            with pytest.raises(JobNotActiveError, match=job.job_id):
+                attempt.commit_task()
+        attempt.abort_task()
+        if step != "write-then-abort":
+            assert creating_calls(store, since) == [], f"{step}: an attempt of a job that is over wrote"
+        assert machinery_left(env) == [], step
+        assert store_files(env.store, env.root) == files, f"{step}: the late attempt changed the store"
+        assert local_dirs(env) == dirs, f"{step}: the late attempt left folders"
     if end == "commit":
         assert_committed(env.store, env.dest, done.files, job_id=job.job_id)
 
 
 # While the job is live -----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@each_committer_once(ALL_COMMITTERS)
 def test_an_attempt_aborted_while_its_job_is_live_is_noted_and_folded_in(
     commit_env: CommitEnv, name: str
 ) -> None:
@@ -191,8 +224,15 @@ def test_an_attempt_aborted_while_its_job_is_live_is_noted_and_folded_in(
     assert empty_local_dirs(env) == []
 
 
-@pytest.mark.parametrize("moment", ["before-the-note", "after-the-note"])
-@pytest.mark.parametrize("name", COMMITTER_PARAMS)
+@pytest.mark.parametrize(
+    ("name", "commit_env", "moment"),
+    [
+        pytest.param(*param.values, moment, id=f"{param.id}-{moment}", marks=param.marks)
+        for moment, first in [("before-the-note", "local"), ("after-the-note", "s3")]
+        for param in one_store_each(ALL_COMMITTERS, first=first)
+    ],
+    indirect=["commit_env"],
+)
 def test_a_note_written_as_the_job_ends_is_taken_back(commit_env: CommitEnv, name: str, moment: str) -> None:
     """The job commits, cleanup included, at the moment an aborted attempt writes its note (it saw
     the job live just before), or right after: the attempt takes the note back, with the folders

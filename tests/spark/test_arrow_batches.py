@@ -40,6 +40,9 @@ pytestmark = pytest.mark.spark
 
 #: The wide rows' payload: 1 MiB of text each.
 WIDE_ROW_BYTES = 1024**2
+#: Wide rows per write, all in one task: 80 MiB, more than Spark's 64 MiB per batch, so Spark must
+#: cut the task's rows into batches. (Two such tasks, 160 MiB a write, checked nothing more.)
+WIDE_ROWS = 80
 
 
 @pytest.fixture
@@ -72,9 +75,9 @@ def _numeric_df(spark: Any, rows: int) -> Any:
     )
 
 
-def _wide_df(spark: Any, rows: int) -> Any:
-    """Rows of about 1 MiB: an id and a 1 MiB string."""
-    return spark.range(rows, numPartitions=2).selectExpr(
+def _wide_df(spark: Any, rows: int = WIDE_ROWS) -> Any:
+    """Rows of about 1 MiB, in one task: an id and a 1 MiB string."""
+    return spark.range(rows, numPartitions=1).selectExpr(
         "id", f"repeat(CAST(id % 10 AS STRING), {WIDE_ROW_BYTES}) AS payload"
     )
 
@@ -214,10 +217,10 @@ def test_a_byte_limit_the_session_sets_is_used_as_it_is(spark, tmp_path, batch_l
 def test_one_mebibyte_rows_reach_python_in_batches_spark_measured(
     spark_row_limit_unset, tmp_path, batch_log, route
 ):
-    """Rows of 1 MiB (80 per Spark partition, whose default row limit is 10,000): Spark measures
-    the batches and cuts them at its 64 MiB, on both routes, and every row is written."""
+    """Rows of 1 MiB (80 in the one Spark partition, whose default row limit is 10,000): Spark
+    measures the batches and cuts them at its 64 MiB, on both routes, and every row is written."""
     spark = spark_row_limit_unset
-    df = _wide_df(spark, 160)
+    df = _wide_df(spark)
     out = tmp_path / "out"
     if route == "write_committed":
         batches = _logged_write(df, out, batch_log)
@@ -230,10 +233,10 @@ def test_one_mebibyte_rows_reach_python_in_batches_spark_measured(
             register_data_source(spark)
         batches = [entry for entry in batch_log.read() if entry["rows"]]
 
-    assert sum(entry["rows"] for entry in batches) == 160
+    assert sum(entry["rows"] for entry in batches) == WIDE_ROWS
     assert {entry["limit"] for entry in batches} == {None}, "Spark's own byte limit, measured"
     assert max(entry["bytes"] for entry in batches) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
-    assert max(entry["rows"] for entry in batches) < 80, "every partition was cut into several batches"
+    assert max(entry["rows"] for entry in batches) < WIDE_ROWS, "the partition was cut into several batches"
     _same_rows(spark, df, out)
 
 
@@ -298,18 +301,20 @@ def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
     spark = spark_row_limit_unset
     (tmp_path / "upstream").mkdir()
     upstream = BatchLog(str(tmp_path / "upstream"))
-    df = _wide_df(spark, 160).mapInArrow(ObservedSelect(upstream, ("id",)), "id long")
+    df = _wide_df(spark).mapInArrow(ObservedSelect(upstream, ("id",)), "id long")
     instrumentation = WriteInstrumentation(task=TaskInstrumentation(received_batch=batch_log))
 
     summary = instrumented_write(df, str(tmp_path / "out"), instrumentation, format="parquet")
 
-    assert summary.rows == 160
+    assert summary.rows == WIDE_ROWS
     received = [entry for entry in upstream.read() if entry["rows"]]
-    assert sum(entry["rows"] for entry in received) == 160
+    assert sum(entry["rows"] for entry in received) == WIDE_ROWS
     assert max(entry["bytes"] for entry in received) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
     written = [entry for entry in batch_log.read() if entry["rows"]]
     assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
-    assert sorted(row.id for row in spark.read.parquet(str(tmp_path / "out")).collect()) == list(range(160))
+    assert sorted(row.id for row in spark.read.parquet(str(tmp_path / "out")).collect()) == list(
+        range(WIDE_ROWS)
+    )
 
 
 def test_the_data_source_in_a_schema_bounded_block_skips_the_measurement_and_leaves_the_session(

@@ -125,13 +125,18 @@ def test_append_then_overwrite_replaces_only_the_partitions_written(session, kin
     ("session", "kind", "committer"),
     [
         pytest.param("classic", "s3", "magic", marks=pytest.mark.s3, id="classic-s3-magic"),
-        pytest.param("connect", "local", "manifest", id="connect-file-manifest"),
+        pytest.param("classic", "local", "manifest", id="classic-file-manifest"),
     ],
     indirect=["session"],
 )
 def test_task_failing_on_its_first_attempt_is_retried(session, kind, committer, tmp_path, request):
     """Partition 1's first attempt fails after its writer has written files (its second Arrow batch
-    raises, in the DataFrame's own mapInArrow): Spark retries it, and exactly one copy is committed."""
+    raises, in the DataFrame's own mapInArrow): Spark retries it, and exactly one copy is committed.
+
+    Classic only: a task's retry happens in the executors, which run the same tasks whether the plan
+    came over Spark Connect or not, and over Connect this case took 122 s of the last compatibility
+    run. Connect's own path (the source registered, its options, modes and refusals carried over,
+    ``write_committed``'s tasks) is checked by the other tests here."""
     path, options = _destination(kind, tmp_path, request)
     markers = tmp_path / "markers"
     markers.mkdir()

@@ -104,13 +104,15 @@ def test_job_id_from_local_property_and_write_uuid(spark, tmp_path):
     assert len(other.job_id) == 36 and other.job_id != summary.job_id
 
 
-def test_progress_and_summary_logged(spark, tmp_path, caplog):
+def test_progress_and_summary_logged_and_partition_column_matched_case_insensitively(spark, tmp_path, caplog):
+    """One write checks both (each was a Spark job of its own): the column is named "PART"."""
     caplog.set_level(logging.INFO, logger="airflow_commit_provider")
-    summary = write_committed(sample_df(spark, rows=8), str(tmp_path / "out"), partition_by="part")
+    summary = write_committed(sample_df(spark, rows=8), str(tmp_path / "out"), partition_by="PART")
     messages = [record.getMessage() for record in caplog.records]
     assert any(f"committed {summary.files}/{summary.files} files" in m for m in messages), messages
     assert summary.to_dict()["rows"] == 8
     assert summary.total_seconds >= summary.write_seconds > 0
+    assert sorted(summary.partitions) == ["part=a", "part=b c", "part=x%3Dy"], "matched case-insensitively"
 
 
 @pytest.mark.s3
@@ -203,12 +205,6 @@ def test_refusals_happen_before_any_work(spark, tmp_path):
             df, "s3://bucket/t", committer="manifest", options={"s3.endpoint_url": "http://127.0.0.1:9"}
         )
     assert not (tmp_path / "a").exists()
-
-
-def test_partition_column_matched_case_insensitively(spark, tmp_path):
-    df = sample_df(spark, rows=6)
-    summary = write_committed(df, str(tmp_path / "out"), partition_by="PART")
-    assert sorted(summary.partitions) == ["part=a", "part=b c", "part=x%3Dy"]
 
 
 def test_parse_options_keeps_spark_spellings(spark):

@@ -181,13 +181,15 @@ def test_destination_with_spaces_percent_and_unicode_s3(
 
 
 def test_many_partitions_one_writer_at_a_time(spark, tmp_path):
-    """200 partition values interleaved in one task: the task sees them sorted (sortWithinPartitions)
+    """60 partition values interleaved in one task: the task sees them sorted (sortWithinPartitions)
     and writes each directory's rows into ONE file, across Arrow batch boundaries (batches of 50),
-    never reopening a directory - one open writer at a time."""
-    df = spark.range(1000, numPartitions=1).selectExpr("id", "CAST(id % 200 AS STRING) AS p")
+    never reopening a directory - one open writer at a time. 7 rows a value, so most batch
+    boundaries fall inside a directory's rows. (It was 200 values of 5 rows: 200 files to write and
+    read back, and every boundary between two directories.)"""
+    df = spark.range(420, numPartitions=1).selectExpr("id", "CAST(id % 60 AS STRING) AS p")
     summary = write_committed(df, str(tmp_path / "out"), format="csv", partition_by="p")
     files = visible_files(LocalStore(), StorePath.parse(str(tmp_path / "out")))
-    assert summary.files == len(files) == 200
+    assert summary.files == len(files) == 60
     assert all(name.endswith(f"part-00000-{summary.job_id}.c000.csv") for name in files)
     back = read_local(spark, "csv", str(tmp_path / "out"), df.schema)
     assert rows_of(back, ("id", "p")) == rows_of(df, ("id", "p"))

@@ -19,6 +19,7 @@ Writes through `open_write` count twice: ``open_write`` when the stream is opene
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,14 @@ class StoreCall:
 
     def __str__(self) -> str:
         return f"#{self.index} {self.op}({self.path})"
+
+    @property
+    def shape(self) -> str:
+        """The object the call concerns (a rename's target) with IDs and numbers left out: the same
+        step on another file, task, attempt or partition has the same shape (a sweep that faults
+        every kind of call, not every repetition of it, keys on `op` and this)."""
+        target = re.sub(r"[0-9a-f]{32}", "<id>", self.path.split(" -> ")[-1])
+        return re.sub(r"\d+", "#", target)
 
 
 CallFilter = Callable[[StoreCall], bool]

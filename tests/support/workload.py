@@ -42,6 +42,36 @@ CORRECT_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in CORRECT_COMM
 EXCLUSIVE_COMMITTER_PARAMS = [pytest.param(name, id=name) for name in EXCLUSIVE_COMMITTERS]
 
 
+def one_store_each(names: tuple[str, ...] = ALL_COMMITTERS, *, first: str = "s3") -> list:
+    """Parameters for ``("name", "commit_env")`` (``indirect=["commit_env"]``): each committer once,
+    on one store, for a property of the shared protocol (the stores' contract is its own test).
+
+    The stores alternate down the list, `first` first; a committer the S3 store cannot host (the
+    manifest committer: no atomic rename) runs locally and the alternation goes on past it. A
+    module alternates `first` between its tests, so every committer still meets both stores and
+    every property both stores, at half the runs of every committer on every store.
+    """
+    kinds = ("s3", "local") if first == "s3" else ("local", "s3")
+    params, turn = [], 0
+    for name in names:
+        if "atomic_rename" in committer_class(name).required_capabilities:
+            kind = "local"
+        else:
+            kind, turn = kinds[turn % 2], turn + 1
+        marks = [pytest.mark.s3] if kind == "s3" else []
+        params.append(pytest.param(name, kind, id=f"{name}-{kind}", marks=marks))
+    return params
+
+
+def each_committer_once(
+    names: tuple[str, ...] = ALL_COMMITTERS, *, first: str = "s3"
+) -> pytest.MarkDecorator:
+    """`one_store_each` as the test's parametrization of `name` and the `commit_env` fixture."""
+    return pytest.mark.parametrize(
+        ("name", "commit_env"), one_store_each(names, first=first), indirect=["commit_env"]
+    )
+
+
 def supported(name: str, store: Store) -> bool:
     """Whether `store` has what the committer needs (the manifest committer refuses S3: no atomic rename)."""
     return all(getattr(store.capabilities, need) for need in committer_class(name).required_capabilities)
