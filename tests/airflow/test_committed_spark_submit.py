@@ -135,19 +135,6 @@ def test_commit_on_s3(
     assert secret not in caplog.text
 
 
-def test_each_try_is_a_new_job_and_one_copy_remains(
-    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
-) -> None:
-    store, destination = s3_destination
-    first = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(1))
-    second = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(2))
-    assert first["job_id"] != second["job_id"]
-    job = second["job_id"]
-    assert visible(store, destination) == sorted(
-        ["_SUCCESS", f"part-00000-{job}.csv", f"part-00001-{job}.csv"]
-    )
-
-
 # The _SUCCESS check -------------------------------------------------------------------------------
 def test_stale_success_fails_the_task(fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]) -> None:
     store, destination = s3_destination
@@ -183,17 +170,6 @@ def test_legacy_success_fails_the_task(fake_spark: FakeSpark, tmp_path: Path) ->
 
 
 # Abort on failure, timeout and kill ----------------------------------------------------------------
-def test_crashed_driver_leaves_nothing_on_s3(
-    fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
-) -> None:
-    store, destination = s3_destination
-    fake_spark.mode("crash")
-    with pytest.raises(AirflowException, match="Error code is: 3"):
-        operator(str(destination)).execute(context())
-    assert pending(store, destination) == [], "this try's pending uploads are aborted"
-    assert visible(store, destination) == [], "nothing of the failed try is visible, no temp dirs remain"
-
-
 def test_crashed_driver_leaves_nothing_locally(fake_spark: FakeSpark, tmp_path: Path) -> None:
     destination = StorePath.parse(str(tmp_path / "out"))
     fake_spark.mode("crash")
@@ -202,16 +178,19 @@ def test_crashed_driver_leaves_nothing_locally(fake_spark: FakeSpark, tmp_path: 
     assert visible(LocalStore(), destination) == []
 
 
-def test_retry_after_a_crash_leaves_one_copy(
+def test_a_crashed_driver_leaves_nothing_on_s3_and_its_retry_one_copy(
     fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath]
 ) -> None:
     store, destination = s3_destination
     fake_spark.mode("crash")
-    with pytest.raises(AirflowException):
-        operator(str(destination), committer="partitioned", conflict_mode="replace").execute(context(1))
+    with pytest.raises(AirflowException, match="Error code is: 3"):
+        operator(str(destination)).execute(context(1))
     crashed_job = fake_spark.record()["confs"]["spark.airflow_commit.job_id"]
+    assert pending(store, destination) == [], "this try's pending uploads are aborted"
+    assert visible(store, destination) == [], "nothing of the failed try is visible, no temp dirs remain"
+
     fake_spark.mode("commit")
-    summary = operator(str(destination), committer="partitioned", conflict_mode="replace").execute(context(2))
+    summary = operator(str(destination)).execute(context(2))
     assert summary["job_id"] != crashed_job
     files = visible(store, destination)
     assert files == sorted(
@@ -677,11 +656,13 @@ def test_a_retry_fences_the_job_of_a_try_that_never_started_it(
 def test_a_cleared_task_runs_again(
     fake_spark: FakeSpark, s3_destination: tuple[Store, StorePath], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Try 1 succeeded (its job is delivered); try 2 after a clear is a deliberate re-run."""
+    """Try 1 succeeded (its job is delivered); try 2 after a clear is a deliberate re-run: each try is
+    a new job, and one copy (the last try's) remains."""
     store, destination = s3_destination
     first = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(1))
     assert inspect_job(store, destination, first["job_id"]).delivered
     second = operator(str(destination), committer="directory", conflict_mode="replace").execute(context(2))
+    assert first["job_id"] != second["job_id"]
     assert fake_spark.record()["confs"]["spark.airflow_commit.job_id"] == second["job_id"] == try_job(2)
     assert second["adopted_from_try"] is None
     assert f"Job {first['job_id']} of try 1 was delivered" in operator_log(capsys)

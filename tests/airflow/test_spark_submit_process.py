@@ -1,21 +1,16 @@
-"""What a task's spark-submit needs and inherits on the worker, with Spark's real launcher.
+"""What a task's spark-submit needs on the worker: before submitting, the operator checks spark-submit
+and Java are there, where Spark's launcher looks for them, and fails in one line naming what is
+missing.
 
-Before submitting, the operator checks spark-submit and Java are there, where Spark's launcher
-looks for them, and fails in one line naming what is missing.
-
-A task process's stdin is the Airflow supervisor's socket: the test gives a worker process a socket
-as stdin, as the supervisor does, and the submitted application reads which file its spark-submit
-(its parent, the launcher's JVM) has as stdin.
+What a real spark-submit inherits from its task process (not the task's stdin, the supervisor's
+socket; a private conf by a file of its own, spark-defaults.conf still applying) is checked by the
+one real spark-submit of test_hadoop_engine_spark.py, which a task process of its own runs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import socket
-import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,79 +25,6 @@ from airflow_commit_provider.hooks.spark_launcher import (
     java_major_version,
 )
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
-
-#: The application spark-submit runs: it records its parent (spark-submit's JVM), that one's stdin, and
-#: what the driver's Spark conf holds of a private conf and of spark-defaults.conf.
-APPLICATION = """\
-import json, os, sys
-from pyspark import SparkConf, SparkContext
-SparkContext._ensure_initialized()
-parent = os.getppid()
-record = {
-    "parent": parent,
-    "parent_command": open(f"/proc/{parent}/cmdline", "rb").read().decode().split("\\0"),
-    "parent_stdin": os.readlink(f"/proc/{parent}/fd/0"),
-    "conf": {key: SparkConf().get(key, None) for key in sys.argv[2:]},
-}
-with open(sys.argv[1], "w") as out:
-    json.dump(record, out)
-"""
-
-#: An API key OpenLineage's transport may carry: private, never on a command line.
-API_KEY = "ol-api-key-9f3c=x y"
-PRIVATE = "spark.openlineage.transport.auth.apiKey"
-DEFAULT = "spark.airflow_commit.test.from_defaults"
-
-#: One task's submit, in a process of its own (the task process), printing spark-submit's PID.
-WORKER = f"""\
-import json, sys
-from airflow_commit_provider.hooks import CommittedSparkSubmitHook
-hook = CommittedSparkSubmitHook(
-    application_args=[sys.argv[2], {PRIVATE!r}, {DEFAULT!r}],
-    conf={{"spark.ui.enabled": "false", {PRIVATE!r}: {API_KEY!r}}},
-    private_conf_dir=sys.argv[3],
-)
-hook.submit(sys.argv[1])
-print(json.dumps({{"spark_submit_pid": hook.process_group}}))
-"""
-
-
-@pytest.mark.slow
-def test_spark_submit_does_not_inherit_the_tasks_stdin_nor_show_a_private_conf(
-    tmp_path: Path, spark_default: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One real spark-submit: its stdin is not the task's, and a private conf reaches the driver
-    through the properties file while spark-defaults.conf still applies, on no command line."""
-    application = tmp_path / "record_stdin.py"
-    application.write_text(APPLICATION)
-    record = tmp_path / "record.json"
-    spark_conf_dir, private_dir = tmp_path / "spark-conf", tmp_path / "try"
-    spark_conf_dir.mkdir()
-    private_dir.mkdir()
-    (spark_conf_dir / "spark-defaults.conf").write_text(f"{DEFAULT} yes\n")
-    monkeypatch.setenv("SPARK_CONF_DIR", str(spark_conf_dir))
-    supervisor, task_end = socket.socketpair()
-    with supervisor, task_end:
-        worker = subprocess.run(
-            [sys.executable, "-c", WORKER, str(application), str(record), str(private_dir)],
-            stdin=task_end,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-    assert worker.returncode == 0, worker.stdout[-3000:] + worker.stderr[-3000:]
-    submitted = json.loads(worker.stdout.strip().splitlines()[-1])
-    seen = json.loads(record.read_text())
-    assert seen["parent"] == submitted["spark_submit_pid"], "the application's parent is spark-submit"
-    assert "org.apache.spark.deploy.SparkSubmit" in seen["parent_command"]
-    assert seen["parent_stdin"] == os.devnull, f"spark-submit's stdin is {seen['parent_stdin']}"
-    assert seen["conf"] == {PRIVATE: API_KEY, DEFAULT: "yes"}, seen["conf"]
-    assert (
-        API_KEY not in " ".join(seen["parent_command"]) and "ol-api-key" not in worker.stdout + worker.stderr
-    )
-    private_file = private_dir / "private-spark.properties"
-    assert stat.S_IMODE(private_file.stat().st_mode) == 0o600
 
 
 # The launcher check ---------------------------------------------------------------------------------
