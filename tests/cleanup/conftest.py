@@ -28,6 +28,7 @@ from airflow_commit_provider.core.paths import StorePath
 if TYPE_CHECKING:
     from cleanup_support import ExampleDagRun
 
+    from airflow_commit_provider.core.store.s3 import S3Store
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +71,61 @@ def s3_env(embedded_s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch) -> str:
             monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     return embedded_s3.endpoint_url
+
+
+# Buckets ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def _emptied_buckets(embedded_s3: EmbeddedS3) -> Iterator[list[str]]:
+    """Buckets the cleanup tests have used and emptied, for the next test to use; deleted at the end."""
+    buckets: list[str] = []
+    yield buckets
+    for bucket in buckets:
+        with contextlib.suppress(Exception):
+            embedded_s3.delete_bucket(bucket)
+
+
+def _empty(store: S3Store, bucket: str) -> None:
+    """Abort every pending upload in `bucket` and delete every object."""
+    root = StorePath("s3", bucket, "")
+    for upload in list(store.list_multipart_uploads(root)):
+        store.abort_multipart_upload(upload.path, upload.upload_id)
+    store.delete_files([status.path for status in store.list_files(root)])
+
+
+def _is_empty(store: S3Store, bucket: str) -> bool:
+    root = StorePath("s3", bucket, "")
+    return (
+        next(iter(store.list_files(root)), None) is None
+        and next(iter(store.list_multipart_uploads(root)), None) is None
+    )
+
+
+@pytest.fixture
+def s3_bucket(embedded_s3: EmbeddedS3, _emptied_buckets: list[str]) -> Iterator[str]:
+    """An empty bucket of the test's own, as tests/conftest.py's `s3_bucket` gives, but one a test
+    before it used and emptied when there is one. On SeaweedFS a new bucket allocates volumes at
+    its first write and deleting it frees them: 5-18 s a test on a loaded machine, more than most
+    cleanup tests take. Emptied (every upload aborted, every object deleted) is what a test sees of
+    a new bucket, and is checked again before the bucket is handed out."""
+    store = embedded_s3.store()
+    try:
+        bucket = _emptied_buckets.pop() if _emptied_buckets else None
+        if bucket is not None and not _is_empty(store, bucket):
+            with contextlib.suppress(Exception):
+                embedded_s3.delete_bucket(bucket)
+            bucket = None
+        if bucket is None:
+            bucket = embedded_s3.create_bucket(f"test-{uuid.uuid4().hex[:20]}")
+        yield bucket
+        try:
+            _empty(store, bucket)
+        except Exception:
+            with contextlib.suppress(Exception):
+                embedded_s3.delete_bucket(bucket)
+        else:
+            _emptied_buckets.append(bucket)
+    finally:
+        store.close()
 
 
 # The example DAG's one run ----------------------------------------------------------------------
