@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
     from airflow_commit_provider.core.store.s3 import S3Store
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
+    from airflow_commit_provider.devtools.postgres import Postgres
 
 
 def hadoop_peers_runnable() -> bool:
@@ -106,6 +108,29 @@ def embedded_s3() -> Iterator[EmbeddedS3]:
 
     with EmbeddedS3() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One private PostgreSQL cluster for the session; each metastore gets a database of its own."""
+    from airflow_commit_provider.devtools.postgres import Postgres
+
+    with Postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def metastore_service(
+    postgres: Postgres, tmp_path_factory: pytest.TempPathFactory, embedded_s3: EmbeddedS3
+) -> Iterator[HiveMetastoreService]:
+    """The session's one Thrift Hive metastore service (tests/support/metastore_service.py), in a
+    database of the session's PostgreSQL cluster. Registered here, once: a session fixture imported
+    into several test modules is cached per module, and each module started a metastore (a JVM and
+    a schema) of its own."""
+    from support.metastore_service import running_metastore_service
+
+    with running_metastore_service(postgres, tmp_path_factory, embedded_s3) as service:
+        yield service
 
 
 @pytest.fixture

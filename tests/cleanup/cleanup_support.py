@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pytest
 from support.faults import InjectedFault
@@ -15,6 +16,7 @@ from support.stores import DelegatingStore
 from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import Store, UploadedPart
+from airflow_commit_provider.core.store.s3 import S3Store
 
 R = TypeVar("R")
 
@@ -155,3 +157,21 @@ def assert_one_line_error(err: str, *fragments: str) -> None:
     assert "Traceback" not in err
     for fragment in fragments:
         assert fragment in lines[0]
+
+
+# The example DAG's one run (conftest.py's `example_dag_run`) -----------------------------------------
+@dataclass
+class ExampleDagRun:
+    """The example DAG's run over three roots, and what lay outside them before it ran.
+
+    `map_index[root]` is the map index of each root's cleanup tasks (roots are `lake/t1`,
+    `lake/t2`, `out/dataset1`)."""
+
+    run: Any
+    store: S3Store
+    bucket: str
+    map_index: dict[str, int]
+    outside: dict[str, set[str]]
+
+    def path(self, key: str) -> StorePath:
+        return StorePath("s3", self.bucket, key)

@@ -13,26 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cleanup_support import keys_under, start_upload, write_files
+from cleanup_support import ExampleDagRun, keys_under, write_files
 from openlineage.client.serde import Serde
-from support.committed_jobs import commit
 from support.openlineage import lineage_events
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.lineage import DROPPED_DATASETS
 from airflow_commit_provider.operators import CleanupTemporaryOperator
 
-DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "upload_cleanup.py"
 TASKS = ("abort_stale_uploads", "clean_stale_temp_trees", "prune_commit_records")
-TREES = [
-    "_temporary/j1/00/f",
-    "_temporary/j2/00/f",
-    "_temporary/stray",
-    "__magic_job-m/f",
-    ".spark-staging-s/f",
-]
 
 
 def _statistics(dataset: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -43,38 +33,18 @@ def _statistics(dataset: dict[str, Any]) -> tuple[int | None, int | None]:
 @pytest.mark.s3
 @pytest.mark.airflow
 @pytest.mark.slow
-def test_dropped_datasets_are_the_removed_areas_never_the_table(
-    migrated_airflow_db: None,
-    aws_test_conn: str,
-    s3_store: S3Store,
-    s3_bucket: str,
-) -> None:
-    from airflow_commit_provider.compat import dag_bag_class
-
-    DagBag = dag_bag_class()
-
-    table, neighbour = (StorePath("s3", s3_bucket, f"out/{name}") for name in ("dataset1", "dataset10"))
-    for root in (table, neighbour):  # the same leftovers in both: only the scope tells them apart
-        write_files(s3_store, root, [*TREES, "data/part-0"])
-        start_upload(s3_store, root.join("day=1/part-0"), parts=2, size=1000)
-        commit(s3_store, root, f"job-{root.name}")
-    start_upload(s3_store, table.join("day=2/part-1"), size=1000)
-    outside = keys_under(s3_store, neighbour)
-
-    dag = DagBag(dag_folder=str(DAG_FILE)).dags["upload_cleanup"]
-    run = dag.test(
-        run_conf={
-            "roots": [str(table)],
-            "older_than": "0s",
-            "records_older_than": "0s",
-            "records_max_job_duration": "0s",
-        }
-    )
+def test_dropped_datasets_are_the_removed_areas_never_the_table(example_dag_run: ExampleDagRun) -> None:
+    """out/dataset1 and out/dataset10 hold the same leftovers (five temporary trees, an upload, a
+    committed job's records) and out/dataset1 one more upload; only out/dataset1 is a root of the
+    example DAG's run (conftest.py's `example_dag_run`, shared with the example-DAG test)."""
+    run, store, s3_bucket = example_dag_run.run, example_dag_run.store, example_dag_run.bucket
+    neighbour = example_dag_run.path("out/dataset10")
     assert run.state == "success"
-    assert keys_under(s3_store, neighbour) == outside
-    assert len(list(s3_store.list_multipart_uploads(neighbour))) == 1
+    assert keys_under(store, neighbour) == example_dag_run.outside["out/dataset10"]
+    assert len(list(store.list_multipart_uploads(neighbour))) == 1
 
-    events = {task_id: lineage_events(run.run_id, task_id, 0) for task_id in TASKS}
+    index = example_dag_run.map_index["out/dataset1"]
+    events = {task_id: lineage_events(run.run_id, task_id, index) for task_id in TASKS}
     datasets = [d for by_type in events.values() for event in by_type.values() for d in event["inputs"]]
     assert {d["namespace"] for d in datasets} == {f"s3://{s3_bucket}"}
     assert all(d["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP" for d in datasets)

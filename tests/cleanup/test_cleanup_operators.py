@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cleanup_support import keys_under, start_upload, write_files
+from cleanup_support import ExampleDagRun, keys_under, start_upload, write_files
 from support.aws_arguments import CA_BUNDLE, REGION, TEMPLATED_AWS_ARGUMENTS, render_aws_arguments
 from support.committed_jobs import commit, interrupt_after_commit_point
 from support.openlineage import lineage_events
@@ -251,80 +251,68 @@ def test_example_dag_imports() -> None:
     # Airflow 3.3's repr shows the cron expression, 3.2's the preset, 3.1's only its summary.
     described = f"{dag.timetable!r} {getattr(dag.timetable, 'summary', '')}"
     assert dag.catchup is False and any(hourly in described for hourly in ("0 * * * *", "@hourly"))
+    # A run's `roots` param wins over the Variable (the one DAG run, conftest.py's
+    # `example_dag_run`, takes its roots from the Variable): the task asks for no Variable then.
+    table_roots = dag.task_dict["table_roots"].python_callable
+    roots = table_roots(params={"roots": ["s3://lake/out/dataset1/", "s3a://lake/t"], "older_than": "0s"})
+    assert roots == ["s3://lake/out/dataset1", "s3a://lake/t"]
+    with pytest.raises(ValueError, match=r"commit_cleanup_roots\[1\]"):
+        table_roots(params={"roots": ["s3://lake/t", "s3://lake"], "older_than": "0s"})
 
 
 @pytest.mark.s3
 @pytest.mark.airflow
 @pytest.mark.slow
-def test_example_dag_reclaims_and_reports(
-    migrated_airflow_db: None,
-    aws_test_conn: str,
-    s3_store: S3Store,
-    s3_bucket: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from airflow_commit_provider.compat import dag_bag_class
-
-    DagBag = dag_bag_class()
-
-    roots = [f"s3://{s3_bucket}/lake/t1", f"s3://{s3_bucket}/lake/t2"]
-    monkeypatch.setenv("AIRFLOW_VAR_COMMIT_CLEANUP_ROOTS", json.dumps(roots))
-    start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t1/day=1/part-0"), parts=2, size=1000)
-    start_upload(s3_store, StorePath("s3", s3_bucket, "lake/t10/part-0"))  # outside every root
-    write_files(s3_store, StorePath("s3", s3_bucket, "lake/t2"), ["_temporary/j/00/f", "data/f"])
-    commit(s3_store, StorePath("s3", s3_bucket, "lake/t1"), "job-done")
-    interrupt_after_commit_point(s3_store, StorePath("s3", s3_bucket, "lake/t1"), "job-committing")
-    commit(s3_store, StorePath("s3", s3_bucket, "lake/t10"), "job-neighbour")  # outside every root
-    outside = keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10"))
-
-    dag = DagBag(dag_folder=str(DAG_FILE)).dags["upload_cleanup"]
-    run = dag.test(
-        run_conf={"older_than": "0s", "records_older_than": "0s", "records_max_job_duration": "0s"}
-    )
+def test_example_dag_reclaims_and_reports(example_dag_run: ExampleDagRun) -> None:
+    """The run over lake/t1 (an old upload, a done job, a job past its commit point), lake/t2 (a
+    stale tree) and the lineage test's out/dataset1 (conftest.py's `example_dag_run`)."""
+    run, store, bucket = example_dag_run.run, example_dag_run.store, example_dag_run.bucket
+    t1, t2 = example_dag_run.map_index["lake/t1"], example_dag_run.map_index["lake/t2"]
     assert run.state == "success"
     states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
-    assert set(states.values()) == {"success"} and len(states) == 8
-    assert sorted(
-        u.path.key for u in s3_store.list_multipart_uploads(StorePath("s3", s3_bucket, "lake"))
-    ) == [
+    assert set(states.values()) == {"success"} and len(states) == 11, "table_roots, 3 x 3 mapped, report"
+    assert sorted(u.path.key for u in store.list_multipart_uploads(example_dag_run.path("lake"))) == [
         "lake/t1/dt=9/part-job-committing.csv",
         "lake/t10/part-0",
     ], "the upload of the job past its commit point stays, however old"
-    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t2")) == {"data/f"}
+    assert keys_under(store, example_dag_run.path("lake/t2")) == {"data/f"}
     assert {
         key.split("/")[0] if key.startswith(("_index/", "job-committing/")) else key
-        for key in keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t1/_airflow_commit"))
+        for key in keys_under(store, example_dag_run.path("lake/t1/_airflow_commit"))
     } == {"job-committing.outcome.json", "job-committing", "_index"}, (
         "the done job's files went; the commit in progress kept its decision"
     )
-    assert keys_under(s3_store, StorePath("s3", s3_bucket, "lake/t10")) == outside
+    assert keys_under(store, example_dag_run.path("lake/t10")) == example_dag_run.outside["lake/t10"]
     summary = next(ti for ti in run.get_task_instances() if ti.task_id == "report").xcom_pull(
         task_ids="report"
     )
-    assert summary["uploads_aborted"] == 1 and summary["upload_bytes"] == 2000
-    assert summary["trees_deleted"] == 1 and summary["tree_bytes"] == 10
+    # Summed over the roots: lake/t1's one upload (2000 B) and lake/t2's tree (10 B), and out/dataset1's
+    # two uploads (3000 B), five trees (50 B) and one done job.
+    assert summary["roots"] == 3
+    assert summary["uploads_aborted"] == 1 + 2 and summary["upload_bytes"] == 2000 + 3000
+    assert summary["trees_deleted"] == 1 + 5 and summary["tree_bytes"] == 10 + 50
     assert (summary["uploads_kept_committing"], summary["trees_kept_committing"]) == (1, 1)
-    assert summary["record_jobs_pruned"] == 1 and summary["record_jobs_kept_committing"] == 1
+    assert summary["record_jobs_pruned"] == 1 + 1 and summary["record_jobs_kept_committing"] == 1
     assert summary["record_jobs_indexed"] == 1, "the job whose driver died before its entry was indexed"
-    assert summary["bytes_reclaimed"] == 2010 + summary["record_bytes"] and summary["record_bytes"] > 0
+    assert summary["bytes_reclaimed"] == 5060 + summary["record_bytes"] and summary["record_bytes"] > 0
 
-    # OpenLineage: each task's DROP names what it removed, never its table (t1 is map index 0).
+    # OpenLineage: each task's DROP names what it removed, never its table.
     def dropped(task_id: str, map_index: int) -> dict[str, Any]:
         [dataset] = lineage_events(run.run_id, task_id, map_index)["COMPLETE"]["inputs"]
         assert dataset["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
-        assert dataset["namespace"] == f"s3://{s3_bucket}"
+        assert dataset["namespace"] == f"s3://{bucket}"
         return dataset
 
-    uploads = dropped("abort_stale_uploads", 0)
+    uploads = dropped("abort_stale_uploads", t1)
     assert uploads["name"] == "lake/t1/_pending_uploads"
     assert uploads["inputFacets"]["subset"]["inputCondition"]["locations"] == ["lake/t1/day=1/part-0"]
     statistics = uploads["inputFacets"]["inputStatistics"]
     assert (statistics["size"], statistics["fileCount"]) == (2000, 1)
-    trees = dropped("clean_stale_temp_trees", 1)
+    trees = dropped("clean_stale_temp_trees", t2)
     assert trees["name"] == "lake/t2/_temporary/j" and "subset" not in trees["inputFacets"]
     statistics = trees["inputFacets"]["inputStatistics"]
     assert (statistics["size"], statistics["fileCount"]) == (10, 1)
-    records = dropped("prune_commit_records", 0)
+    records = dropped("prune_commit_records", t1)
     assert records["name"] == "lake/t1/_airflow_commit"
     locations = records["inputFacets"]["subset"]["inputCondition"]["locations"]
     assert len(locations) == 4 and all(
@@ -335,12 +323,16 @@ def test_example_dag_reclaims_and_reports(
     reported = [
         dataset["name"]
         for task_id in ("abort_stale_uploads", "clean_stale_temp_trees", "prune_commit_records")
-        for map_index in (0, 1)
+        for map_index in example_dag_run.map_index.values()
         for event in lineage_events(run.run_id, task_id, map_index).values()
         for dataset in event["inputs"] + event["outputs"]
     ]
-    assert reported and not {"lake/t1", "lake/t2"} & set(reported), "a live table is never dropped"
-    assert all(name.startswith(("lake/t1/", "lake/t2/")) for name in reported), "nor lake/t10"
-    assert lineage_events(run.run_id, "abort_stale_uploads", 1)["COMPLETE"]["inputs"] == [], (
+    assert reported and not {"lake/t1", "lake/t2", "out/dataset1"} & set(reported), (
+        "a live table is never dropped"
+    )
+    assert all(name.startswith(("lake/t1/", "lake/t2/", "out/dataset1/")) for name in reported), (
+        "nor lake/t10 or out/dataset10"
+    )
+    assert lineage_events(run.run_id, "abort_stale_uploads", t2)["COMPLETE"]["inputs"] == [], (
         "t2 had no uploads"
     )

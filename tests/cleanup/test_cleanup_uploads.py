@@ -318,40 +318,47 @@ def test_job_id_filter_uses_keys_and_the_jobs_upload_records(s3_store: S3Store, 
         list_pending_uploads(s3_store, table, job_id="../x")
 
 
+#: Uploads per ListMultipartUploads page. AWS's pages hold 1,000; following the markers from page
+#: to page is the same at any size, so a small page needs 250 uploads, not 1,050, for three pages.
+PAGE = 100
+PAGED_UPLOADS = 2 * PAGE + PAGE // 2
+
+
 def _aws_paged_store(embedded_s3: EmbeddedS3) -> S3Store:
-    """An S3Store whose ListMultipartUploads pages hold at most 1,000 uploads, as on AWS.
+    """An S3Store whose ListMultipartUploads pages hold at most `PAGE` uploads, as AWS's hold 1,000.
 
     SeaweedFS's default page is larger, so without the cap no second page would ever be read.
     """
     client = embedded_s3.client(max_pool_connections=40)
 
     def cap(params: dict[str, Any], **_: Any) -> None:
-        params.setdefault("MaxUploads", 1000)
+        params.setdefault("MaxUploads", PAGE)
 
     client.meta.events.register("provide-client-params.s3.ListMultipartUploads", cap)
     return S3Store(client=client)
 
 
 @pytest.mark.slow
-def test_pagination_beyond_1000_uploads(embedded_s3: EmbeddedS3, s3_bucket: str) -> None:
+def test_pagination_over_several_pages_of_uploads(embedded_s3: EmbeddedS3, s3_bucket: str) -> None:
     s3_store = _aws_paged_store(embedded_s3)
     table = _root(s3_bucket, "big/table")
     neighbour = start_upload(s3_store, _root(s3_bucket, "big/table10/part-0"))
-    paths = [table.join(f"part={i % 7}/file-{i:05d}") for i in range(1050)]
+    paths = [table.join(f"part={i % 7}/file-{i:05d}") for i in range(PAGED_UPLOADS)]
     started = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
         created = set(pool.map(s3_store.create_multipart_upload, paths))
     create_seconds = time.monotonic() - started
-    assert len(created) == 1050
+    assert len(created) == PAGED_UPLOADS
 
     listing = list_pending_uploads(s3_store, table, older_than=ALL, threads=16)
     assert {u.upload_id for u in listing.uploads} == created
-    assert s3_store.statistics.snapshot()["op_multipart_list"] >= 2, "more than one page was listed"
+    assert s3_store.statistics.snapshot()["op_multipart_list"] >= 3, "every page was listed"
 
     report = abort_uploads(s3_store, listing, threads=16, retry_delay=0)
-    assert (report.aborted, report.vanished, len(report.failed)) == (1050, 0, 0)
+    assert (report.aborted, report.vanished, len(report.failed)) == (PAGED_UPLOADS, 0, 0)
     assert list(s3_store.list_multipart_uploads(table)) == []
     assert is_pending(s3_store, _root(s3_bucket, "big/table10/part-0"), neighbour)
     print(
-        f"created 1050 uploads in {create_seconds:.1f}s; aborted them in {report.seconds:.1f}s (16 threads)"
+        f"created {PAGED_UPLOADS} uploads in {create_seconds:.1f}s; aborted them in {report.seconds:.1f}s"
+        " (16 threads)"
     )

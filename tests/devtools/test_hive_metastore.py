@@ -10,7 +10,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from support.metastore_service import metastore_service_fixture  # noqa: F401
 
 from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar
 from airflow_commit_provider.devtools.hive_metastore import (

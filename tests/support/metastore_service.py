@@ -3,13 +3,17 @@ kept in a database of a private PostgreSQL cluster, started by the first test th
 stopped at the end of the session. It reaches the embedded S3 through S3A (it creates the
 directories of the partitions it adds), where Hadoop's jars match PySpark's Hadoop.
 
-A test module imports `metastore_service_fixture` (pytest registers it as ``metastore_service``);
-an application reaches the service with its ``spark_conf()``, a Thrift client with its ``uri``.
-Tables are shared by every test of the session: name them uniquely.
+tests/conftest.py registers it as ``metastore_service`` for the whole suite, with the session's one
+PostgreSQL cluster (``postgres``). A fixture function is cached where it is registered: a test module
+that imports `metastore_service_fixture` (as tests/airflow/test_daily_table_mode.py still does) gets
+a service of its own, with a cluster of its own. An application reaches the service with its
+``spark_conf()``, a Thrift client with its ``uri``. Tables are shared by every test of the session:
+name them uniquely.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -23,11 +27,12 @@ from airflow_commit_provider.devtools.postgres import Postgres
 from airflow_commit_provider.spark.jvm_committers import s3a_store_conf
 
 
-@pytest.fixture(scope="session", name="metastore_service")
-def metastore_service_fixture(
-    tmp_path_factory: pytest.TempPathFactory, embedded_s3: Any
+@contextlib.contextmanager
+def running_metastore_service(
+    postgres: Postgres, tmp_path_factory: pytest.TempPathFactory, embedded_s3: Any
 ) -> Iterator[HiveMetastoreService]:
-    """Hive's metastore on 127.0.0.1, its warehouse in the session's temporary directory."""
+    """Hive's metastore on 127.0.0.1, kept in a new database of `postgres`, its warehouse in the
+    session's temporary directory."""
     s3: dict[str, Any] = {}
     if bundled_hadoop_version() == HADOOP_VERSION:
         settings = S3Settings(endpoint_url=embedded_s3.endpoint_url, region_name=embedded_s3.region)
@@ -36,10 +41,18 @@ def metastore_service_fixture(
         }
         credentials = {key: value for key, value in embedded_s3.env().items() if key != "AWS_ENDPOINT_URL"}
         s3 = {"extra_classpath": peer_jars(), "hadoop_conf": hadoop_conf, "env": credentials}
-    with Postgres() as cluster:
-        database = cluster.create_database(f"metastore_{secrets.token_hex(4)}")
-        warehouse = tmp_path_factory.mktemp("metastore-warehouse")
-        with HiveMetastoreService(
-            database.jdbc_url, database.user, database.password, warehouse.as_uri(), **s3
-        ) as service:
-            yield service
+    database = postgres.create_database(f"metastore_{secrets.token_hex(4)}")
+    warehouse = tmp_path_factory.mktemp("metastore-warehouse")
+    with HiveMetastoreService(
+        database.jdbc_url, database.user, database.password, warehouse.as_uri(), **s3
+    ) as service:
+        yield service
+
+
+@pytest.fixture(scope="session", name="metastore_service")
+def metastore_service_fixture(
+    tmp_path_factory: pytest.TempPathFactory, embedded_s3: Any
+) -> Iterator[HiveMetastoreService]:
+    """A metastore service with a PostgreSQL cluster of its own, for a module that imports this."""
+    with Postgres() as cluster, running_metastore_service(cluster, tmp_path_factory, embedded_s3) as service:
+        yield service

@@ -1,23 +1,15 @@
-"""Fixtures of the catalog-table tests: Debian's PostgreSQL, and a Hive metastore kept in it that
-several Spark applications share (``devtools.hive_metastore``)."""
+"""Fixtures of the catalog-table tests: a Hive metastore kept in the session's PostgreSQL cluster
+(tests/conftest.py's ``postgres``) that several Spark applications share (``devtools.hive_metastore``)."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
 import pytest
 from tables_support import SharedMetastore
 
 from airflow_commit_provider.devtools.hive_metastore import write_password_conf
 from airflow_commit_provider.devtools.postgres import Postgres
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One private PostgreSQL cluster for the session; each metastore gets a database of its own."""
-    with Postgres() as cluster:
-        yield cluster
 
 
 @pytest.fixture(scope="session")

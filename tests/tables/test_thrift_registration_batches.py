@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from support.metastore_service import metastore_service_fixture  # noqa: F401
 
 from airflow_commit_provider.core.catalog import (
     REGISTRATION_BATCH,

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.metastore_service import metastore_service_fixture  # noqa: F401
 from support.tcp_relay import TcpRelay
 
 from airflow_commit_provider.core.catalog import CatalogUnreachableError, TableNotFoundError, location_path
