@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from dag_runs import create_asset_triggered_runs, run_daily_ingest, run_daily_report, task_instances, xcom
-from support.metastore_service import metastore_service_fixture  # noqa: F401
 
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath, same_location

@@ -4,9 +4,9 @@ stopped at the end of the session. It reaches the embedded S3 through S3A (it cr
 directories of the partitions it adds), where Hadoop's jars match PySpark's Hadoop.
 
 tests/conftest.py registers it as ``metastore_service`` for the whole suite, with the session's one
-PostgreSQL cluster (``postgres``). A fixture function is cached where it is registered: a test module
-that imports `metastore_service_fixture` (as tests/airflow/test_daily_table_mode.py still does) gets
-a service of its own, with a cluster of its own. An application reaches the service with its
+PostgreSQL cluster (``postgres``): a fixture function is cached where it is registered, so a test
+module that imported a fixture of its own would start a service (a JVM and a schema) of its own. An
+application reaches the service with its
 ``spark_conf()``, a Thrift client with its ``uri``. Tables are shared by every test of the session:
 name them uniquely.
 """
@@ -46,13 +46,4 @@ def running_metastore_service(
     with HiveMetastoreService(
         database.jdbc_url, database.user, database.password, warehouse.as_uri(), **s3
     ) as service:
-        yield service
-
-
-@pytest.fixture(scope="session", name="metastore_service")
-def metastore_service_fixture(
-    tmp_path_factory: pytest.TempPathFactory, embedded_s3: Any
-) -> Iterator[HiveMetastoreService]:
-    """A metastore service with a PostgreSQL cluster of its own, for a module that imports this."""
-    with Postgres() as cluster, running_metastore_service(cluster, tmp_path_factory, embedded_s3) as service:
         yield service
