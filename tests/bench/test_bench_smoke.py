@@ -2,6 +2,11 @@
 directory, and writes well-formed results and a report naming it. No timing is asserted:
 benchmarks never decide whether the suite passes; this only keeps the scenarios from rotting.
 One test per scenario, so each has its own time limit and a failure names its scenario.
+
+Every scenario runs on the suite's one Spark session (the `spark` fixture) and its embedded S3, as
+`--scenario all` runs them on one session: `BenchEnv` leaves a session it did not start running and
+undoes the settings it made on it. A session of its own per scenario (a SparkContext and a Derby
+metastore each, nine times over) proved nothing the shared one does not.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +67,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("name", _scenarios())
-def test_scenario_runs_at_tiny_size(name: str, results: Path, embedded_s3: EmbeddedS3) -> None:
+def test_scenario_runs_at_tiny_size(
+    name: str, results: Path, embedded_s3: EmbeddedS3, spark: SparkSession
+) -> None:
     from bench.__main__ import main
 
     documents = main(
@@ -88,6 +97,8 @@ def test_scenario_runs_at_tiny_size(name: str, results: Path, embedded_s3: Embed
     if name == "job_commit":
         copies = [check for check in document["checks"] if "CopyObject requests" in check["name"]]
         assert copies and all(check["median"] == 0 for check in copies)  # a count, not a timing
+
+    assert spark.sparkContext._jsc is not None, f"{name} stopped the shared session"
 
     report = (results / "REPORT.md").read_text()
     assert "| Scenario |" in report and name in report
