@@ -108,6 +108,10 @@ fi
 
 # --- 2. packages --------------------------------------------------------------------------------------
 
+# pip writes the interpreter it runs under into every console script: through the venv's real path,
+# never the link, which a deleted clone would leave dangling.
+PIP_PYTHON="$(cd "$VENV" && pwd -P)/bin/python"
+
 want_stamp="$install_key $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])')"
 have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
 
@@ -116,7 +120,7 @@ if [ "$want_stamp" = "$have_stamp" ] && "$VENV/bin/python" -c 'import airflow_co
 else
     say "installing airflow-commit-provider[$EXTRAS] (editable, -c $CONSTRAINTS) into $VENV; log: $PIP_LOG"
     start=$SECONDS
-    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+    if ! "$PIP_PYTHON" -m pip install --disable-pip-version-check --no-input \
         -c "$CONSTRAINTS" -e ".[$EXTRAS]" >"$PIP_LOG" 2>&1; then
         grep -v "^WARNING: Location 'file://" "$PIP_LOG" | tail -n 30 >&2 || true
         die "pip install failed (full log: $PIP_LOG)"
@@ -130,14 +134,14 @@ fi
 linked=$(cd / && "$OLDPWD/$VENV/bin/python" -c 'import airflow_commit_provider, os; print(os.path.dirname(os.path.dirname(os.path.realpath(airflow_commit_provider.__file__))))' 2>/dev/null || true)
 if [ "$linked" != "$(pwd -P)" ]; then
     say "linking this checkout (was: ${linked:-none})"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --no-deps -q -e . >>"$PIP_LOG" 2>&1 ||
+    "$PIP_PYTHON" -m pip install --disable-pip-version-check --no-input --no-deps -q -e . >>"$PIP_LOG" 2>&1 ||
         die "pip install -e . failed (full log: $PIP_LOG)"
 fi
 
 # The campaign's fuzzer only: `make test` and CI do not need it (the suite replays the corpus without it).
 if [ "$FUZZ" = 1 ] && ! "$VENV/bin/python" -c 'import atheris' >/dev/null 2>&1; then
     say "installing the [fuzz] extra (atheris); log: $PIP_LOG"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+    "$PIP_PYTHON" -m pip install --disable-pip-version-check --no-input \
         -c "$CONSTRAINTS" -e ".[$EXTRAS,fuzz]" >"$PIP_LOG" 2>&1 ||
         die "pip install of the [fuzz] extra failed (full log: $PIP_LOG)"
 fi
