@@ -23,7 +23,7 @@ export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
-	@echo "make test   - the whole test suite and make compat, in two lanes at once (PYTEST_ARGS='-k ...' narrows"
+	@echo "make test   - the whole test suite and make compat, in three lanes at once (PYTEST_ARGS='-k ...' narrows"
 	@echo "              it to one pytest run and skips compat)"
 	@echo "make test-fast - what a developer runs before pushing (< 5 min): TEST_FAST_FILES, no Spark or services"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
@@ -42,9 +42,10 @@ bootstrap:
 demo: bootstrap
 	$(PY) -m airflow_commit_provider.devtools.demo
 
-# scripts/test.sh: the full run (no PYTEST_ARGS, as .ci/run) runs the main suite and, at once, a side
-# lane (the deployment, cluster and benchmark tests, then the compatibility run); it fails if either
-# did. With PYTEST_ARGS, one pytest run. pytest's exit 5 (no tests collected) is a failure either way.
+# scripts/test.sh: the full run (no PYTEST_ARGS, as .ci/run) runs three lanes at once (the main suite;
+# the deployment, cluster, benchmark and Airflow tests; the compatibility run, then the table, dev-tool
+# and cleanup tests); it fails if any did. With PYTEST_ARGS, one pytest run. pytest's exit 5 (no tests
+# collected) is a failure either way.
 test: bootstrap
 	@VENV_PYTHON=$(PY) bash scripts/test.sh $(PYTEST_ARGS)
 
