@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -28,6 +29,8 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.load_manifests import load_committed_manifests
 from airflow_commit_provider.core.stages.manifests import ManifestSummary, decode_pendingset
 from airflow_commit_provider.core.stages.task_commit import written_manifest
+from airflow_commit_provider.core.store.base import PendingUpload
+from airflow_commit_provider.core.store.local import LocalStore
 
 #: Job commit's sizes: the difference (45k entries) is what a leak must exceed `ALLOWED_GROWTH` in;
 #: reading a manifest whole (about 3.3 KB an entry, 330 MB at 100k) exceeds it six times over.
@@ -151,3 +154,28 @@ def test_job_commit_reads_a_50k_file_manifest_in_what_a_5k_one_takes(
         committer.abort_job()
     print(f"{name}: manifest loading peaks {peaks}")
     assert peaks[LARGE] < peaks[SMALL] + ALLOWED_GROWTH, peaks
+
+
+def list_uploads(store: LocalStore, directory: StorePath) -> list[PendingUpload]:
+    return list(store.list_multipart_uploads(directory))
+
+
+def test_listing_local_uploads_holds_no_name_of_the_files_beside_them(scratch_dir: Path) -> None:
+    """Job cleanup lists a destination's pending uploads: on the local store, a walk that holds
+    its subdirectories' names only (os.walk held every committed file's name: +88 MB at 1M files).
+    The files' count must not reach the peak: 2k and 20k flat files, one pending upload each time."""
+    store = LocalStore()
+    peaks: dict[int, int] = {}
+    for files in (2_000, 20_000):
+        root = scratch_dir / f"flat-{files}"
+        (root / "dt=1").mkdir(parents=True)
+        for index in range(files):
+            (root / f"part-{index:07d}-with-a-name-as-long-as-sparks-own.parquet").touch()
+        destination = StorePath.parse(str(root))
+        upload = store.create_multipart_upload(destination.join("dt=1/pending.bin"))
+        listed, peaks[files] = _traced(functools.partial(list_uploads, store, destination))
+        assert [(found.path, found.upload_id) for found in listed] == [
+            (destination.join("dt=1/pending.bin"), upload)
+        ]
+    # os.walk's list of 18k more names is over 1.5 MB; the walk's own peak is a few KB.
+    assert peaks[20_000] - peaks[2_000] < 256 * 1024, peaks
