@@ -35,7 +35,7 @@ from support.workload import (
     EXCLUSIVE_COMMITTERS,
     JobRun,
     each_committer_once,
-    one_store_each,
+    each_committer_per_variant,
     payload,
     skip_unsupported,
     write_files,
@@ -202,14 +202,8 @@ def fault_plan(
     return plan
 
 
-@pytest.mark.parametrize(
-    ("name", "commit_env", "abort_at_end"),
-    [
-        pytest.param(*param.values, abort_at_end, id=f"{param.id}-{label}", marks=param.marks)
-        for abort_at_end, label, first in [(False, "commit", "local"), (True, "abort", "s3")]
-        for param in one_store_each(CORRECT_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "abort_at_end", [(False, "commit", "local"), (True, "abort", "s3")], CORRECT_COMMITTERS
 )
 def test_fault_at_each_store_call(commit_env: CommitEnv, name: str, abort_at_end: bool) -> None:
     env = commit_env

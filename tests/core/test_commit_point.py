@@ -30,6 +30,7 @@ from support.workload import (
     CORRECT_COMMITTERS,
     JobRun,
     each_committer_once,
+    each_committer_per_variant,
     one_store_each,
     skip_unsupported,
 )
@@ -331,14 +332,10 @@ def _after_decision(calls_seen: list[StoreCall]) -> Callable[[StoreCall], bool]:
     return when
 
 
-@pytest.mark.parametrize(
-    ("name", "commit_env", "order"),
-    [
-        pytest.param(*param.values, order, id=f"{param.id}-{order}", marks=param.marks)
-        for order, first in [("fence-first", "s3"), ("commit-first", "local")]
-        for param in one_store_each(CORRECT_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "order",
+    [("fence-first", "fence-first", "s3"), ("commit-first", "commit-first", "local")],
+    CORRECT_COMMITTERS,
 )
 def test_commit_racing_a_fence_from_another_process(
     commit_env: CommitEnv, name: str, order: str, request: pytest.FixtureRequest

@@ -36,8 +36,8 @@ from support.workload import (
     UPLOAD_COMMITTERS,
     JobRun,
     each_committer_once,
+    each_committer_per_variant,
     expected_output,
-    one_store_each,
     payload,
     skip_unsupported,
     task_files,
@@ -324,17 +324,10 @@ def zombie_commit_racing_job_commit(env: CommitEnv, name: str, dest, duplicate: 
     return job, reported, mutating
 
 
-@pytest.mark.parametrize(
-    ("name", "commit_env", "duplicate"),
-    [
-        pytest.param(*param.values, duplicate, id=f"{param.id}-{label}", marks=param.marks)
-        for duplicate, label, first in [
-            (True, "duplicate-of-reported-task", "s3"),
-            (False, "unreported-task", "local"),
-        ]
-        for param in one_store_each(CORRECT_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "duplicate",
+    [(True, "duplicate-of-reported-task", "s3"), (False, "unreported-task", "local")],
+    CORRECT_COMMITTERS,
 )
 def test_task_commit_racing_the_whole_job_commit(commit_env: CommitEnv, name: str, duplicate: bool) -> None:
     """A zombie's task commit is interleaved with the complete job commit and cleanup at each of its
@@ -388,14 +381,8 @@ CLEANUP_POINTS = {
 
 
 @pytest.mark.parametrize("point", list(CLEANUP_POINTS))
-@pytest.mark.parametrize(
-    ("name", "commit_env", "finish"),
-    [
-        pytest.param(*param.values, finish, id=f"{param.id}-{finish}", marks=param.marks)
-        for finish, first in [("commit", "s3"), ("abort", "local")]
-        for param in one_store_each(CORRECT_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "finish", [("commit", "commit", "s3"), ("abort", "abort", "local")], CORRECT_COMMITTERS
 )
 def test_attempt_committing_during_job_cleanup_leaves_nothing(
     commit_env: CommitEnv, name: str, finish: str, point: str

@@ -27,8 +27,8 @@ from support.workload import (
     ALL_COMMITTERS,
     JobRun,
     each_committer_once,
+    each_committer_per_variant,
     new_job_id,
-    one_store_each,
     payload,
     skip_unsupported,
     write_files,
@@ -108,14 +108,8 @@ def empty_local_dirs(env: CommitEnv) -> list[str]:
 
 
 # A job never set up ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("name", "commit_env", "writes"),
-    [
-        pytest.param(*param.values, writes, id=f"{param.id}-{label}", marks=param.marks)
-        for writes, label, first in [(False, "refused", "s3"), (True, "writes-anyway", "local")]
-        for param in one_store_each(ALL_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "writes", [(False, "refused", "s3"), (True, "writes-anyway", "local")], ALL_COMMITTERS
 )
 def test_an_attempt_of_a_job_never_set_up_leaves_nothing(
     commit_env: CommitEnv, name: str, writes: bool
@@ -149,15 +143,7 @@ def test_an_attempt_of_a_job_never_set_up_leaves_nothing(
 LATE_STEPS = ("abort", "write-then-abort", "commit-then-abort")
 
 
-@pytest.mark.parametrize(
-    ("name", "commit_env", "end"),
-    [
-        pytest.param(*param.values, end, id=f"{param.id}-{end}", marks=param.marks)
-        for end, first in [("commit", "s3"), ("abort", "local")]
-        for param in one_store_each(ALL_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
-)
+@each_committer_per_variant("end", [("commit", "commit", "s3"), ("abort", "abort", "local")], ALL_COMMITTERS)
 def test_a_late_attempt_changes_nothing(commit_env: CommitEnv, name: str, end: str) -> None:
     """Attempts set up and writing while their job is live wake up after the job committed (or
     aborted) and cleaned up: each is aborted, after writing more or having its commit refused
@@ -224,14 +210,10 @@ def test_an_attempt_aborted_while_its_job_is_live_is_noted_and_folded_in(
     assert empty_local_dirs(env) == []
 
 
-@pytest.mark.parametrize(
-    ("name", "commit_env", "moment"),
-    [
-        pytest.param(*param.values, moment, id=f"{param.id}-{moment}", marks=param.marks)
-        for moment, first in [("before-the-note", "local"), ("after-the-note", "s3")]
-        for param in one_store_each(ALL_COMMITTERS, first=first)
-    ],
-    indirect=["commit_env"],
+@each_committer_per_variant(
+    "moment",
+    [("before-the-note", "before-the-note", "local"), ("after-the-note", "after-the-note", "s3")],
+    ALL_COMMITTERS,
 )
 def test_a_note_written_as_the_job_ends_is_taken_back(commit_env: CommitEnv, name: str, moment: str) -> None:
     """The job commits, cleanup included, at the moment an aborted attempt writes its note (it saw

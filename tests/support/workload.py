@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -69,6 +69,22 @@ def each_committer_once(
     """`one_store_each` as the test's parametrization of `name` and the `commit_env` fixture."""
     return pytest.mark.parametrize(
         ("name", "commit_env"), one_store_each(names, first=first), indirect=["commit_env"]
+    )
+
+
+def each_committer_per_variant(
+    argname: str, variants: Sequence[tuple[object, str, str]], names: tuple[str, ...] = ALL_COMMITTERS
+) -> pytest.MarkDecorator:
+    """`each_committer_once` for every variant of one more argument, `argname`: `variants` are
+    ``(value, id, first store)``; variants that alternate `first` keep every committer on both stores."""
+    return pytest.mark.parametrize(
+        ("name", "commit_env", argname),
+        [
+            pytest.param(*param.values, value, id=f"{param.id}-{label}", marks=param.marks)
+            for value, label, first in variants
+            for param in one_store_each(names, first=first)
+        ],
+        indirect=["commit_env"],
     )
 
 
