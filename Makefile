@@ -1,5 +1,5 @@
 # Entry points. Every target bootstraps first (idempotent, fast when nothing changed):
-# .venv, the package in editable mode with [test,embedded-s3,bench], pyspark/pyspark-client guard, Java 17+.
+# .venv, the package in editable mode with [test,embedded-s3,bench,docs], pyspark/pyspark-client guard, Java 17+.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -19,7 +19,7 @@ PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
 export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-.PHONY: help bootstrap demo test test-fast compat lint bench fuzz fuzz-atheris fuzz-hypothesis
+.PHONY: help bootstrap demo test test-fast compat lint docs bench fuzz fuzz-atheris fuzz-hypothesis
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
@@ -34,6 +34,7 @@ help:
 	@echo "                       prints executions, coverage (cov, ft), corpus size and findings per target"
 	@echo "make fuzz-hypothesis - tests/fuzz with FUZZ_EXAMPLES (default 20000) examples per target;"
 	@echo "                       prints executions, package lines reached and findings per target"
+	@echo "make docs   - the documentation site (Sphinx, docs/) into build/docs, warnings as errors"
 	@echo "make bench  - benchmarks (bench/; BENCH_ARGS='--scenario X --size tiny|small|full')"
 
 bootstrap:
@@ -71,6 +72,15 @@ lint:
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 	.venv/bin/lint-imports --no-cache
+
+# The documentation site: docs/ (MyST Markdown, references generated from the code) into build/docs,
+# which git ignores. -E: a fresh environment, so the generated references follow the code; -W
+# --keep-going: every warning is reported, and any fails the build (tests/docs runs this target).
+DOCS_BUILD ?= build/docs
+docs:
+	@bash scripts/bootstrap.sh --no-java
+	$(PY) -m sphinx -W --keep-going -E -q -b html docs $(DOCS_BUILD)
+	@echo "make docs: $(DOCS_BUILD)/index.html"
 
 bench: bootstrap
 	$(PY) -m bench $(BENCH_ARGS)

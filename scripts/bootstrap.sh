@@ -6,7 +6,7 @@
 #      dependencies (~/.cache/airflow-commit-provider/venvs/newest-<hash>; AIRFLOW_COMMIT_CACHE
 #      overrides the cache folder), so a fresh clone (CI) reuses the install instead of ~9 minutes of
 #      pip; made there once. A checkout whose .venv is a folder of its own keeps it.
-#   2. pip install -c constraints/newest.txt -e ".[test,embedded-s3,bench]"  (skipped when
+#   2. pip install -c constraints/newest.txt -e ".[test,embedded-s3,bench,docs]"  (skipped when
 #      .venv/.bootstrap-stamp matches the constraints and those dependencies), and this checkout
 #      linked editable into the venv when it was made from another clone
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP="$VENV/.bootstrap-stamp"
 PIP_LOG="$VENV/bootstrap-pip.log"
-EXTRAS="test,embedded-s3,bench"
+EXTRAS="test,embedded-s3,bench,docs"
 # The newest set we support, frozen from a working venv (as Airflow's own constraints files are).
 CONSTRAINTS=constraints/newest.txt
 CHECK_JAVA=1

@@ -29,14 +29,20 @@ CONF_COMMITTER = PREFIX + "committer"
 CONF_CONFLICT_MODE = PREFIX + "conflict_mode"
 #: A fixed job ID for the next write(s); read from the thread's local property first, then the session.
 CONF_JOB_ID = PREFIX + "job_id"
+# The committer options of the same names (`core.options.CommitOptions` says what each means).
 CONF_THREADS = PREFIX + "threads"
 CONF_PART_SIZE = PREFIX + "part_size"
 CONF_PARTS_IN_FLIGHT = PREFIX + "parts_in_flight"
 CONF_LOCAL_STAGING_DIR = PREFIX + "local_staging_dir"
+#: The S3 endpoint (an S3-compatible store's URL); else the environment's, else AWS's.
 CONF_S3_ENDPOINT_URL = PREFIX + "s3.endpoint_url"
+#: Credentials (with the secret key and session token); else the environment's, else boto3's chain.
 CONF_S3_ACCESS_KEY_ID = PREFIX + "s3.access_key_id"
+#: See ``s3.access_key_id``.
 CONF_S3_SECRET_ACCESS_KEY = PREFIX + "s3.secret_access_key"
+#: See ``s3.access_key_id``.
 CONF_S3_SESSION_TOKEN = PREFIX + "s3.session_token"
+#: The S3 region; else the environment's, else boto3's.
 CONF_S3_REGION = PREFIX + "s3.region"
 #: TLS verification: false, true, or a CA bundle path (boto3's `verify`).
 CONF_S3_VERIFY = PREFIX + "s3.verify"

@@ -47,10 +47,15 @@ class S3Settings:
     """Where and as whom to reach S3. ``None`` is left to boto3's defaults."""
 
     endpoint_url: str | None = None
+    """The S3 endpoint: an S3-compatible store's URL; None for AWS's."""
     aws_access_key_id: str | None = field(default=None, repr=False)
+    """Credentials (with the secret key and session token); None for boto3's chain."""
     aws_secret_access_key: str | None = field(default=None, repr=False)
+    """The secret access key; never in ``repr``, logs or command lines."""
     aws_session_token: str | None = field(default=None, repr=False)
+    """A temporary credential's session token."""
     region_name: str | None = None
+    """The region; None for boto3's default."""
     verify: bool | str | None = None
     """False, a CA bundle path, or None for boto3's default (verify against its bundle)."""
     request_path: str | None = None
