@@ -92,6 +92,7 @@ def read_table_day(table: str, day: str) -> dict[str, Any]:
         return dict(json.loads(out.read_text()))
 
 
+# [START howto_day_partition_schedule]
 with DAG(
     dag_id=DAG_ID,
     description="Summarise each day of the events table as soon as its partition is committed",
@@ -113,6 +114,7 @@ with DAG(
 
         events = list(context["triggering_asset_events"][EVENTS])
         partition_key = context.get("partition_key")
+        # [END howto_day_partition_schedule]
 
         def read_committed_day(day: str) -> dict[str, Any]:
             partition = StorePath.parse(TABLE).join(f"dt={day}")

@@ -140,6 +140,7 @@ with DAG(
 
     landed = land_source_data()
 
+    # [START howto_operator_committed_write]
     write_partition = CommittedSparkSubmitOperator(
         task_id="write_partition",
         application=str(JOB),
@@ -178,6 +179,7 @@ with DAG(
         poke_interval=60,
         timeout=2 * 60 * 60,
     )
+    # [END howto_operator_committed_write]
 
     @task
     def check_partition(landed: dict[str, Any], success: dict[str, Any], ds: str) -> dict:

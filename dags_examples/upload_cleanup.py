@@ -112,6 +112,7 @@ with DAG(
         return [str(parse_scope(root, argument=f"{ROOTS_VARIABLE}[{i}]")) for i, root in enumerate(roots)]
 
     roots = table_roots()
+    # [START howto_operator_cleanup]
     common = {
         "aws_conn_id": AWS_CONN_ID,
         "older_than": OLDER_THAN,
@@ -131,6 +132,7 @@ with DAG(
         dry_run="{{ params.dry_run }}",
     ).expand(scope=roots)
     uploads >> trees
+    # [END howto_operator_cleanup]
 
     @task(trigger_rule="none_failed")
     def report(

@@ -7,6 +7,9 @@
   ``core.store.settings.ENVIRONMENT_SOURCES`` and the ``S3Settings`` field each variable fills;
 - ``airflow-options``: the ``[airflow_commit]`` options, from the provider info's ``config`` when the
   provider declares it, else from the calls that read them (``conf.get("airflow_commit", ...)``);
+- ``supported-matrix``: each dependency's range (``pyproject.toml``) beside the versions the
+  compatibility run (``constraints/oldest.txt``) and the full suite (``constraints/newest.txt``)
+  install; ``extras``: the optional dependencies;
 - ``commit-formats-example``: a real job committed by the ``partitioned`` committer on the local
   store while the site builds, and the files it left: ``_SUCCESS``, the partition's ``_SUCCESS``,
   the outcome, the job record, and the file and partition lists (their Arrow schemas and rows).
@@ -21,6 +24,7 @@ import ast
 import dataclasses
 import json
 import logging
+import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,7 +36,10 @@ from sphinx.application import Sphinx
 from sphinx.pycode import ModuleAnalyzer
 from sphinx.util.docutils import SphinxDirective
 
-PACKAGE = Path(__file__).resolve().parents[2] / "airflow_commit_provider"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "airflow_commit_provider"
+PYPROJECT = ROOT / "pyproject.toml"
+CONSTRAINTS = {"oldest": ROOT / "constraints" / "oldest.txt", "newest": ROOT / "constraints" / "newest.txt"}
 
 
 def attribute_docs(module: str, owner: str = "") -> dict[str, str]:
@@ -162,6 +169,62 @@ class AirflowOptions(GeneratedDirective):
         return list_table(("Option (environment variable)", "Where the code reads it"), rows, "45 55")
 
 
+def project_metadata() -> dict[str, Any]:
+    import tomllib
+
+    return dict(tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"])
+
+
+def pinned(constraints: Path) -> tuple[str, dict[str, str]]:
+    """The Python version a constraints file's header names, and its pins by normalised name."""
+    from packaging.utils import canonicalize_name
+
+    text = constraints.read_text(encoding="utf-8")
+    python = re.search(r"\(Python (\d+\.\d+)\)", text)
+    pins = {}
+    for line in text.splitlines():
+        name, separator, version = line.partition("==")
+        if separator and not line.startswith("#"):
+            pins[canonicalize_name(name)] = version.strip()
+    return (python.group(1) if python else "?"), pins
+
+
+class SupportedMatrix(GeneratedDirective):
+    """Each runtime dependency and the user-facing extras' ones: supported range, oldest and newest tested."""
+
+    USER_EXTRAS = ("spark", "hive", "crt", "embedded-s3")
+
+    def lines(self) -> list[str]:
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        for path in (PYPROJECT, *CONSTRAINTS.values()):
+            self.env.note_dependency(str(path))
+        project = project_metadata()
+        (old_python, oldest), (new_python, newest) = (pinned(CONSTRAINTS[k]) for k in ("oldest", "newest"))
+        rows = [("Python", literal(project["requires-python"]), old_python, new_python)]
+        requirements = [(Requirement(r), "") for r in project["dependencies"]]
+        for extra in self.USER_EXTRAS:
+            requirements += [(Requirement(r), extra) for r in project["optional-dependencies"][extra]]
+        for requirement, extra in requirements:
+            name = canonicalize_name(requirement.name)
+            label = literal(requirement.name) + (f" (``[{extra}]``)" if extra else "")
+            rows.append((label, literal(requirement.specifier), oldest.get(name, "-"), newest.get(name, "-")))
+        return list_table(
+            ("Dependency", "Supported (``pyproject.toml``)", "Oldest tested (``make compat``)", "Newest tested (``make test``)"),
+            rows,
+            "30 30 20 20",
+        )
+
+
+class Extras(GeneratedDirective):
+    def lines(self) -> list[str]:
+        self.env.note_dependency(str(PYPROJECT))
+        extras = project_metadata()["optional-dependencies"]
+        rows = [(literal(f"airflow-commit-provider[{name}]"), ", ".join(literal(r) for r in reqs)) for name, reqs in extras.items()]
+        return list_table(("Extra", "What it installs"), rows, "30 70")
+
+
 def json_block(title: str, text: str) -> list[str]:
     pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     return [f"**{title}**", "", ".. code-block:: json", "", *("   " + line for line in pretty.splitlines()), ""]
@@ -236,4 +299,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("environment-variables", EnvironmentVariables)
     app.add_directive("airflow-options", AirflowOptions)
     app.add_directive("commit-formats-example", CommitFormatsExample)
+    app.add_directive("supported-matrix", SupportedMatrix)
+    app.add_directive("extras", Extras)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
