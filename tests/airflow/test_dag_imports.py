@@ -48,7 +48,7 @@ def test_daily_partitioned_ingest_shape(dagbag) -> None:  # type: ignore[no-unty
     assert dag.max_active_runs >= 4, "days of a backfill commit in parallel (per-partition _SUCCESS)"
     assert f"``max_active_runs={dag.max_active_runs}``" in (dag.doc_md or ""), "the docstring says so"
     assert dag.get_task("wait_for_success").deferrable, (
-        "the sensor waits in the triggerer (as the README shows)"
+        "the sensor waits in the triggerer (as docs/dag-authors.md shows)"
     )
 
 

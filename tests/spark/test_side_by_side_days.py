@@ -29,7 +29,7 @@ What was observed (PySpark 4.2.0, hadoop-aws 3.5.0, spark-hadoop-cloud 4.1.2, th
   Three days committing at the very same moment are in tests/airflow/test_parallel_days.py.
 
 The S3A and manifest rows document Hadoop's behaviour, defects included, as observed: if a future
-Hadoop fixes one, its row fails and the README table must change with it.
+Hadoop fixes one, its row fails and the table in docs/how-a-commit-works.md must change with it.
 """
 
 from __future__ import annotations
