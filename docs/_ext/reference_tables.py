@@ -45,7 +45,11 @@ CONSTRAINTS = {"oldest": ROOT / "constraints" / "oldest.txt", "newest": ROOT / "
 def attribute_docs(module: str, owner: str = "") -> dict[str, str]:
     """The ``#:`` comments and attribute docstrings of `module` (of class `owner`, or module-level)."""
     docs = ModuleAnalyzer.for_module(module).find_attr_docs()
-    return {name: " ".join(line.strip() for line in lines).strip() for (cls, name), lines in docs.items() if cls == owner}
+    return {
+        name: " ".join(line.strip() for line in lines).strip()
+        for (cls, name), lines in docs.items()
+        if cls == owner
+    }
 
 
 def one_line(text: str) -> str:
@@ -120,7 +124,9 @@ class EnvironmentVariables(GeneratedDirective):
             )
             for field, variables in settings.ENVIRONMENT_SOURCES.items()
         ]
-        return list_table(("Variables (the first set wins)", "``S3Settings`` field", "Meaning"), rows, "30 20 50")
+        return list_table(
+            ("Variables (the first set wins)", "``S3Settings`` field", "Meaning"), rows, "30 20 50"
+        )
 
 
 def options_read_in_code() -> dict[str, list[str]]:
@@ -211,7 +217,12 @@ class SupportedMatrix(GeneratedDirective):
             label = literal(requirement.name) + (f" (``[{extra}]``)" if extra else "")
             rows.append((label, literal(requirement.specifier), oldest.get(name, "-"), newest.get(name, "-")))
         return list_table(
-            ("Dependency", "Supported (``pyproject.toml``)", "Oldest tested (``make compat``)", "Newest tested (``make test``)"),
+            (
+                "Dependency",
+                "Supported (``pyproject.toml``)",
+                "Oldest tested (``make compat``)",
+                "Newest tested (``make test``)",
+            ),
             rows,
             "30 30 20 20",
         )
@@ -221,22 +232,32 @@ class Extras(GeneratedDirective):
     def lines(self) -> list[str]:
         self.env.note_dependency(str(PYPROJECT))
         extras = project_metadata()["optional-dependencies"]
-        rows = [(literal(f"airflow-commit-provider[{name}]"), ", ".join(literal(r) for r in reqs)) for name, reqs in extras.items()]
+        rows = [
+            (literal(f"airflow-commit-provider[{name}]"), ", ".join(literal(r) for r in reqs))
+            for name, reqs in extras.items()
+        ]
         return list_table(("Extra", "What it installs"), rows, "30 70")
 
 
 def json_block(title: str, text: str) -> list[str]:
     pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    return [f"**{title}**", "", ".. code-block:: json", "", *("   " + line for line in pretty.splitlines()), ""]
+    return [
+        f"**{title}**",
+        "",
+        ".. code-block:: json",
+        "",
+        *("   " + line for line in pretty.splitlines()),
+        "",
+    ]
 
 
 def table_block(title: str, table: Any) -> list[str]:
     """An Arrow table's schema (with field metadata) and rows, as a list table."""
     lines = [f"**{title}**", ""]
     schema_rows = [(literal(f.name), literal(f.type), "" if f.nullable else "not null") for f in table.schema]
-    lines += list_table(("Column", "Arrow type", ""), schema_rows, "30 40 30") + [""]
+    lines += [*list_table(("Column", "Arrow type", ""), schema_rows, "30 40 30"), ""]
     rows = [[literal(json.dumps(value, default=str)) for value in row.values()] for row in table.to_pylist()]
-    lines += list_table(table.schema.names, rows) + [""]
+    lines += [*list_table(table.schema.names, rows), ""]
     return lines
 
 
@@ -284,9 +305,12 @@ class CommitFormatsExample(GeneratedDirective):
             lines += json_block(
                 "dt=2024-01-01/_SUCCESS", store.read_bytes(layout.partition_success("dt=2024-01-01")).decode()
             )
-            lines += json_block(f"_airflow_commit/{self.JOB_ID}.outcome.json", store.read_bytes(layout.outcome).decode())
             lines += json_block(
-                f"_airflow_commit/{self.JOB_ID}.success.json (the job record)", store.read_bytes(layout.job_record).decode()
+                f"_airflow_commit/{self.JOB_ID}.outcome.json", store.read_bytes(layout.outcome).decode()
+            )
+            lines += json_block(
+                f"_airflow_commit/{self.JOB_ID}.success.json (the job record)",
+                store.read_bytes(layout.job_record).decode(),
             )
             for listed in sorted(Path(layout.lists_dir.key).glob("*.parquet")):
                 lines += table_block(f"_airflow_commit/{self.JOB_ID}/{listed.name}", pq.read_table(listed))

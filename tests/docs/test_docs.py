@@ -21,13 +21,13 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import snippets
+import tomllib
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 #: The Markdown the site and the repository show: the pages and the README (CI runs its test command).
-PAGES = sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
 #: The bucket the pages' commands name.
 BUCKET = "lake"
 DESTINATION = f"s3://{BUCKET}/warehouse/events"
@@ -85,14 +85,16 @@ def test_pages_hold_only_blocks_the_suite_runs() -> None:
             where = f"{page.relative_to(ROOT)}:{line}"
             if directive is None and info == "python" and page.name == "README.md":
                 # GitHub renders no includes: the README's Python is a copy of a snippet the suite runs.
-                assert shown_verbatim(body, Path(snippets.__file__)), f"{where}: not a copy of tests/docs/snippets.py"
+                assert shown_verbatim(body, Path(snippets.__file__)), (
+                    f"{where}: not a copy of tests/docs/snippets.py"
+                )
             elif directive is None:
                 assert info in known, f"{where}: a ```{info} block: include Python from a tested file instead"
             elif directive[1] == "literalinclude":
                 included = (page.parent / info.split(None, 1)[1]).resolve()
-                assert included.is_relative_to(ROOT / "dags_examples") or included == Path(snippets.__file__), (
-                    f"{where}: includes {included}, which the suite does not run"
-                )
+                assert included.is_relative_to(ROOT / "dags_examples") or included == Path(
+                    snippets.__file__
+                ), f"{where}: includes {included}, which the suite does not run"
     assert bash_commands(), "no bash block found: the collector is broken"
 
 
@@ -161,7 +163,11 @@ def test_snippets_and_commands_run(spark: SparkSession, lake: str, tmp_path: Pat
 
 
 def run_commands(workdir: Path, job_id: str) -> None:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -185,4 +191,6 @@ def run_commands(workdir: Path, job_id: str) -> None:
             continue
         else:
             pytest.fail(f"{where}: the docs test does not know how to run {command!r}")
-        assert result.returncode == 0, f"{where}: {command} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+        assert result.returncode == 0, (
+            f"{where}: {command} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+        )
