@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import json
 import logging
 import re
@@ -239,9 +240,33 @@ class Extras(GeneratedDirective):
         return list_table(("Extra", "What it installs"), rows, "30 70")
 
 
-def json_block(title: str, text: str) -> list[str]:
-    pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    return [
+JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def field_table(document: dict[str, Any], cls: type) -> list[str]:
+    """One row per top-level field of `document`, in its order, with the meaning `cls` documents for
+    the field of the same name (camelCase in JSON, snake_case in Python)."""
+    docs = attribute_docs(cls.__module__, cls.__name__)
+    rows = []
+    for key, value in document.items():
+        name = snake_case(key)
+        member = inspect.getattr_static(cls, name, None)
+        meaning = docs.get(name) or (inspect.getdoc(member) if isinstance(member, property) else None)
+        if key == "name":
+            meaning = f"The format's name, always {literal(value)}: a reader refuses a file without it."
+        rows.append((literal(key), JSON_TYPES.get(type(value), "null"), meaning or ""))
+    return list_table(("Field", "JSON type", "Meaning"), rows, "25 15 60")
+
+
+def json_block(title: str, text: str, cls: type | None = None) -> list[str]:
+    """`text` (a JSON object) pretty-printed in its own field order, and its fields' table from `cls`."""
+    document = json.loads(text)
+    pretty = json.dumps(document, indent=2, ensure_ascii=False)
+    lines = [
         f"**{title}**",
         "",
         ".. code-block:: json",
@@ -249,6 +274,9 @@ def json_block(title: str, text: str) -> list[str]:
         *("   " + line for line in pretty.splitlines()),
         "",
     ]
+    if cls is not None:
+        lines += [*field_table(document, cls), ""]
+    return lines
 
 
 def table_block(title: str, table: Any) -> list[str]:
@@ -279,6 +307,8 @@ class CommitFormatsExample(GeneratedDirective):
         import pyarrow.parquet as pq
 
         from airflow_commit_provider.core.committers import CommitOptions, create_committer
+        from airflow_commit_provider.core.formats.outcome import JobOutcome
+        from airflow_commit_provider.core.formats.success import SuccessData
         from airflow_commit_provider.core.layout import JobLayout
         from airflow_commit_provider.core.paths import StorePath
         from airflow_commit_provider.core.store import open_store
@@ -301,16 +331,19 @@ class CommitFormatsExample(GeneratedDirective):
                 f"into ``{destination}`` (a temporary directory of the build).",
                 "",
             ]
-            lines += json_block("_SUCCESS", store.read_bytes(layout.success_marker).decode())
+            lines += json_block("_SUCCESS", store.read_bytes(layout.success_marker).decode(), SuccessData)
             lines += json_block(
                 "dt=2024-01-01/_SUCCESS", store.read_bytes(layout.partition_success("dt=2024-01-01")).decode()
             )
             lines += json_block(
-                f"_airflow_commit/{self.JOB_ID}.outcome.json", store.read_bytes(layout.outcome).decode()
+                f"_airflow_commit/{self.JOB_ID}.outcome.json",
+                store.read_bytes(layout.outcome).decode(),
+                JobOutcome,
             )
             lines += json_block(
                 f"_airflow_commit/{self.JOB_ID}.success.json (the job record)",
                 store.read_bytes(layout.job_record).decode(),
+                SuccessData,
             )
             for listed in sorted(Path(layout.lists_dir.key).glob("*.parquet")):
                 lines += table_block(f"_airflow_commit/{self.JOB_ID}/{listed.name}", pq.read_table(listed))

@@ -32,19 +32,30 @@ DECISIONS: tuple[Decision, ...] = ("commit", "abort")
 
 @dataclass(frozen=True)
 class JobOutcome:
+    """`_airflow_commit/<jobId>.outcome.json`, created once (create-if-absent); JSON field names are
+    these fields' in camelCase."""
+
     job_id: str
+    """The job decided."""
     decision: Decision
+    """`commit` or `abort`: whichever was created first holds."""
     committer: str
+    """The committer's name."""
     committed: tuple[TaskCommitResult, ...] = ()
+    """The task attempts the commit takes, one per task (each with its manifest's SHA-256); empty in
+    an abort."""
     conflict_mode: str = "append"
     """How a commit treats existing output; whoever rolls the commit forward must apply the same."""
     reason: str = ""
+    """Why an abort was decided."""
     origin: TryOrigin | None = None
     """The try that decided, for the commit report; it decides nothing."""
     table: str | None = None
     """The catalog table whose partitions are registered once the commit is rolled forward."""
     timestamp: int = field(default_factory=now_millis)
+    """When it was decided, in epoch milliseconds."""
     hostname: str = field(default_factory=socket.gethostname)
+    """The host that decided."""
     file_list: ListRef | None = None
     """The job's file list, written before the commit point (None in an abort, or an older outcome)."""
     partition_list: ListRef | None = None

@@ -110,25 +110,44 @@ def inline_partitions(partitions: Iterable[str]) -> list[str]:
 
 @dataclass
 class SuccessData:
+    """A `_SUCCESS` (the destination's, or a partition's) and a job record: one format, whose JSON
+    field names are these fields' in camelCase (`header` writes them in order)."""
+
     committer: str
+    """The committer's name (`partitioned`, `magic`, ...)."""
     job_id: str
+    """The job that committed: its outcome and record are `_airflow_commit/<jobId>.*`."""
     job_id_source: str = "airflow_commit.job_id"
+    """Where the job ID came from (Hadoop's field)."""
     timestamp: int = field(default_factory=now_millis)
+    """When the file was written, in epoch milliseconds (`date` is the same instant in ISO 8601)."""
     hostname: str = field(default_factory=socket.gethostname)
+    """The host that wrote it (the driver's)."""
     description: str = ""
+    """A human-readable line naming the committer."""
     success: bool = True
+    """Hadoop's flag: true in every file ours write; a check refuses a file where it is false."""
     state: str = "committed"
+    """`committed` in every file ours write (a 0-byte `_SUCCESS` of Spark's classic protocol reads as
+    a legacy marker, which records no job)."""
     metrics: dict[str, int] = field(default_factory=dict)
+    """Hadoop's metrics map (empty in ours)."""
     diagnostics: dict[str, str] = field(default_factory=dict)
+    """Text by name: the options the job ran with (`airflow_commit.*`), the stage, the principal."""
     filenames: list[str] = field(default_factory=list)
+    """The first `FILENAMES_LIMIT` committed files' URIs in path order, as Hadoop writes them."""
     iostatistics: IOStatistics = field(default_factory=IOStatistics)
+    """Store requests and committer stages counted and timed, in Hadoop's IOStatistics layout."""
     partitions: list[str] = field(default_factory=list)
     """The partitions written, sorted: all of them, or past the caps the first ones
     (`InlinePartitions`), and then `partition_count` and `partition_list` say the rest. Written as
     given: the writer caps them."""
     file_count: int | None = None
+    """How many files the job committed (in this partition, for a partition's `_SUCCESS`)."""
     total_bytes: int | None = None
+    """Their bytes."""
     rows: int | None = None
+    """Their rows, when the writer counted them."""
     files: list[CommittedFile] | None = None
     """Every committed file inline, as older files of ours list them; `file_list` replaces it."""
     partition_stats: dict[str, PartitionStats] | None = None
@@ -172,6 +191,7 @@ class SuccessData:
 
     @property
     def date(self) -> str:
+        """`timestamp` in ISO 8601, UTC, for people."""
         return datetime.fromtimestamp(self.timestamp / 1000, tz=timezone.utc).isoformat()
 
     @property
