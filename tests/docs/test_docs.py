@@ -194,3 +194,20 @@ def run_commands(workdir: Path, job_id: str) -> None:
         assert result.returncode == 0, (
             f"{where}: {command} exited {result.returncode}:\n{result.stdout}{result.stderr}"
         )
+
+
+def test_readme_is_a_landing_page() -> None:
+    """At most 8,000 characters that link into the site, and the test command CI runs (.ci/run)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 8000, f"README.md is {len(readme)} characters: move the detail into docs/"
+    assert "(docs/index.md)" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in ci and any(command == "make test" for _, command in readme_commands())
+
+
+def readme_commands() -> list[tuple[str, str]]:
+    return [
+        (where, " ".join(shlex.split(command, comments=True)))
+        for where, command in bash_commands()
+        if where.startswith("README.md")
+    ]
