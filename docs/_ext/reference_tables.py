@@ -216,7 +216,9 @@ class SupportedMatrix(GeneratedDirective):
         for requirement, extra in requirements:
             name = canonicalize_name(requirement.name)
             label = literal(requirement.name) + (f" (``[{extra}]``)" if extra else "")
-            rows.append((label, literal(requirement.specifier), oldest.get(name, "-"), newest.get(name, "-")))
+            # The lower bound first, as pyproject.toml writes it (packaging sorts them otherwise).
+            specifier = ",".join(sorted(map(str, requirement.specifier), key=lambda spec: spec[0] != ">"))
+            rows.append((label, literal(specifier), oldest.get(name, "-"), newest.get(name, "-")))
         return list_table(
             (
                 "Dependency",
