@@ -5,6 +5,7 @@ cleanup acts on, and the store a command names (through an Airflow connection or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from typing import Any
@@ -49,19 +50,21 @@ def _connection_settings(args: argparse.Namespace) -> dict[str, Any]:
     database. The secret parts are registered with Airflow's secrets masker when read."""
     from airflow_commit_provider.hooks.commit_store import CommitStoreHook
 
-    # Airflow's logging writes to stdout, which is the command's answer (-o json): as `airflow`'s own
-    # commands that take -o, logs go to stderr.
+    # Airflow's logging writes to stdout, which is the command's answer (-o json): its log lines go to
+    # stderr, as those of `airflow`'s own commands that take -o. Its stdlib handler is moved; its
+    # structlog loggers (the hook's) write to whatever stdout is while the connection is resolved.
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
             handler.setStream(sys.stderr)
-    hook = CommitStoreHook(args.aws_conn_id, threads=args.threads)
-    try:
-        hook.get_connection(args.aws_conn_id)
-    except Exception as error:  # AirflowNotFoundException, whose module differs between Airflow versions
-        if type(error).__name__ != "AirflowNotFoundException":
-            raise
-        raise CliError(
-            f"--aws-conn-id {args.aws_conn_id}: no such connection in the secrets backends, the "
-            f"environment (AIRFLOW_CONN_{args.aws_conn_id.upper()}) or the metadata database"
-        ) from None
-    return hook.s3_settings.store_kwargs()
+    with contextlib.redirect_stdout(sys.stderr):
+        hook = CommitStoreHook(args.aws_conn_id, threads=args.threads)
+        try:
+            hook.get_connection(args.aws_conn_id)
+        except Exception as error:  # AirflowNotFoundException, whose module differs between Airflow versions
+            if type(error).__name__ != "AirflowNotFoundException":
+                raise
+            raise CliError(
+                f"--aws-conn-id {args.aws_conn_id}: no such connection in the secrets backends, the "
+                f"environment (AIRFLOW_CONN_{args.aws_conn_id.upper()}) or the metadata database"
+            ) from None
+        return hook.s3_settings.store_kwargs()

@@ -92,7 +92,8 @@ def test_uploads_abort_yes_json(
         "--older-than",
         "0s",
         "-y",
-        "-o", "json",
+        "-o",
+        "json",
         "--endpoint-url",
         s3_env,
     )

@@ -49,7 +49,9 @@ def test_verify_checks_the_job_against_its_record(
     assert code == 0, out
     assert out.startswith(f"OK {record}: job job-a by partitioned") and "(job record;" in out
 
-    code, out, _ = run(capsys, "success", "verify", url, "--job-id", "job-a", "--partition", "dt=2", "-o", "json")
+    code, out, _ = run(
+        capsys, "success", "verify", url, "--job-id", "job-a", "--partition", "dt=2", "-o", "json"
+    )
     verdict = json.loads(out)
     assert (code, verdict["ok"], verdict["checked"], verdict["reasons"]) == (
         1,
@@ -266,7 +268,8 @@ def test_records_prune_on_s3_respects_the_directory_boundary(
         "--max-job-duration",
         "0s",
         "--yes",
-        "-o", "json",
+        "-o",
+        "json",
         *base,
     )
     assert (code, json.loads(out)["pruned"]) == (0, 1)

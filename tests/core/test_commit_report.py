@@ -355,7 +355,8 @@ def test_the_cli_names_what_is_missing(commit_env: CommitEnv, capsys: pytest.Cap
     assert main(["report", env.dest.uri()]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "_airflow_commit: no job records" in error
-    for spelling in ("--job-id", "--job"):  # --job, the first spelling, still works as argparse's abbreviation
+    # --job, the first spelling, still works: argparse takes it for --job-id, of which it is a prefix.
+    for spelling in ("--job-id", "--job"):
         assert main(["report", env.dest.uri(), spelling, "job-that-never-ran"]) == 2
         assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
     assert main(["report", "--help"]) == 0
