@@ -91,7 +91,7 @@ def _plain_rows(items: Iterable[dict[str, Any]]) -> None:
 def _yaml_streamed(summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]]) -> None:
     if summary:
         print(_yaml(summary), end="")
-    print(f"{json.dumps(key)}:", end="")  # a JSON string is a YAML scalar
+    print(f"{key}:", end="")  # a listing's key is a plain word (`uploads`, `trees`, `jobs`)
     empty = True
     for item in items:
         if empty:
