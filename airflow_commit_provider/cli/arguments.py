@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from airflow_commit_provider.cleanup import parse_scope
-from airflow_commit_provider.cli.definition import DESTINATION, SCOPE
+from airflow_commit_provider.cli.names import DESTINATION, SCOPE
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, open_store
 

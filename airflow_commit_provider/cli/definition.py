@@ -27,18 +27,9 @@ from airflow_commit_provider.cleanup.durations import (
     format_duration,
     parse_duration,
 )
+from airflow_commit_provider.cli.names import AIRFLOW_GROUP, DESTINATION, DISTRIBUTION, PROG, SCOPE, URL_FORMS
 from airflow_commit_provider.store_doctor import PROPERTIES
 
-PROG = "airflow-commit"
-#: The group `airflow` lists the commands under (Airflow 3.2+).
-AIRFLOW_GROUP = "commit-protocols"
-DISTRIBUTION = "airflow-commit-provider"
-#: The positional of a cleanup of uploads or temporary trees: the directory it acts in.
-SCOPE = "SCOPE"
-#: The positional of the commands about a job's output and records: where it writes.
-DESTINATION = "DESTINATION"
-#: How a scope or destination is written, for the help texts.
-URL_FORMS = "s3://bucket/prefix, s3a://..., file:///path or a path"
 #: `-o/--output`: Airflow's own choices, `table` (for people) first.
 OUTPUT_FORMATS = ("table", "json", "yaml", "plain")
 _HANDLERS = "airflow_commit_provider.cli."

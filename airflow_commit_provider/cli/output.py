@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from airflow_commit_provider.cleanup import NoProgress, Progress
 from airflow_commit_provider.cli.arguments import CliError
-from airflow_commit_provider.cli.definition import PROG
+from airflow_commit_provider.cli.names import PROG
 
 T = TypeVar("T")
 

@@ -1,32 +1,20 @@
-"""Running one command, under `airflow-commit` (`main`) or `airflow commit-protocols` (the function
-`definition.get_cli_commands` gives Airflow): its handler imported only now, every failure one line
-on stderr with exit status 2, Ctrl-C 130."""
+"""Running one command, under `airflow-commit` (the package's `main`) or `airflow commit-protocols`
+(the function `definition.get_cli_commands` gives Airflow): its handler imported only now, every
+failure one line on stderr with exit status 2, Ctrl-C 130."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Sequence
 
-from airflow_commit_provider.cli.definition import PROG, build_parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`airflow-commit`."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, --version, or a usage error already printed as one line
-        return exit_.code if isinstance(exit_.code, int) else 2
-    return run(args)
+from airflow_commit_provider.cli.arguments import CliError
+from airflow_commit_provider.cli.names import PROG
+from airflow_commit_provider.cli.output import fail
+from airflow_commit_provider.core.store import StoreError
 
 
 def run(args: argparse.Namespace, prog: str = PROG) -> int:
     """Run `args.handler` (`module.function`) on `args`; its exit status."""
-    from airflow_commit_provider.cli.arguments import CliError
-    from airflow_commit_provider.cli.output import fail
-    from airflow_commit_provider.core.store import StoreError
-
     module, _, function = args.handler.rpartition(".")
     handler = getattr(importlib.import_module(module), function)
     try:
