@@ -448,7 +448,7 @@ def prune_records(
 
     The records directory is listed once more; jobs whose files changed are left alone. Then the
     files go in three batches, by `_DELETE_ORDER` (a few requests in all on S3).
-    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
     stale = listing.stale
     left_alone: set[str] = set()  # the stale jobs whose files changed since the listing

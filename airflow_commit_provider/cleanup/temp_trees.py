@@ -434,7 +434,7 @@ def clean_temp_trees(
 
     Trees are deleted on `threads` threads, which a tree's uploads share with the other trees.
     Progress counts files. After `STOP_AFTER_FAILURES` trees failed in a row no more are tried.
-    `keep_outcomes` spools every tree's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` spools every tree's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
     upload_threads = max(1, threads // max(1, listing.stale_count))
 

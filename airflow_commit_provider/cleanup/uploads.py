@@ -447,7 +447,7 @@ def abort_uploads(
 ) -> AbortReport:
     """Abort every upload in `listing` (see `abort_and_verify`); with `dry_run`, only report them.
 
-    `keep_outcomes` spools every upload's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` spools every upload's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
 
     def act_all(uploads: Iterable[UploadInfo], record: Callable[[Any], None], bar: Progress) -> None:
