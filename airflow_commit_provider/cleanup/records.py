@@ -38,12 +38,6 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.common import NoProgress, Progress, format_size, iso, one_line
-from airflow_commit_provider.cleanup.durations import (
-    DEFAULT_MAX_JOB_DURATION,
-    DEFAULT_RECORDS_OLDER_THAN,
-    as_timedelta,
-    format_duration,
-)
 from airflow_commit_provider.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
@@ -55,6 +49,12 @@ from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import write_entry
 from airflow_commit_provider.core.store.base import FileStatus, Store, StoreError
+from airflow_commit_provider.durations import (
+    DEFAULT_MAX_JOB_DURATION,
+    DEFAULT_RECORDS_OLDER_THAN,
+    as_timedelta,
+    format_duration,
+)
 
 __all__ = [
     "IndexReport",

@@ -32,10 +32,10 @@ from airflow_commit_provider.cleanup.common import (
     Progress,
     utc_now,
 )
-from airflow_commit_provider.cleanup.durations import as_timedelta, format_duration
 from airflow_commit_provider.cleanup.scope import parse_scope
 from airflow_commit_provider.cleanup.spool import Spool
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.durations import as_timedelta, format_duration
 
 FAILED = "failed"
 #: Items a run did not try because it stopped after `STOP_AFTER_FAILURES` failures in a row.

@@ -20,15 +20,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from airflow_commit_provider.cleanup.durations import (
+from airflow_commit_provider.cli.names import AIRFLOW_GROUP, DESTINATION, DISTRIBUTION, PROG, SCOPE, URL_FORMS
+from airflow_commit_provider.durations import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
     format_duration,
     parse_duration,
 )
-from airflow_commit_provider.cli.names import AIRFLOW_GROUP, DESTINATION, DISTRIBUTION, PROG, SCOPE, URL_FORMS
-from airflow_commit_provider.store_doctor import PROPERTIES
 
 #: `-o/--output`: Airflow's own choices, `table` (for people) first.
 OUTPUT_FORMATS = ("table", "json", "yaml", "plain")
@@ -353,8 +352,8 @@ def _groups() -> tuple[Group | Command, ...]:
                 Arg.of("--rounds", type=positive, default=3, help="races to run (default 3)"),
                 *store,
             ),
-            description="Probe the store under a scratch prefix of DESTINATION (removed afterwards): "
-            + ", ".join(PROPERTIES),
+            description="Probe the store under a scratch prefix of DESTINATION (removed afterwards) for "
+            "every property the committers rely on: each PASS or FAIL, with its reason.",
         ),
         Command(
             "report",
