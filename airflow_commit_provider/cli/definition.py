@@ -79,10 +79,11 @@ class _Version(argparse.Action):
 
 
 class _JsonAlias(argparse.Action):
-    """`--json`, the first spelling of `-o json`: kept for the scripts that use it, unlisted."""
+    """`--json`, the first spelling of `-o json`: kept for the scripts that use it, unlisted. It has
+    no default of its own: `-o`'s stands, whichever of the two a parser adds first (Airflow sorts them)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest="output", nargs=0, **kwargs)
+        super().__init__(option_strings, dest="output", default=argparse.SUPPRESS, nargs=0, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: Any) -> None:
         namespace.output = "json"
@@ -110,7 +111,7 @@ class Command:
     name: str
     help: str
     handler: str
-    """The function that runs it, by import path under `airflow_commit_provider.cli.`: `uploads.list_uploads`."""
+    """The function that runs it, by import path under `airflow_commit_provider.cli.`: `uploads.list_pending`."""
     args: tuple[Arg, ...]
     description: str | None = None
 

@@ -218,6 +218,11 @@ def test_version_and_the_json_alias(capsys: pytest.CaptureFixture[str], tmp_path
         assert capsys.readouterr().out == VERSION_LINE + "\n"
     code, out, _ = run_airflow(capsys, "commit-protocols", "temp", "list", "--version")
     assert (code, out) == (0, VERSION_LINE + "\n")
+    # Without -o, the answer for people under both programs (Airflow adds --json before -o: it sorts them).
+    assert main(["temp", "list", str(tmp_path)]) == 0
+    ours = capsys.readouterr().out
+    code, theirs, _ = run_airflow(capsys, "commit-protocols", "temp", "list", str(tmp_path))
+    assert code == 0 and ours == theirs and ours.startswith("0 temporary trees under file://")
     # --json, the first spelling of -o json, still answers in JSON (unlisted).
     assert main(["temp", "list", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trees"] == []
