@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import sys
 from typing import Any
 
@@ -48,15 +47,13 @@ def _connection_settings(args: argparse.Namespace) -> dict[str, Any]:
     provider's connection handling (`CommitStoreHook`, as the operators do): from the secrets
     backends, environment variables (`AIRFLOW_CONN_<ID>`) and, where there is one, the metadata
     database. The secret parts are registered with Airflow's secrets masker when read."""
-    from airflow_commit_provider.hooks.commit_store import CommitStoreHook
-
     # Airflow's logging writes to stdout, which is the command's answer (-o json): its log lines go to
-    # stderr, as those of `airflow`'s own commands that take -o. Its stdlib handler is moved; its
-    # structlog loggers (the hook's) write to whatever stdout is while the connection is resolved.
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
-            handler.setStream(sys.stderr)
+    # stderr, as those of `airflow`'s own commands that take -o. Its handler takes the stdout of when
+    # Airflow is first imported (here, under `airflow-commit`), and its structlog loggers (the hook's)
+    # whatever stdout is when they write.
     with contextlib.redirect_stdout(sys.stderr):
+        from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+
         hook = CommitStoreHook(args.aws_conn_id, threads=args.threads)
         try:
             hook.get_connection(args.aws_conn_id)

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+# Airflow is imported here, at collection, as by the other Airflow tests: its logging takes the stdout
+# of when it is first imported, which inside a test is that test's capture, closed after it.
+from airflow.cli import cli_parser
+
 from airflow_commit_provider.cli import build_parser, main
 from airflow_commit_provider.core.paths import StorePath
 
@@ -32,8 +36,6 @@ CONN_ID = "commit_cli_s3"
 
 
 def airflow_parser() -> argparse.ArgumentParser:
-    from airflow.cli import cli_parser
-
     return cli_parser.get_parser()
 
 
