@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from cleanup_support import Terminal, assert_one_line_error, keys_under, run, start_upload, write_files
 
 from airflow_commit_provider.cli import main
@@ -182,6 +183,8 @@ def test_success_show_and_verify_local(capsys: pytest.CaptureFixture[str], tmp_p
     code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "-o", "json")
     shown = json.loads(out)
     assert (shown["job_id"], shown["files"], shown["legacy"]) == ("job-42", 3, False)
+    code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "-o", "yaml")
+    assert code == 0 and yaml.safe_load(out) == shown, "-o yaml is the same record as -o json"
 
     ok = ("success", "verify", str(tmp_path / "out"))
     code, out, _ = run(capsys, *ok, "--job-id", "job-42", "--committer", "staging", "--committer", "magic")
