@@ -58,6 +58,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_commit_provider.triggers.success_manifest"],
             }
         ],
+        # `airflow commit-protocols ...` (Airflow 3.2+; 3.1 ignores it): the commands of `airflow-commit`.
+        "cli": ["airflow_commit_provider.cli.definition.get_cli_commands"],
         "extra-links": ["airflow_commit_provider.operators.report_link.CommitReportLink"],
         "plugins": [
             {

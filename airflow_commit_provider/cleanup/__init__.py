@@ -17,14 +17,6 @@ from airflow_commit_provider.cleanup.common import (
     Progress,
     format_size,
 )
-from airflow_commit_provider.cleanup.durations import (
-    DEFAULT_MAX_JOB_DURATION,
-    DEFAULT_OLDER_THAN,
-    DEFAULT_RECORDS_OLDER_THAN,
-    as_timedelta,
-    format_duration,
-    parse_duration,
-)
 from airflow_commit_provider.cleanup.records import (
     IndexReport,
     JobRecords,
@@ -56,6 +48,14 @@ from airflow_commit_provider.cleanup.uploads import (
     abort_pending_uploads,
     abort_uploads,
     list_pending_uploads,
+)
+from airflow_commit_provider.durations import (
+    DEFAULT_MAX_JOB_DURATION,
+    DEFAULT_OLDER_THAN,
+    DEFAULT_RECORDS_OLDER_THAN,
+    as_timedelta,
+    format_duration,
+    parse_duration,
 )
 
 __all__ = [

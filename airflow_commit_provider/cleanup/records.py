@@ -38,12 +38,6 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.common import NoProgress, Progress, format_size, iso, one_line
-from airflow_commit_provider.cleanup.durations import (
-    DEFAULT_MAX_JOB_DURATION,
-    DEFAULT_RECORDS_OLDER_THAN,
-    as_timedelta,
-    format_duration,
-)
 from airflow_commit_provider.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
@@ -55,6 +49,12 @@ from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import write_entry
 from airflow_commit_provider.core.store.base import FileStatus, Store, StoreError
+from airflow_commit_provider.durations import (
+    DEFAULT_MAX_JOB_DURATION,
+    DEFAULT_RECORDS_OLDER_THAN,
+    as_timedelta,
+    format_duration,
+)
 
 __all__ = [
     "IndexReport",
@@ -448,7 +448,7 @@ def prune_records(
 
     The records directory is listed once more; jobs whose files changed are left alone. Then the
     files go in three batches, by `_DELETE_ORDER` (a few requests in all on S3).
-    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` keeps every job's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
     stale = listing.stale
     left_alone: set[str] = set()  # the stale jobs whose files changed since the listing

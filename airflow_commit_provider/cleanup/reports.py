@@ -2,14 +2,14 @@
 
 Uploads, temporary trees and job records differ in what they find and how they remove it, but
 not in how a scope is selected, how a dry run differs from a real run, or how a listing and a
-report are summarised for XCom and `--json`, or in words for people. That part lives here once
+report are summarised for XCom and the CLI's `-o json`, or in words for people. That part lives here once
 (`CleanupListing`, `Outcome`, `CleanupReport`), so every kind answers the operators and the CLI in
 the same shape, the CLI's one list, confirm and act flow serves all three, and both print the
 same sentences.
 
 A report's size does not grow with the scope: it keeps counts by status, sums (files, bytes),
 the acted-on items with the smallest names (`KEPT_OUTCOMES`, for samples and lineage) and the
-first failures. Every outcome is kept only when asked (`keep_outcomes`, the CLI's `--json`), and
+first failures. Every outcome is kept only when asked (`keep_outcomes`, the CLI's `-o json`), and
 then in a local spool, not in memory.
 """
 
@@ -32,10 +32,10 @@ from airflow_commit_provider.cleanup.common import (
     Progress,
     utc_now,
 )
-from airflow_commit_provider.cleanup.durations import as_timedelta, format_duration
 from airflow_commit_provider.cleanup.scope import parse_scope
 from airflow_commit_provider.cleanup.spool import Spool
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.durations import as_timedelta, format_duration
 
 FAILED = "failed"
 #: Items a run did not try because it stopped after `STOP_AFTER_FAILURES` failures in a row.
@@ -66,7 +66,7 @@ class CleanupListing(Protocol[ListedT]):
     job records; the items are streamed (from a local spool), so a listing can be a million long.
     """
 
-    #: The key under which `--json` lists every item, and every outcome once acted on.
+    #: The key under which `-o json` lists every item, and every outcome once acted on.
     DETAILS: ClassVar[str]
 
     @property

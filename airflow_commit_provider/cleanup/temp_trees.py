@@ -37,7 +37,6 @@ from airflow_commit_provider.cleanup.common import (
     iso,
     one_line,
 )
-from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import Spool, batches
 from airflow_commit_provider.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
@@ -45,6 +44,7 @@ from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
+from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
 
 MAGIC_DIR = "__magic"
 SPARK_STAGING_PREFIX = ".spark-staging-"
@@ -434,7 +434,7 @@ def clean_temp_trees(
 
     Trees are deleted on `threads` threads, which a tree's uploads share with the other trees.
     Progress counts files. After `STOP_AFTER_FAILURES` trees failed in a row no more are tried.
-    `keep_outcomes` spools every tree's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` spools every tree's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
     upload_threads = max(1, threads // max(1, listing.stale_count))
 

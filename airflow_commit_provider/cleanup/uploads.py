@@ -44,7 +44,6 @@ from airflow_commit_provider.cleanup.common import (
     one_line,
     with_retries,
 )
-from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
@@ -54,6 +53,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, PendingUpload, Store, StoreError
+from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
 #: Options of `abort_uploads` that `abort_pending_uploads` passes on to it.
@@ -447,7 +447,7 @@ def abort_uploads(
 ) -> AbortReport:
     """Abort every upload in `listing` (see `abort_and_verify`); with `dry_run`, only report them.
 
-    `keep_outcomes` spools every upload's outcome for `report.outcomes` (the CLI's `--json`).
+    `keep_outcomes` spools every upload's outcome for `report.outcomes` (the CLI's machine formats, `-o json|yaml|plain`).
     """
 
     def act_all(uploads: Iterable[UploadInfo], record: Callable[[Any], None], bar: Progress) -> None:

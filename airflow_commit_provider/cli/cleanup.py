@@ -1,6 +1,6 @@
 """The one flow of the three cleanups (pending uploads, temporary trees, job records).
 
-A list command lists with progress bars, then prints the listing as JSON or as a table and its
+A list command lists with progress bars, then prints the listing in a machine format (-o) or as a table and its
 closing line. A destructive command lists, shows and asks (unless --dry-run or --yes), acts, and
 reports. Both read a listing through `CleanupListing` and a report through `CleanupReport` alone,
 so the kinds' group modules say only what differs: how to list, the table's columns, the question
@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from airflow_commit_provider.cleanup import CleanupListing, CleanupReport, Progress
-from airflow_commit_provider.cli.arguments import scope_of, store_for
+from airflow_commit_provider.cli.arguments import scope_argument, scope_of, store_for
 from airflow_commit_provider.cli.output import (
     Table,
     confirm,
     confirm_possible,
     emit_streamed,
     fail,
+    for_machines,
     progress_for,
 )
 from airflow_commit_provider.core.store import Store
@@ -65,14 +66,14 @@ class Cleanup(Generic[ListingT]):
     act: Act[ListingT]
 
     def show(self, args: argparse.Namespace) -> int:
-        """The list command: list with progress bars, then every item as JSON, or the table and the
+        """The list command: list with progress bars, then every item in the machine format (-o), or the table and the
         listing's closing line for people."""
-        with store_for(args, args.scope).session() as store, progress_for(args) as progress:
+        with store_for(args, scope_argument(args)[1]).session() as store, progress_for(args) as progress:
             listing = self.find(args, store, progress)
         try:
-            if args.json:
+            if for_machines(args):
                 items = (item.to_json() for item in listing.items())
-                emit_streamed(listing.summary_json(), listing.DETAILS, items)
+                emit_streamed(listing.summary_json(), listing.DETAILS, items, args)
             else:
                 self.table.print(listing.items())
                 print(listing.describe())
@@ -90,7 +91,7 @@ class Cleanup(Generic[ListingT]):
         """
         scope_of(args)
         confirm_possible(args, self.action)
-        with store_for(args, args.scope).session() as store:
+        with store_for(args, scope_argument(args)[1]).session() as store:
             with progress_for(args) as progress:
                 listing = self.find(args, store, progress)
             try:
@@ -108,7 +109,7 @@ class Cleanup(Generic[ListingT]):
                             dry_run=args.dry_run,
                             threads=args.threads,
                             progress=progress,
-                            keep_outcomes=args.json,
+                            keep_outcomes=for_machines(args),
                         )
                 except KeyboardInterrupt:
                     fail(
@@ -138,11 +139,11 @@ def selection(args: argparse.Namespace) -> dict[str, Any]:
 def _print_report(
     args: argparse.Namespace, listing: CleanupListing[Any], report: CleanupReport[Any, Any], table: Table[Any]
 ) -> int:
-    """Print what a destructive command did: JSON with every outcome, or the preview (dry run),
+    """Print what a destructive command did: every outcome in the machine format (-o), or the preview (dry run),
     the closing line and each listed failure for people. 1 when anything failed."""
     summary = report.to_json()
-    if args.json:
-        emit_streamed(summary, listing.DETAILS, (outcome.to_json() for outcome in report.outcomes))
+    if for_machines(args):
+        emit_streamed(summary, listing.DETAILS, (outcome.to_json() for outcome in report.outcomes), args)
     else:
         if args.dry_run:
             table.print(listing.targets(), listing.target_count, DRY_RUN_PREVIEW)

@@ -1,48 +1,25 @@
-"""`airflow-commit doctor DESTINATION`: whether a store has what the committers rely on, probed under
+"""`doctor DESTINATION`: whether a store has what the committers rely on, probed under
 a scratch prefix of the destination (`store_doctor`)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from airflow_commit_provider.cli.arguments import (
-    DESTINATION,
-    URL_FORMS,
-    CliError,
-    Parents,
-    positive,
-    store_for,
-)
-from airflow_commit_provider.cli.output import emit
+from airflow_commit_provider.cli.arguments import CliError, store_for
+from airflow_commit_provider.cli.output import emit, for_machines
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE
 from airflow_commit_provider.store_doctor import COMMIT_PROPERTIES, PROPERTIES, check_store
 
 
-def add_commands(groups: Any, parents: Parents) -> None:
-    doctor = groups.add_parser(
-        "doctor",
-        parents=[parents.common],
-        help="check that a store has what the committers rely on (exit 1 on any FAIL)",
-        description="Probe the store under a scratch prefix of DESTINATION (removed afterwards): "
-        + ", ".join(PROPERTIES),
-    )
-    doctor.add_argument(
-        "destination", metavar=DESTINATION, help=f"a destination (a table's root folder): {URL_FORMS}"
-    )
-    doctor.add_argument("--writers", type=positive, default=8, help="concurrent creates per race (default 8)")
-    doctor.add_argument("--rounds", type=positive, default=3, help="races to run (default 3)")
-    doctor.set_defaults(handler=_doctor)
-
-
-def _doctor(args: argparse.Namespace) -> int:
+def doctor(args: argparse.Namespace) -> int:
+    """`doctor`."""
     destination = StorePath.parse(args.destination)
     if args.writers < 2:
         raise CliError("--writers must be at least 2 to race")
     with store_for(args, args.destination).session() as store:
         report = check_store(store, destination, writers=args.writers, rounds=args.rounds)
-    if args.json:
+    if for_machines(args):
         emit(
             {
                 "store": report.store,
@@ -51,7 +28,8 @@ def _doctor(args: argparse.Namespace) -> int:
                 "requests": report.requests,
                 "note": report.note,
                 "checks": [{"property": c.name, "ok": c.passed, "reason": c.reason} for c in report.checks],
-            }
+            },
+            args,
         )
         return 0 if report.passed else 1
     from rich.console import Console

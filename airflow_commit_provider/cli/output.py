@@ -1,5 +1,11 @@
-"""How every command answers: one-line errors, JSON (streamed when it is long), tables, progress
-bars at a terminal, and the confirmation prompt of the destructive commands."""
+"""How every command answers: one-line errors; `-o json|yaml|plain` documents and listings (streamed,
+as a listing can be a million items long); tables, progress bars at a terminal and the confirmation
+prompt of the destructive commands for people (`-o table`).
+
+The machine formats carry the same data: what `-o json` prints, `-o yaml` prints as YAML, and
+`-o plain` as tab-separated lines (a listing's items under a header line of their fields, or a single
+record's fields one a line; a nested value as its JSON).
+"""
 
 from __future__ import annotations
 
@@ -13,22 +19,90 @@ from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from airflow_commit_provider.cleanup import NoProgress, Progress
-from airflow_commit_provider.cli.arguments import PROG, CliError
+from airflow_commit_provider.cli.arguments import CliError
+from airflow_commit_provider.cli.names import PROG
 
 T = TypeVar("T")
 
 
-def fail(message: str) -> None:
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+def fail(message: str, prog: str = PROG) -> None:
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
 
 
-def emit(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+def for_machines(args: argparse.Namespace) -> bool:
+    """Whether the command answers in a machine format (-o json, yaml or plain) rather than for people."""
+    return bool(args.output != "table")
 
 
-def emit_streamed(summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]]) -> None:
-    """`summary` with `key` listing `items` as one JSON document, written as the items come (one a
-    line), so that a million of them are never one string in memory."""
+def emit(data: dict[str, Any], args: argparse.Namespace) -> None:
+    """One document in the command's machine format."""
+    data = _as_json(data)
+    if args.output == "yaml":
+        print(_yaml(data), end="")
+    elif args.output == "plain":
+        for key, value in data.items():
+            print(f"{key}\t{_plain(value)}")
+    else:
+        print(json.dumps(data, indent=2))
+
+
+def emit_streamed(
+    summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]], args: argparse.Namespace
+) -> None:
+    """`summary` with `key` listing `items` as one document, written as the items come, so that a
+    million of them are never one string in memory. `-o plain` prints the items alone."""
+    if args.output == "plain":
+        _plain_rows(items)
+    elif args.output == "yaml":
+        _yaml_streamed(_as_json(summary), key, items)
+    else:
+        _json_streamed(summary, key, items)
+
+
+def _as_json(data: Any) -> Any:
+    """The data as its JSON says it (dates, paths and the like as text), for every format alike."""
+    return json.loads(json.dumps(data, default=str))
+
+
+def _yaml(data: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return " ".join(str(value).split())  # a field is one line, with no tab in it
+
+
+def _plain_rows(items: Iterable[dict[str, Any]]) -> None:
+    fields: list[str] | None = None
+    for item in items:
+        item = _as_json(item)
+        if fields is None:
+            fields = list(item)
+            print("\t".join(fields))
+        print("\t".join(_plain(item.get(name)) for name in fields))
+
+
+def _yaml_streamed(summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]]) -> None:
+    if summary:
+        print(_yaml(summary), end="")
+    print(f"{key}:", end="")  # a listing's key is a plain word (`uploads`, `trees`, `jobs`)
+    empty = True
+    for item in items:
+        if empty:
+            print()
+            empty = False
+        print(_yaml([_as_json(item)]), end="")
+    if empty:
+        print(" []")
+
+
+def _json_streamed(summary: dict[str, Any], key: str, items: Iterable[dict[str, Any]]) -> None:
     head = json.dumps(summary, indent=2, default=str)
     print(head[: head.rindex("}")].rstrip() + ("," if summary else "") + f"\n  {json.dumps(key)}: [")
     previous = None  # each line but the last ends with a comma, so it is printed once the next one is known
@@ -63,7 +137,7 @@ class Table(Generic[T]):
 @contextmanager
 def progress_for(args: argparse.Namespace) -> Iterator[Progress]:
     """Rich bars when stdout is a terminal and the output is for humans, otherwise nothing."""
-    if args.json or not sys.stdout.isatty():
+    if for_machines(args) or not sys.stdout.isatty():
         yield NoProgress()
         return
     from rich.console import Console

@@ -1,15 +1,12 @@
-"""`airflow-commit records list|prune|reindex DESTINATION`: the per-job records under
+"""`records list|prune|reindex DESTINATION`: the per-job records under
 `<destination>/_airflow_commit/` (`cleanup.records`), pruned by age and the newest kept."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from airflow_commit_provider.cleanup import (
-    DEFAULT_MAX_JOB_DURATION,
-    DEFAULT_RECORDS_OLDER_THAN,
     JobRecords,
     Progress,
     RecordListing,
@@ -19,67 +16,10 @@ from airflow_commit_provider.cleanup import (
     prune_records,
     reindex_records,
 )
-from airflow_commit_provider.cli.arguments import (
-    DESTINATION,
-    Parents,
-    Parser,
-    add_allow_bucket_root,
-    add_scope,
-    count,
-    duration,
-    scope_of,
-    store_for,
-)
+from airflow_commit_provider.cli.arguments import scope_of, store_for
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
-from airflow_commit_provider.cli.output import Table, emit, progress_for
+from airflow_commit_provider.cli.output import Table, emit, for_machines, progress_for
 from airflow_commit_provider.core.store import Store
-
-
-def add_commands(groups: Any, parents: Parents) -> None:
-    commands = groups.add_parser(
-        "records", help="per-job commit records under <destination>/_airflow_commit/"
-    ).add_subparsers(dest="command", required=True)
-    aged = parents.scoped(
-        DEFAULT_RECORDS_OLDER_THAN,
-        DESTINATION,
-        "the destination (a table's root folder) whose records are listed or pruned",
-    )
-    policy = Parser(add_help=False)
-    policy.add_argument(
-        "--keep-newest",
-        type=count,
-        default=0,
-        metavar="N",
-        help="also keep the N newest of the jobs older than --older-than (default 0)",
-    )
-    policy.add_argument(
-        "--max-job-duration",
-        type=duration,
-        default=DEFAULT_MAX_JOB_DURATION,
-        metavar="DURATION",
-        help="the longest a job runs; --older-than may not be shorter, so that no abort outcome "
-        f"still fencing an orphaned driver goes (default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
-    )
-    commands.add_parser(
-        "list", parents=[aged, policy], help="list jobs with records, and which may go"
-    ).set_defaults(handler=RECORDS.show)
-    commands.add_parser(
-        "prune",
-        parents=[aged, policy, parents.destructive],
-        help="delete every file of the jobs older than --older-than but the --keep-newest newest, "
-        "and index the jobs kept that lack an index entry",
-    ).set_defaults(handler=RECORDS.list_confirm_act)
-    reindex = commands.add_parser(
-        "reindex",
-        parents=[parents.common],
-        help="write the records index entries that decided jobs lack (jobs from before the index)",
-    )
-    add_scope(reindex, DESTINATION, "the destination whose records are indexed")
-    add_allow_bucket_root(reindex)
-    reindex.add_argument(
-        "--dry-run", action="store_true", help="report which jobs lack an entry, write nothing"
-    )
-    reindex.set_defaults(handler=_reindex)
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> RecordListing:
@@ -115,19 +55,30 @@ def _question(args: argparse.Namespace, listing: RecordListing) -> str:
 RECORDS = Cleanup(_find, TABLE, "prune job records", _question, "Nothing pruned.", prune_records)
 
 
-def _reindex(args: argparse.Namespace) -> int:
+def list_records(args: argparse.Namespace) -> int:
+    """`records list`."""
+    return RECORDS.show(args)
+
+
+def prune(args: argparse.Namespace) -> int:
+    """`records prune`."""
+    return RECORDS.list_confirm_act(args)
+
+
+def reindex(args: argparse.Namespace) -> int:
+    """`records reindex`."""
     scope_of(args)
-    with store_for(args, args.scope).session() as store, progress_for(args) as progress:
+    with store_for(args, args.destination).session() as store, progress_for(args) as progress:
         report = reindex_records(
             store,
-            args.scope,
+            args.destination,
             dry_run=args.dry_run,
             allow_bucket_root=args.allow_bucket_root,
             threads=args.threads,
             progress=progress,
         )
-    if args.json:
-        emit(report.to_json())
+    if for_machines(args):
+        emit(report.to_json(), args)
     else:
         print(report.describe())
         for job_id, error in sorted(report.errors.items()):

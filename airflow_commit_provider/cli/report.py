@@ -1,26 +1,19 @@
-"""`airflow-commit report DESTINATION`: what a commit did, read from its records; the command itself
-is `report.command`'s, which the UI's report shares."""
+"""`report DESTINATION`: what a commit did, read from its records; the command itself is
+`report.command`'s."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from functools import partial
 
-from airflow_commit_provider.cli.arguments import Parents, positive, store_for
-
-
-def add_commands(groups: Any, parents: Parents) -> None:
-    from airflow_commit_provider.report.command import add_arguments
-
-    report = groups.add_parser(
-        "report",
-        parents=[parents.common],
-        help="what a commit did: its tasks, job-commit phases and partitions, read from its records",
-    )
-    add_arguments(report, positive=positive).set_defaults(handler=_report)
+from airflow_commit_provider.cli.arguments import store_for
+from airflow_commit_provider.cli.output import emit, for_machines
 
 
-def _report(args: argparse.Namespace) -> int:
+def report(args: argparse.Namespace) -> int:
+    """`report`."""
     from airflow_commit_provider.report.command import run
 
-    return run(args, store_for(args, args.destination))
+    return run(
+        args, store_for(args, args.destination), partial(emit, args=args) if for_machines(args) else None
+    )

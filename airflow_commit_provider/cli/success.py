@@ -1,4 +1,4 @@
-"""`airflow-commit success show|verify DESTINATION`: a job's `_SUCCESS` (or its record), shown or
+"""`success show|verify DESTINATION`: a job's `_SUCCESS` (or its record), shown or
 checked as the sensor checks it (`success.check`), and with `--files` every file it lists."""
 
 from __future__ import annotations
@@ -8,15 +8,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.cleanup import format_size
-from airflow_commit_provider.cli.arguments import (
-    DESTINATION,
-    URL_FORMS,
-    CliError,
-    Parents,
-    duration,
-    store_for,
-)
-from airflow_commit_provider.cli.output import emit, progress_for
+from airflow_commit_provider.cli.arguments import CliError, store_for
+from airflow_commit_provider.cli.output import emit, for_machines, progress_for
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import LegacySuccessMarkerError, SuccessData
 from airflow_commit_provider.core.layout import SUCCESS_FILENAME
@@ -29,42 +22,6 @@ from airflow_commit_provider.success.check import (
     success_path,
 )
 from airflow_commit_provider.success.listed_files import FilesCheck, check_listed_files
-
-#: The positional of both commands.
-_DESTINATION_HELP = f"the destination (a table's root folder) or its _SUCCESS file: {URL_FORMS}"
-
-
-def add_commands(groups: Any, parents: Parents) -> None:
-    commands = groups.add_parser("success", help="_SUCCESS files").add_subparsers(
-        dest="command", required=True
-    )
-    show = commands.add_parser("show", parents=[parents.common], help="show a _SUCCESS file")
-    show.add_argument("destination", metavar=DESTINATION, help=_DESTINATION_HELP)
-    show.add_argument(
-        "--job-id", help="show this job: its record when _SUCCESS is absent or names another job"
-    )
-    show.set_defaults(handler=_show)
-    verify = commands.add_parser(
-        "verify", parents=[parents.common], help="check a _SUCCESS file (exit 1 if not)"
-    )
-    verify.add_argument("destination", metavar=DESTINATION, help=_DESTINATION_HELP)
-    verify.add_argument(
-        "--job-id", help="the job that must have committed (its record counts when _SUCCESS is another job's)"
-    )
-    verify.add_argument("--min-files", type=int, metavar="N", help="at least N files committed")
-    verify.add_argument(
-        "--committer", action="append", metavar="NAME", help="expected committer (repeat for any of)"
-    )
-    verify.add_argument("--newer-than", type=duration, metavar="DURATION", help="written within DURATION")
-    verify.add_argument("--partition", action="append", metavar="P", help="a partition that must be listed")
-    verify.add_argument("--allow-legacy", action="store_true", help="accept a 0-byte classic marker")
-    verify.add_argument(
-        "--files",
-        action="store_true",
-        help="also check that every listed file is there with its size: one listing of the "
-        "destination merged with the job's file list (no request per file)",
-    )
-    verify.set_defaults(handler=_verify)
 
 
 def _success_json(path: StorePath, data: SuccessData, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
@@ -89,7 +46,8 @@ def _found_note(found: SuccessCheck, path: StorePath) -> str:
     return f" (job record; {path} is absent or names another job)" if found.from_record else ""
 
 
-def _show(args: argparse.Namespace) -> int:
+def show(args: argparse.Namespace) -> int:
+    """`success show`."""
     path = success_path(args.destination)
     with store_for(args, args.destination).session() as store:
         found = SuccessExpectations(job_id=args.job_id, allow_legacy=True).check(store, path)
@@ -98,8 +56,8 @@ def _show(args: argparse.Namespace) -> int:
         raise CliError(_missing(path, found))
     if args.job_id and not found.from_record and data.job_id != args.job_id:
         raise CliError("; ".join(found.reasons))
-    if args.json:
-        emit(_success_json(found.path, data, found.source))
+    if for_machines(args):
+        emit(_success_json(found.path, data, found.source), args)
         return 0
     if is_legacy(data):
         print(f"{path}: legacy 0-byte marker (classic FileOutputCommitter), written {data.date}")
@@ -127,7 +85,8 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def verify(args: argparse.Namespace) -> int:
+    """`success verify`."""
     path = success_path(args.destination)
     found: SuccessCheck | None = None
     files: FilesCheck | None = None
@@ -161,7 +120,7 @@ def _verify(args: argparse.Namespace) -> int:
             reasons = [f"unreadable: {' '.join(str(error).split())}"]
     data = None if found is None or found.state == "missing" else found.data
     checked = path if found is None else found.path
-    if args.json:
+    if for_machines(args):
         emit(
             {
                 "url": str(path),
@@ -172,7 +131,8 @@ def _verify(args: argparse.Namespace) -> int:
                 if data is None or found is None
                 else _success_json(checked, data, found.source),
                 **({"files": files.to_json() if files else None} if args.files else {}),
-            }
+            },
+            args,
         )
         return 1 if reasons else 0
     if reasons:

@@ -1,13 +1,11 @@
-"""`airflow-commit temp list|clean SCOPE`: the temporary trees failed and killed jobs leave in
+"""`temp list|clean SCOPE`: the temporary trees failed and killed jobs leave in
 their destinations (`cleanup.temp_trees`)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from airflow_commit_provider.cleanup import (
-    DEFAULT_OLDER_THAN,
     Progress,
     TempTree,
     TempTreeListing,
@@ -16,25 +14,9 @@ from airflow_commit_provider.cleanup import (
     format_duration,
     format_size,
 )
-from airflow_commit_provider.cli.arguments import Parents, Parser
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
-
-
-def add_commands(groups: Any, parents: Parents) -> None:
-    scoped = parents.scoped(DEFAULT_OLDER_THAN)
-    nested = Parser(add_help=False)
-    nested.add_argument("--nested", action="store_true", help="also search below subdirectories")
-    commands = groups.add_parser("temp", help="temporary trees of failed jobs").add_subparsers(
-        dest="command", required=True
-    )
-    commands.add_parser("list", parents=[scoped, nested], help="list temporary trees").set_defaults(
-        handler=TEMP.show
-    )
-    commands.add_parser(
-        "clean", parents=[scoped, nested, parents.destructive], help="delete stale temporary trees"
-    ).set_defaults(handler=TEMP.list_confirm_act)
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> TempTreeListing:
@@ -58,3 +40,13 @@ def _question(args: argparse.Namespace, listing: TempTreeListing) -> str:
 
 
 TEMP = Cleanup(_find, TABLE, "delete temporary trees", _question, "Nothing deleted.", clean_temp_trees)
+
+
+def list_trees(args: argparse.Namespace) -> int:
+    """`temp list`."""
+    return TEMP.show(args)
+
+
+def clean_trees(args: argparse.Namespace) -> int:
+    """`temp clean`."""
+    return TEMP.list_confirm_act(args)

@@ -1,14 +1,12 @@
-"""`airflow-commit uploads list|abort SCOPE`: the pending multipart uploads failed jobs leave
+"""`uploads list|abort SCOPE`: the pending multipart uploads failed jobs leave
 (`cleanup.uploads`), billed and invisible to listings."""
 
 from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any
 
 from airflow_commit_provider.cleanup import (
-    DEFAULT_OLDER_THAN,
     Progress,
     UploadInfo,
     UploadListing,
@@ -17,27 +15,9 @@ from airflow_commit_provider.cleanup import (
     format_size,
     list_pending_uploads,
 )
-from airflow_commit_provider.cli.arguments import Parents
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
-
-
-def add_commands(groups: Any, parents: Parents) -> None:
-    scoped = parents.scoped(DEFAULT_OLDER_THAN)
-    commands = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
-        dest="command", required=True
-    )
-    commands.add_parser("list", parents=[scoped], help="list pending uploads with their sizes").set_defaults(
-        handler=UPLOADS.show
-    )
-    abort = commands.add_parser("abort", parents=[scoped, parents.destructive], help="abort pending uploads")
-    abort.add_argument(
-        "--sizes",
-        action="store_true",
-        help="measure parts and bytes first; one more request per upload (a dry run always measures)",
-    )
-    abort.set_defaults(handler=UPLOADS.list_confirm_act)
 
 
 def _row(upload: UploadInfo) -> str:
@@ -56,9 +36,9 @@ TABLE = Table(f"{'INITIATED':<25} {'AGE':>7} {'PARTS':>5} {'SIZE':>10}  KEY  UPL
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> UploadListing:
-    """Sizes cost a request per upload: a listing measures them, an abort only for a dry run or
-    with --sizes."""
-    sizes = args.command == "list" or args.sizes or args.dry_run
+    """Sizes cost a request per upload: a listing (which has no --sizes) measures them, an abort only
+    for a dry run or with --sizes."""
+    sizes = not hasattr(args, "sizes") or args.sizes or args.dry_run
     return list_pending_uploads(store, progress=progress, sizes=sizes, **selection(args))
 
 
@@ -68,3 +48,13 @@ def _question(args: argparse.Namespace, listing: UploadListing) -> str:
 
 
 UPLOADS = Cleanup(_find, TABLE, "abort uploads", _question, "Nothing aborted.", abort_uploads)
+
+
+def list_pending(args: argparse.Namespace) -> int:
+    """`uploads list`."""
+    return UPLOADS.show(args)
+
+
+def abort_pending(args: argparse.Namespace) -> int:
+    """`uploads abort`."""
+    return UPLOADS.list_confirm_act(args)

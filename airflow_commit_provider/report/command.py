@@ -1,12 +1,13 @@
-"""`airflow-commit report DESTINATION [--job-id ID] [--html FILE]`: the commit report in a terminal."""
+"""`report DESTINATION [--job-id ID] [--html FILE]`: the commit report in a terminal, or as one document
+for machines (the CLI declares the arguments, `cli.definition`)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -18,39 +19,9 @@ from airflow_commit_provider.report.html import render_commit
 from airflow_commit_provider.report.terminal import print_commit, print_commits
 
 
-def add_arguments(parser: argparse.ArgumentParser, positive: Callable[[str], int]) -> argparse.ArgumentParser:
-    """The arguments; `positive` parses the counts as the other commands do."""
-    parser.add_argument(
-        "destination",
-        metavar="DESTINATION",
-        help="a destination (a table's root folder): s3://bucket/prefix, file:///path",
-    )
-    parser.add_argument("--job-id", metavar="ID", help="the job to report (default: the most recent one)")
-    # The first spelling, kept for the scripts that use it; every other command says --job-id.
-    parser.add_argument("--job", dest="job_id", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--html", metavar="FILE", help="also write the report as one self-contained HTML file"
-    )
-    parser.add_argument(
-        "--page", type=positive, default=1, help="page of the file list, 100 files each (default 1)"
-    )
-    parser.add_argument(
-        "--partition-page",
-        type=positive,
-        default=1,
-        help="page of the partition table, 100 partitions each (default 1)",
-    )
-    parser.add_argument("--limit", type=positive, default=20, help="recent commits listed (default 20)")
-    parser.add_argument(
-        "--after",
-        metavar="CURSOR",
-        help="list the commits older than those a previous list ended with (it prints the cursor)",
-    )
-    return parser
-
-
-def run(args: argparse.Namespace, store: Store) -> int:
-    """List the destination's recent commits (unless --job-id names one), then report one of them."""
+def run(args: argparse.Namespace, store: Store, emit: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """List the destination's recent commits (unless --job-id names one), then report one of them:
+    to `emit` as one document when given (the CLI's -o json, yaml, plain), else for people."""
     destination = StorePath.parse(args.destination)
     listed = (
         CommitPage([], None)
@@ -64,17 +35,13 @@ def run(args: argparse.Namespace, store: Store) -> int:
     report = load_commit(
         store, destination, job_id, page=args.page - 1, partition_page=args.partition_page - 1
     )
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "commits": [dataclasses.asdict(c) for c in commits],
-                    "after": listed.after,
-                    "report": dataclasses.asdict(report),
-                },
-                indent=2,
-                default=str,
-            )
+    if emit is not None:
+        emit(
+            {
+                "commits": [dataclasses.asdict(c) for c in commits],
+                "after": listed.after,
+                "report": dataclasses.asdict(report),
+            }
         )
     else:
         console = Console()
@@ -85,6 +52,6 @@ def run(args: argparse.Namespace, store: Store) -> int:
         print_commit(console, report)
     if args.html:
         Path(args.html).write_text(render_commit(report, commits), encoding="utf-8")
-        if not args.json:
+        if emit is None:
             print(f"wrote {args.html}")
     return 0

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from cleanup_support import Terminal, assert_one_line_error, keys_under, run, start_upload, write_files
 
 from airflow_commit_provider.cli import main
@@ -31,7 +32,7 @@ def test_uploads_list_json_respects_the_directory_boundary(
     start_upload(s3_store, StorePath("s3", s3_bucket, "out/dataset10/part-0"))
     url = f"s3a://{s3_bucket}/out/dataset1"
     code, out, err = run(
-        capsys, "uploads", "list", url, "--older-than", "0s", "--json", "--endpoint-url", s3_env
+        capsys, "uploads", "list", url, "--older-than", "0s", "-o", "json", "--endpoint-url", s3_env
     )
     assert (code, err) == (0, "")
     listing = json.loads(out)
@@ -92,7 +93,8 @@ def test_uploads_abort_yes_json(
         "--older-than",
         "0s",
         "-y",
-        "--json",
+        "-o",
+        "json",
         "--endpoint-url",
         s3_env,
     )
@@ -111,12 +113,12 @@ def test_uploads_abort_measures_sizes_only_with_the_flag_or_a_dry_run(
     table = StorePath("s3", s3_bucket, "t")
     url, common = f"s3://{s3_bucket}/t", ("--older-than", "0s", "--endpoint-url", s3_env)
     start_upload(s3_store, table.join("a"), parts=2, size=7)
-    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--dry-run", "--json")
+    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--dry-run", "-o", "json")
     assert (code, json.loads(out)["bytes"]) == (0, 14)
     code, out, _ = run(capsys, "uploads", "abort", url, *common, "--yes")
     assert code == 0 and "Aborted 1 uploads" in out and "sizes not measured (--sizes or" in out
     start_upload(s3_store, table.join("b"), parts=2, size=7)
-    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--yes", "--sizes", "--json")
+    code, out, _ = run(capsys, "uploads", "abort", url, *common, "--yes", "--sizes", "-o", "json")
     report = json.loads(out)
     assert (code, report["aborted"], report["bytes"], report["parts"]) == (0, 1, 14, 2)
     assert list(s3_store.list_multipart_uploads(table)) == []
@@ -139,7 +141,7 @@ def test_temp_list_and_clean(
     url = str(root)
     code, out, _ = run(capsys, "temp", "list", url, *extra)
     assert code == 0 and "2 temporary trees" in out and "0 stale" in out and "active" in out
-    code, out, _ = run(capsys, "temp", "list", url, "--older-than", "0s", "--json", *extra)
+    code, out, _ = run(capsys, "temp", "list", url, "--older-than", "0s", "-o", "json", *extra)
     listing = json.loads(out)
     assert (code, listing["count"], listing["stale"], listing["stale_bytes"]) == (0, 2, 2, 20)
 
@@ -149,7 +151,7 @@ def test_temp_list_and_clean(
     code, out, _ = run(capsys, "temp", "clean", url, "--older-than", "0s", "--dry-run", *extra)
     assert code == 0 and "Would delete 2 stale temporary trees" in out
     assert len(keys_under(store, root)) == 3
-    code, out, _ = run(capsys, "temp", "clean", url, "--older-than", "0s", "--yes", "--json", *extra)
+    code, out, _ = run(capsys, "temp", "clean", url, "--older-than", "0s", "--yes", "-o", "json", *extra)
     report = json.loads(out)
     assert (code, report["deleted"], report["files"]) == (0, 2, 2)
     assert {t["status"] for t in report["trees"]} == {"deleted"}
@@ -178,9 +180,11 @@ def test_success_show_and_verify_local(capsys: pytest.CaptureFixture[str], tmp_p
     for url in (str(tmp_path / "out"), f"file://{tmp_path}/out/_SUCCESS"):
         code, out, _ = run(capsys, "success", "show", url)
         assert code == 0 and "job-42" in out and "magic" in out and "2.0 KiB" in out
-    code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "--json")
+    code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "-o", "json")
     shown = json.loads(out)
     assert (shown["job_id"], shown["files"], shown["legacy"]) == ("job-42", 3, False)
+    code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "-o", "yaml")
+    assert code == 0 and yaml.safe_load(out) == shown, "-o yaml is the same record as -o json"
 
     ok = ("success", "verify", str(tmp_path / "out"))
     code, out, _ = run(capsys, *ok, "--job-id", "job-42", "--committer", "staging", "--committer", "magic")
@@ -193,7 +197,7 @@ def test_success_show_and_verify_local(capsys: pytest.CaptureFixture[str], tmp_p
     assert "3 files committed, expected at least 5" in out
     assert "committer is 'magic', expected 'directory'" in out
     assert "no record of job 'job-7' at " in out, "the job's own record was looked for too"
-    code, out, _ = run(capsys, *ok, "--job-id", "job-7", "--json")
+    code, out, _ = run(capsys, *ok, "--job-id", "job-7", "-o", "json")
     verdict = json.loads(out)
     assert (code, verdict["ok"], len(verdict["reasons"])) == (1, False, 2)
 

@@ -49,7 +49,9 @@ def test_verify_checks_the_job_against_its_record(
     assert code == 0, out
     assert out.startswith(f"OK {record}: job job-a by partitioned") and "(job record;" in out
 
-    code, out, _ = run(capsys, "success", "verify", url, "--job-id", "job-a", "--partition", "dt=2", "--json")
+    code, out, _ = run(
+        capsys, "success", "verify", url, "--job-id", "job-a", "--partition", "dt=2", "-o", "json"
+    )
     verdict = json.loads(out)
     assert (code, verdict["ok"], verdict["checked"], verdict["reasons"]) == (
         1,
@@ -71,7 +73,7 @@ def test_show_with_a_job_id_shows_its_record(capsys: pytest.CaptureFixture[str],
         f"{JobLayout(table, 'job-a').job_record} (job record;"
     )
     assert "job-a" in out and "dt=1" in out and "files        2" in out
-    code, out, _ = run(capsys, "success", "show", table.key, "--job-id", "job-a", "--json")
+    code, out, _ = run(capsys, "success", "show", table.key, "--job-id", "job-a", "-o", "json")
     shown = json.loads(out)
     assert (shown["job_id"], shown["source"], shown["files"], shown["partitions"]) == (
         "job-a",
@@ -167,7 +169,7 @@ def test_records_list_and_prune_by_age(capsys: pytest.CaptureFixture[str], table
     assert code == 0 and "Would prune the records of 1 jobs older than 30d" in out
     assert len(keys_under(store, table.join(RECORDS_DIR))) == 10, "3 jobs' lists, records and entries"
 
-    code, out, _ = run(capsys, "records", "prune", table.key, "--yes", "--json")
+    code, out, _ = run(capsys, "records", "prune", table.key, "--yes", "-o", "json")
     report = json.loads(out)
     assert (code, report["pruned"], report["kept_recent"], report["kept_committing"]) == (0, 1, 1, 1)
     assert report["older_than_seconds"] == 30 * 86400, "records are kept 30 days unless told otherwise"
@@ -214,7 +216,7 @@ def test_records_reindex_writes_the_entries_of_jobs_from_before_the_index(
         *(f"job-{j}.{kind}.json" for j in "ab" for kind in ("outcome", "success")),
         *(f"job-{j}.lists" for j in "ab"),
     }
-    code, out, _ = run(capsys, "records", "reindex", table.key, "--json")
+    code, out, _ = run(capsys, "records", "reindex", table.key, "-o", "json")
     report = json.loads(out)
     assert (code, report["indexed"], sorted(report["jobs"]), report["failed"]) == (
         0,
@@ -266,7 +268,8 @@ def test_records_prune_on_s3_respects_the_directory_boundary(
         "--max-job-duration",
         "0s",
         "--yes",
-        "--json",
+        "-o",
+        "json",
         *base,
     )
     assert (code, json.loads(out)["pruned"]) == (0, 1)

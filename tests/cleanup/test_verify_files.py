@@ -145,7 +145,7 @@ def test_the_cli_names_problems_up_to_a_cap_then_counts_them(
     )
     assert lines[PROBLEM_LINES + 3].startswith("  not listed: ") and len(lines) == PROBLEM_LINES + 4
 
-    code, out, _ = run(capsys, "success", "verify", str(table), "--files", "--json")
+    code, out, _ = run(capsys, "success", "verify", str(table), "--files", "-o", "json")
     verdict = json.loads(out)
     assert (code, verdict["ok"]) == (1, False)
     assert {
@@ -225,7 +225,7 @@ def test_verify_files_on_s3(
     code, out, _ = run(capsys, "success", "verify", f"s3a://{s3_bucket}/out/t", *arguments)
     assert code == 0 and "120 listed files checked" in out, out
     break_some(s3_store, table, data, missing=1, resized=1)
-    code, out, _ = run(capsys, "success", "verify", f"s3://{s3_bucket}/out/t", *arguments, "--json")
+    code, out, _ = run(capsys, "success", "verify", f"s3://{s3_bucket}/out/t", *arguments, "-o", "json")
     files = json.loads(out)["files"]
     assert (code, files["missing"], files["resized"], files["unlisted"]) == (1, 1, 1, 4)
 

@@ -355,12 +355,13 @@ def test_the_cli_names_what_is_missing(commit_env: CommitEnv, capsys: pytest.Cap
     assert main(["report", env.dest.uri()]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "_airflow_commit: no job records" in error
-    for spelling in ("--job-id", "--job"):  # --job, the first spelling, still works, unlisted
+    # --job, the first spelling, still works: argparse takes it for --job-id, of which it is a prefix.
+    for spelling in ("--job-id", "--job"):
         assert main(["report", env.dest.uri(), spelling, "job-that-never-ran"]) == 2
         assert "no records of job 'job-that-never-ran'" in capsys.readouterr().err
     assert main(["report", "--help"]) == 0
     usage = capsys.readouterr().out
-    assert "--job-id ID" in usage and "--job " not in usage and "DESTINATION" in usage
+    assert "--job-id JOB_ID" in usage and "--job " not in usage and "DESTINATION" in usage
 
 
 def test_the_cli_and_the_page_list_older_commits_after_a_cursor(
@@ -378,11 +379,11 @@ def test_the_cli_and_the_page_list_older_commits_after_a_cursor(
         job.committer.commit_job([job.run_task(0, 0, [f"dt={day}/a.csv"]).result])
         jobs.append(job.job_id)
 
-    assert main(["report", env.dest.uri(), "--limit", "2", "--json", *store_arguments]) == 0
+    assert main(["report", env.dest.uri(), "--limit", "2", "-o", "json", *store_arguments]) == 0
     first = json.loads(capsys.readouterr().out)
     assert [c["job_id"] for c in first["commits"]] == [jobs[2], jobs[1]] and first["after"]
     argv = ["report", env.dest.uri(), "--limit", "2", "--after", first["after"], *store_arguments]
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "-o", "json"]) == 0
     older = json.loads(capsys.readouterr().out)
     assert ([c["job_id"] for c in older["commits"]], older["after"]) == ([jobs[0]], None)
     assert older["report"]["summary"]["job_id"] == jobs[0], "the first commit of the page is reported"

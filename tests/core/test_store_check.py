@@ -76,7 +76,7 @@ def everything_in(embedded_s3: EmbeddedS3, bucket: str) -> tuple[list[str], list
 
 
 def doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
-    code = cli.main(["doctor", *argv, "--rounds", "1", "--json"])
+    code = cli.main(["doctor", *argv, "--rounds", "1", "-o", "json"])
     return code, json.loads(capsys.readouterr().out)
 
 

@@ -1,4 +1,4 @@
-"""``airflow-commit dev-s3`` / ``python -m ...embedded_s3``: a real SeaweedFS run until stopped.
+"""``airflow-commit-dev dev-s3`` / ``python -m ...embedded_s3``: a real SeaweedFS run until stopped.
 
 Each run is a real process: the test reads what it prints, uses the connection it prints, stops it
 with a signal and then looks for what is left (a ``weed`` process, the data directory).
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 STARTUP_BOUND_SECONDS = 120.0
 MODULE = [sys.executable, "-m", "airflow_commit_provider.devtools.embedded_s3"]
-CLI = [str(Path(sys.executable).parent / "airflow-commit"), "dev-s3"]
+CLI = [str(Path(sys.executable).parent / "airflow-commit-dev"), "dev-s3"]
 
 
 @dataclass

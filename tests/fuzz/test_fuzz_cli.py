@@ -9,7 +9,7 @@ from support.fuzzing import FUZZ, accepted_or_refused, hostile_text, parsed_comm
 
 from airflow_commit_provider.cleanup.scope import ScopeError
 from airflow_commit_provider.cli import build_parser
-from airflow_commit_provider.cli.arguments import scope_of
+from airflow_commit_provider.cli.arguments import scope_argument, scope_of
 
 COMMANDS = (
     ["uploads", "list"],
@@ -22,6 +22,7 @@ COMMANDS = (
     ["success", "verify"],
     ["success", "show"],
     ["doctor"],
+    ["report"],
     ["bogus"],
 )
 FLAGS = (
@@ -36,6 +37,9 @@ FLAGS = (
     "--dry-run",
     "--allow-bucket-root",
     "--json",
+    "-o",
+    "--output",
+    "--aws-conn-id",
     "--endpoint-url",
 )
 arguments = st.one_of(
@@ -50,4 +54,4 @@ arguments = st.one_of(
 def test_command_lines(command: list[str], rest: list[str]) -> None:
     args = parsed_command_line(build_parser(), [*command, *rest])
     if args is not None and getattr(args, "allow_bucket_root", None) is not None:
-        accepted_or_refused(lambda: scope_of(args), ScopeError, args.scope_argument)
+        accepted_or_refused(lambda: scope_of(args), ScopeError, scope_argument(args)[0])

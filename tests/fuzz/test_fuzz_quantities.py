@@ -8,7 +8,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzzing import FUZZ, accepted_or_refused, hostile_text
 
-from airflow_commit_provider.cleanup.durations import as_timedelta, parse_duration
+from airflow_commit_provider.durations import as_timedelta, parse_duration
 from airflow_commit_provider.spark.write_options import parse_size
 from airflow_commit_provider.success.check import parse_newer_than
 

@@ -317,7 +317,7 @@ def test_cleanup_settles_a_killed_magic_job_and_spares_a_live_one(
 
             # Scoped to the dead job: its uploads are found through its .pendingset files.
             scope = [url, "--job-id", dead, "--older-than", "0s"]
-            code, out = cli(capsys, "uploads", "list", *scope, "--json")
+            code, out = cli(capsys, "uploads", "list", *scope, "-o", "json")
             assert code == 0
             assert {u["upload_id"] for u in json.loads(out)["uploads"]} == killed.cleanup_uploads, out
             code, out = cli(capsys, "uploads", "abort", *scope, "--yes")
@@ -328,7 +328,7 @@ def test_cleanup_settles_a_killed_magic_job_and_spares_a_live_one(
             assert uploads_under(spark_s3_store, url) == live_uploads, "the live job's uploads are spared"
             assert magic_dirs(spark_s3_store, url) == {f"{MAGIC_PREFIX}{live}"}
             # Unscoped, at the default age, cleanup leaves a running job's young uploads alone too.
-            code, out = cli(capsys, "uploads", "list", url, "--json")
+            code, out = cli(capsys, "uploads", "list", url, "-o", "json")
             assert code == 0 and json.loads(out)["count"] == 0 and json.loads(out)["too_recent"] == 2
             gate.release()
             writer.join(timeout=START_TIMEOUT)

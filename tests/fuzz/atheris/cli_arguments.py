@@ -8,7 +8,7 @@ from support.fuzzing import accepted_or_refused, parsed_command_line, text_of
 
 from airflow_commit_provider.cleanup.scope import ScopeError
 from airflow_commit_provider.cli import build_parser
-from airflow_commit_provider.cli.arguments import scope_of
+from airflow_commit_provider.cli.arguments import scope_argument, scope_of
 
 MAX_LEN = 512
 #: Built once: parsing leaves a parser as it was, and building one per input would be most of the work.
@@ -18,4 +18,4 @@ PARSER = build_parser()
 def TestOneInput(data: bytes) -> None:
     args = parsed_command_line(PARSER, text_of(data).split("\x00"))
     if args is not None and getattr(args, "allow_bucket_root", None) is not None:
-        accepted_or_refused(lambda: scope_of(args), ScopeError, args.scope_argument)
+        accepted_or_refused(lambda: scope_of(args), ScopeError, scope_argument(args)[0])

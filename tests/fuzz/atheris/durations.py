@@ -9,7 +9,7 @@ from functools import partial
 
 from support.fuzzing import accepted_or_refused, text_of
 
-from airflow_commit_provider.cleanup.durations import as_timedelta, parse_duration
+from airflow_commit_provider.durations import as_timedelta, parse_duration
 
 MAX_LEN = 512
 

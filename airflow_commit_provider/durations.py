@@ -1,4 +1,8 @@
-"""Human durations ("90s", "15m", "6h", "2d") for cleanup ages.
+"""Human durations ("90s", "15m", "6h", "2d") for cleanup ages, and the default ages.
+
+Read by the cleanups, the operators and the CLI's declarations (`cli.definition`), which Airflow
+imports whenever any `airflow` command starts: so this module is a leaf, outside the `cleanup`
+package, whose import brings the committers' code.
 
 Ages decide what gets destroyed, so anything ambiguous (a bare number, an unknown unit) is
 refused with a message naming the argument, rather than guessed.

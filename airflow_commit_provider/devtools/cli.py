@@ -1,0 +1,28 @@
+"""`airflow-commit-dev`: the development commands, kept out of the production CLI (`airflow-commit`,
+`airflow commit-protocols`). `dev-s3` runs the embedded S3 (`embedded_s3`, which `python -m` runs too)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from airflow_commit_provider.devtools.embedded_s3 import add_arguments, serve
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-commit-dev", description=__doc__.split("\n", 1)[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_arguments(
+        commands.add_parser(
+            "dev-s3",
+            help="run the embedded S3 (SeaweedFS) on 127.0.0.1 until Ctrl-C, for development",
+            description="Run the embedded S3 on 127.0.0.1 until Ctrl-C or SIGTERM, and print the Airflow "
+            "connection to set (with this local server's secret key).",
+        )
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return serve(args.dir, args.port, args.bucket)
