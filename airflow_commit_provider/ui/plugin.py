@@ -1,7 +1,8 @@
 """The provider's Airflow plugin: the commit report pages in the api-server (`ui.app`).
 
-Registered through the provider's metadata (``plugins`` in ``get_provider_info``), so installing
-the provider is enough; the task's "Commit report" link (`operators.report_link`) points here.
+Registered by the package's ``airflow.plugins`` entry point alone (not also as the provider
+info's ``plugins``: see `get_provider_info`), so installing the provider is enough; the task's
+"Commit report" link (`operators.report_link`) points here.
 """
 
 from __future__ import annotations
