@@ -52,12 +52,17 @@ async def _error_page(_request: Request, error: StarletteHTTPException) -> HTMLR
 
 
 def _authorized_reader(dag_id: str, user: Annotated[Any, Depends(get_user)]) -> Any:
-    """The signed-in user, if allowed to read this DAG's task instances (else 403)."""
+    """The signed-in user, if allowed to read this DAG's task instances (else 403).
+
+    With the DAG's team, as Airflow's own routes ask (`requires_access_dag`): in multi-team mode a
+    DAG of another team is refused only when its team is named."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.models.dag import DagModel
 
+    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
     allowed = get_auth_manager().is_authorized_dag(
-        method="GET", access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id), user=user
+        method="GET", access_entity=DagAccessEntity.TASK_INSTANCE, details=details, user=user
     )
     if not allowed:
         raise HTTPException(status_code=403, detail=f"not allowed to read the task instances of DAG {dag_id}")
