@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from heapq import merge
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -36,6 +37,9 @@ from airflow_commit_provider.report.html import (
 
 #: Recent commits listed above a commit's page.
 RECENT_COMMITS = 20
+#: The newest report targets the Commits page reads besides each committed task's newest (see
+#: `_newest_writers`): the destinations of templated tasks' recent runs.
+RECENT_TARGETS_READ = 500
 
 log = logging.getLogger(__name__)
 app = FastAPI(title="Commit reports", docs_url=None, redoc_url=None, openapi_url=None)
@@ -200,14 +204,19 @@ def commits_page(user: Annotated[Any, Depends(get_user)]) -> HTMLResponse:
 def _newest_writers(dag_ids: Collection[str], most: int) -> list[_Writer]:
     """Up to `most` destinations, the most recently written first, each with its newest writer.
 
-    One query over the report target XComs of `dag_ids`: the newest of each committed task (and map
-    index), so as many rows as the DAGs have committed tasks, whatever the number of their runs."""
+    From the report target XComs of `dag_ids`: the newest of each committed task (and map index),
+    as many rows as the DAGs have committed tasks whatever the number of their runs, so every task
+    is found however long ago it ran; merged with the newest `RECENT_TARGETS_READ` of all, so a task
+    whose destination changes from run to run (a templated one) shows its recent ones too."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import and_, func, select
 
     if not dag_ids:
         return []
+    targets = select(XComModel).where(
+        XComModel.key == REPORT_TARGET_XCOM, XComModel.dag_id.in_(list(dag_ids))
+    )
     newest = (
         select(
             XComModel.dag_id,
@@ -219,23 +228,27 @@ def _newest_writers(dag_ids: Collection[str], most: int) -> list[_Writer]:
         .group_by(XComModel.dag_id, XComModel.task_id, XComModel.map_index)
         .subquery()
     )
-    query = (
-        select(XComModel)
-        .join(
-            newest,
-            and_(
-                XComModel.dag_id == newest.c.dag_id,
-                XComModel.task_id == newest.c.task_id,
-                XComModel.map_index == newest.c.map_index,
-                XComModel.timestamp == newest.c.written_at,
-            ),
-        )
-        .where(XComModel.key == REPORT_TARGET_XCOM)
-        .order_by(XComModel.timestamp.desc())
-    )
+    each_task = targets.join(
+        newest,
+        and_(
+            XComModel.dag_id == newest.c.dag_id,
+            XComModel.task_id == newest.c.task_id,
+            XComModel.map_index == newest.c.map_index,
+            XComModel.timestamp == newest.c.written_at,
+        ),
+    ).order_by(XComModel.timestamp.desc())
     writers: dict[str, _Writer] = {}
     with create_session() as session:
-        for row in session.scalars(query.execution_options(yield_per=100)):
+        recent = list(
+            session.scalars(targets.order_by(XComModel.timestamp.desc()).limit(RECENT_TARGETS_READ))
+        )
+        rows = merge(
+            session.scalars(each_task.execution_options(yield_per=100)),
+            recent,
+            key=lambda row: row.timestamp,
+            reverse=True,
+        )
+        for row in rows:
             value = XComModel.deserialize_value(row)
             if not isinstance(value, dict) or not isinstance(value.get("destination"), str):
                 continue

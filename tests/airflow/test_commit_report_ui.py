@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -195,13 +195,16 @@ def test_the_commits_page_and_the_tab_show_only_what_the_user_may_read(
     spark_default: None,
 ) -> None:
     install_fake_spark(tmp_path, monkeypatch)
-    destination = (tmp_path / "table").as_uri()
+    # Two runs of one task, its destination templated: each run's is listed, the newest first.
     dag_id = "test_committed_spark_retries"
+    earlier = (tmp_path / "earlier").as_uri()
+    run_dag(load_dag(dag_id), DAY - timedelta(days=1), {"destination": earlier})
+    destination = (tmp_path / "table").as_uri()
     dagrun = run_dag(load_dag(dag_id), DAY, {"destination": destination})
     written = xcom(dagrun, "write")
     dag_of_team(dag_id)
-    # The newest destination alone: the session's other tests wrote others, which are not this test's.
-    monkeypatch.setenv(COMMITS_PAGE_DESTINATIONS.environment_variable, "1")
+    # The newest two destinations: the session's other tests wrote others, which are not this test's.
+    monkeypatch.setenv(COMMITS_PAGE_DESTINATIONS.environment_variable, "2")
     reader = {"Authorization": f"Bearer {viewer_token('reader')}"}
     outsider = {"Authorization": f"Bearer {viewer_token('outsider')}"}
 
@@ -218,7 +221,7 @@ def test_the_commits_page_and_the_tab_show_only_what_the_user_may_read(
     assert team_api_client.get(page).status_code in (401, 403), "no token, no page"
     shown = team_api_client.get(page, headers=reader)
     assert shown.status_code == 200, shown.text
-    assert re.findall(r'data-testid="destination-name">([^<]*)<', shown.text) == [destination]
+    assert re.findall(r'data-testid="destination-name">([^<]*)<', shown.text) == [destination, earlier]
     job_page = task_page(dag_id, dagrun.run_id, "write") + "?job=" + written["job_id"]
     assert f'<a href="{html.escape(job_page)}">{written["job_id"]}</a>' in shown.text, shown.text
     hidden = team_api_client.get(page, headers=outsider)
