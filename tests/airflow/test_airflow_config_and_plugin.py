@@ -100,6 +100,27 @@ def test_an_option_reads_through_the_conf_it_is_given(monkeypatch: pytest.Monkey
         )
 
 
+def test_the_operator_reads_its_work_root_through_airflow_conf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument, else ``[airflow_commit] local_work_root``, else the default under ``TMPDIR``."""
+    from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
+    from airflow_commit_provider.tries.workdirs import default_root
+
+    def root(**argument: str) -> str:
+        task = CommittedSparkSubmitOperator(
+            task_id="write",
+            application="/jobs/app.py",
+            destination="file:///tmp/t",
+            committer="directory",
+            **argument,
+        )
+        return task.local_work_root
+
+    monkeypatch.setenv(LOCAL_WORK_ROOT.environment_variable, "/srv/tries")
+    assert (root(), root(local_work_root="/given")) == ("/srv/tries", "/given")
+    monkeypatch.setenv(LOCAL_WORK_ROOT.environment_variable, "")
+    assert root() == str(default_root())
+
+
 def test_the_documented_options_are_the_declared_ones() -> None:
     """docs/airflow-integration.md holds the table rendered from the declaration, as it is now."""
     page = (REPO / "docs" / "airflow-integration.md").read_text()
