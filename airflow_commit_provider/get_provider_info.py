@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_commit_provider.airflow_config import provider_config
+
 INTEGRATION = "Commit Protocols"
 
 
@@ -13,6 +15,11 @@ def get_provider_info() -> dict[str, Any]:
     No ``connection-types``: S3 locations use the Amazon provider's ``aws`` connection type
     (``aws_default``), Spark the Spark provider's ``spark`` type (``spark_default``), and local paths
     need none. Registering ``aws`` again would clash with the Amazon provider's registration.
+
+    No ``plugins``: the plugin (`ui.plugin`) is registered by the ``airflow.plugins`` entry point
+    alone, which Airflow reads wherever it loads plugins. Airflow reads a provider's ``plugins``
+    only with ``[core] lazy_discover_providers = False``, and then registering it from both sources
+    logs "Plugin 'airflow_commit_report' already registered, skipping".
     """
     return {
         "package-name": "airflow-commit-provider",
@@ -61,10 +68,5 @@ def get_provider_info() -> dict[str, Any]:
         # `airflow commit-protocols ...` (Airflow 3.2+; 3.1 ignores it): the commands of `airflow-commit`.
         "cli": ["airflow_commit_provider.cli.definition.get_cli_commands"],
         "extra-links": ["airflow_commit_provider.operators.report_link.CommitReportLink"],
-        "plugins": [
-            {
-                "name": "airflow_commit_report",
-                "plugin-class": "airflow_commit_provider.ui.plugin.CommitReportPlugin",
-            }
-        ],
+        "config": provider_config(),
     }

@@ -138,6 +138,12 @@ if [ "$linked" != "$(pwd -P)" ]; then
         die "pip install -e . failed (full log: $PIP_LOG)"
 fi
 
+# setuptools leaves the package's metadata (airflow_commit_provider.egg-info) in the checkout when pip
+# installs it editable. Wherever the checkout is on sys.path (`python -m` from here: the demo, pytest)
+# it is a second distribution with the same entry points, so Airflow registered the plugin twice
+# ("Plugin 'airflow_commit_report' already registered, skipping"). The venv's own metadata is enough.
+rm -rf airflow_commit_provider.egg-info
+
 # The campaign's fuzzer only: `make test` and CI do not need it (the suite replays the corpus without it).
 if [ "$FUZZ" = 1 ] && ! "$VENV/bin/python" -c 'import atheris' >/dev/null 2>&1; then
     say "installing the [fuzz] extra (atheris); log: $PIP_LOG"

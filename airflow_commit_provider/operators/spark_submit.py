@@ -30,6 +30,7 @@ from airflow.providers.amazon.aws.utils.mixins import AwsBaseHookMixin, aws_temp
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_commit_provider import lineage
+from airflow_commit_provider.airflow_config import LOCAL_WORK_ROOT
 from airflow_commit_provider.assets import destination_asset
 from airflow_commit_provider.compat import conf as airflow_conf
 from airflow_commit_provider.core.committers.registry import ENGINES, WritePlan
@@ -152,8 +153,7 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
     @property
     def local_work_root(self) -> str:
         """The root of the tries' local directories (argument, then Airflow option, then temp dir)."""
-        configured = airflow_conf.get("airflow_commit", "local_work_root", fallback=None)
-        return self._local_work_root or configured or str(default_root())
+        return self._local_work_root or LOCAL_WORK_ROOT.read(airflow_conf) or str(default_root())
 
     # Execution ---------------------------------------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]  # the XCom summary

@@ -1,5 +1,6 @@
 """The commit report as one self-contained HTML page: the file `airflow-commit report --html`
-writes for a ticket or an email, and the page the Airflow UI plugin serves.
+writes for a ticket or an email, and the page the Airflow UI plugin serves; and the plugin's
+Commits page (`render_commit_list`) and its notices (`render_notice`).
 
 Jinja2 with autoescaping: every value shown came from files in the store, which anyone with write
 access there could have forged, so none of it reaches the page unescaped.
@@ -8,6 +9,7 @@ access there could have forged, so none of it reaches the page unescaped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -60,6 +62,44 @@ def render_commit(
         "older_link": older_link,
     }
     return _ENVIRONMENT.get_template("commit.html.j2").render(context)
+
+
+@dataclass(frozen=True)
+class DestinationCommits:
+    """One destination on the Commits page: its newest commits, or why they could not be listed."""
+
+    destination: str
+    written_by: str
+    """Who last wrote it (the task instance whose commit report `writer_link` is)."""
+    writer_link: str
+    commits: Sequence[CommitSummary] = ()
+    job_link: Callable[[str], str] | None = None
+    """The address of a commit's page, by its job."""
+    error: str | None = None
+
+
+def render_commit_list(destinations: Sequence[DestinationCommits], per_destination: int) -> str:
+    """The Commits page: each destination with its newest commits (at most `per_destination`)."""
+    shown = [
+        {
+            "destination": entry.destination,
+            "written_by": entry.written_by,
+            "writer_link": entry.writer_link,
+            "error": entry.error,
+            "rows": [
+                (summary_row(c), entry.job_link(c.job_id) if entry.job_link else None) for c in entry.commits
+            ],
+        }
+        for entry in destinations
+    ]
+    return _ENVIRONMENT.get_template("commits.html.j2").render(
+        destinations=shown, per_destination=per_destination, commit_columns=SUMMARY_COLUMNS
+    )
+
+
+def render_notice(title: str, text: str) -> str:
+    """A page that only says something (a refusal, a missing commit), as the plugin's pages look."""
+    return _ENVIRONMENT.get_template("notice.html.j2").render(title=title, text=text)
 
 
 def _page_links(page: int, pages: int, page_link: Callable[[int], str]) -> list[tuple[int, str | None]]:

@@ -14,6 +14,7 @@ each building on the store the previous ones left:
    orphan alive: the retry adopts it), once before (the orphan stalled: the retry fences it);
 6. the commit report pages of a committed day, the adopted retry and the fenced try, opened from
    the tasks' extra links in a real headless Chromium after signing in; refused without a session;
+   the Commits page from Airflow's Browse menu, and a task instance's Commit tab;
 7. the cleanup DAG's scheduled run aborts the uploads under its root and spares ``out/dataset10``;
 8. no secret in any log under ``$AIRFLOW_HOME`` nor in any XCom.
 
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -40,6 +42,7 @@ from support.waiting import wait_until
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.report.addresses import commits_page
 from airflow_commit_provider.success.check import load_success
 
 INGEST = "daily_partitioned_ingest"
@@ -446,14 +449,19 @@ def table_rows(page: Any, name: str) -> list[list[str]]:
 
 
 def test_commit_pages_in_a_browser_behind_login(
-    deployment: Deployment, written: dict[str, dict[str, Any]]
+    deployment: Deployment, written: dict[str, dict[str, Any]], table: StorePath
 ) -> None:
     """A committed day, an adopted retry and a fenced try each have a page, reached from the task's
-    extra link in a real Chromium after signing in; without a session the pages are refused."""
+    extra link in a real Chromium after signing in; without a session the pages are refused. The
+    Commits page of Airflow's Browse menu lists every destination written, and the task instance's
+    Commit tab shows its commit. (That a user sees only the DAGs they may read is
+    tests/airflow/test_commit_report_ui.py's: this deployment has one user, an admin.)"""
     from support.browser import chromium_page, screenshot, sign_in
 
     adopt = report_link(deployment, KILLED, "adopt", "write")
     assert httpx.get(adopt, timeout=30).status_code == 401, "a page without a session"
+    menu_page = deployment.api.base + commits_page()
+    assert httpx.get(menu_page, timeout=30).status_code == 401, "the Commits page without a session"
     assert httpx.get(adopt, cookies={"_token": "forged"}, timeout=30).status_code == 403
     day = MANUAL_DAYS[1]  # a day no test clears, so this page's facts never hang on test 4's outcome
     ingest = report_link(deployment, INGEST, written[day]["run"]["dag_run_id"], "write_partition")
@@ -488,6 +496,39 @@ def test_commit_pages_in_a_browser_behind_login(
         assert shown["state"] == "aborted" and "fenced by a later try" in shown["abort reason"], shown
         assert shown["task"] == "write, try 1" and table_rows(page, "files") == []
         screenshot(page, "commit-report-fenced-try")
+
+        # The Commits page, from Airflow's Browse menu: every destination written, the day's commit
+        # among the table's, a click away from its page (all inside Airflow's frame).
+        page.goto(deployment.api.base + "/")
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="Commits").click()
+        page.wait_for_url(lambda url: url.endswith("/plugin/commits"))
+        menu_page = page.frame_locator('iframe[title="Commits"]')
+        menu_page.locator("h1").wait_for()
+        destinations = menu_page.locator('[data-testid="destination-name"]').all_inner_texts()
+        killed = f"s3://{deployment.bucket}/killed"
+        assert sorted(destinations) == sorted([str(table), f"{killed}/adopt", f"{killed}/fence"])
+        events = menu_page.locator('[data-testid="destination"]').filter(has_text=str(table))
+        jobs = events.locator('[data-testid="commits"] tbody tr td:first-child').all_inner_texts()
+        job = written[day]["write"]["job_id"]
+        assert job in jobs, jobs
+        screenshot(page, "commits-page")
+        events.get_by_role("link", name=job).click()
+        menu_page.locator("dl").wait_for()
+        assert facts(menu_page)["job"] == job
+
+        # The task instance's Commit tab: the page of its try's commit.
+        path = (
+            f"/dags/{INGEST}/runs/{quote(written[day]['run']['dag_run_id'], safe='')}/tasks/write_partition"
+        )
+        page.goto(deployment.api.base + path)
+        page.get_by_role("link", name="Commit", exact=True).click()
+        page.wait_for_url(lambda url: url.endswith("/plugin/commit"))
+        tab = page.frame_locator('iframe[title="Commit"]')
+        tab.locator("dl").wait_for()
+        shown = facts(tab)
+        assert shown["job"] == job and shown["state"] == "committed (delivered)", shown
+        screenshot(page, "commit-tab")
 
 
 def written_job(deployment: Deployment, run_id: str) -> str:
