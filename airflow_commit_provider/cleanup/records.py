@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from airflow_commit_provider.cleanup.common import NoProgress, Progress, format_size, iso, one_line
+from airflow_commit_provider.cleanup.common import iso, one_line
 from airflow_commit_provider.cleanup.durations import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_RECORDS_OLDER_THAN,
@@ -55,6 +55,7 @@ from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.records_index import write_entry
 from airflow_commit_provider.core.store.base import FileStatus, Store, StoreError
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 __all__ = [
     "IndexReport",

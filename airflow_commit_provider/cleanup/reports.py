@@ -25,17 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from airflow_commit_provider.cleanup.common import (
-    SAMPLE_SIZE,
-    STOP_AFTER_FAILURES,
-    NoProgress,
-    Progress,
-    utc_now,
-)
+from airflow_commit_provider.cleanup.common import SAMPLE_SIZE, STOP_AFTER_FAILURES, utc_now
 from airflow_commit_provider.cleanup.durations import as_timedelta, format_duration
 from airflow_commit_provider.cleanup.scope import parse_scope
 from airflow_commit_provider.cleanup.spool import Spool
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.progress import NoProgress, Progress
 
 FAILED = "failed"
 #: Items a run did not try because it stopped after `STOP_AFTER_FAILURES` failures in a row.

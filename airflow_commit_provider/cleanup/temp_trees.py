@@ -29,14 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.committing import committing_jobs
-from airflow_commit_provider.cleanup.common import (
-    Breaker,
-    NoProgress,
-    Progress,
-    format_size,
-    iso,
-    one_line,
-)
+from airflow_commit_provider.cleanup.common import Breaker, iso, one_line
 from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import Spool, batches
@@ -45,6 +38,7 @@ from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 MAGIC_DIR = "__magic"
 SPARK_STAGING_PREFIX = ".spark-staging-"

@@ -35,15 +35,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.committing import committing_jobs
-from airflow_commit_provider.cleanup.common import (
-    Breaker,
-    NoProgress,
-    Progress,
-    format_size,
-    iso,
-    one_line,
-    with_retries,
-)
+from airflow_commit_provider.cleanup.common import Breaker, iso, one_line, with_retries
 from airflow_commit_provider.cleanup.durations import DEFAULT_OLDER_THAN
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
@@ -54,6 +46,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, PendingUpload, Store, StoreError
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
 #: Options of `abort_uploads` that `abort_pending_uploads` passes on to it.

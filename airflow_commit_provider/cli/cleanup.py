@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from airflow_commit_provider.cleanup import CleanupListing, CleanupReport, Progress
+from airflow_commit_provider.cleanup import CleanupListing, CleanupReport
 from airflow_commit_provider.cli.arguments import scope_of, store_for
 from airflow_commit_provider.cli.output import (
     Table,
@@ -26,6 +26,7 @@ from airflow_commit_provider.cli.output import (
     progress_for,
 )
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress
 
 #: Items shown before asking, and in a dry run's output (both end with how many more there are).
 ASK_PREVIEW, DRY_RUN_PREVIEW = 20, 50

@@ -11,11 +11,9 @@ from airflow_commit_provider.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_RECORDS_OLDER_THAN,
     JobRecords,
-    Progress,
     RecordListing,
     find_job_records,
     format_duration,
-    format_size,
     prune_records,
     reindex_records,
 )
@@ -33,6 +31,7 @@ from airflow_commit_provider.cli.arguments import (
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table, emit, progress_for
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress, format_size
 
 
 def add_commands(groups: Any, parents: Parents) -> None:

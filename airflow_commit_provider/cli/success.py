@@ -7,7 +7,6 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_commit_provider.cleanup import format_size
 from airflow_commit_provider.cli.arguments import (
     DESTINATION,
     URL_FORMS,
@@ -22,6 +21,7 @@ from airflow_commit_provider.core.formats.success import LegacySuccessMarkerErro
 from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import format_size
 from airflow_commit_provider.success.check import (
     SuccessCheck,
     SuccessExpectations,

@@ -9,18 +9,17 @@ from typing import Any
 
 from airflow_commit_provider.cleanup import (
     DEFAULT_OLDER_THAN,
-    Progress,
     UploadInfo,
     UploadListing,
     abort_uploads,
     format_duration,
-    format_size,
     list_pending_uploads,
 )
 from airflow_commit_provider.cli.arguments import Parents
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress, format_size
 
 
 def add_commands(groups: Any, parents: Parents) -> None:

@@ -21,8 +21,6 @@ from airflow_commit_provider.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
-    PROGRESS_LOG_INTERVAL,
-    LoggingProgress,
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
@@ -33,6 +31,7 @@ from airflow_commit_provider.cleanup import (
 from airflow_commit_provider.core.options import parse_bool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.progress import PROGRESS_LOG_INTERVAL, LoggingProgress
 from airflow_commit_provider.templating import is_template
 
 if TYPE_CHECKING:

@@ -15,12 +15,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_commit_provider.cleanup.common import NoProgress, Progress
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath, is_hidden
 from airflow_commit_provider.core.sorted_spool import join_sorted, key_order, spooled
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.progress import NoProgress, Progress
 
 __all__ = ["PROBLEM_LINES", "FilesCheck", "check_listed_files"]
 
