@@ -44,7 +44,6 @@ from airflow_commit_provider.core.formats.file_list import (
     read_file_list_page,
     write_file_list,
 )
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix
 from airflow_commit_provider.core.formats.jsonio import (
     MAX_JSON_BYTES,
@@ -62,6 +61,7 @@ from airflow_commit_provider.core.formats.partition_rows import (
 )
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath

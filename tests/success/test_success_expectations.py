@@ -22,10 +22,10 @@ from airflow_commit_provider.core.formats.file_list import (
     find_partitions,
     write_partition_list,
 )
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
 from airflow_commit_provider.core.formats.phases import CommitPhase
 from airflow_commit_provider.core.formats.success import SENSOR_READ_BYTES, CommittedFile, SuccessData
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.job_records import job_record_path
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath

@@ -24,17 +24,18 @@ from typing import TYPE_CHECKING, Any
 from airflow_commit_provider.core.formats.attempts import LostAttempt, read_left_out, read_lost_attempts
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import ListRef, iter_file_list, iter_partitions
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix, read_prefix
 from airflow_commit_provider.core.formats.jsonio import (
     now_millis,
     optional_field,
     optional_millis,
     parse_object,
+    read_iostatistics,
     read_json_bytes,
 )
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats, read_partition_stats
 from airflow_commit_provider.core.formats.phases import CommitPhase
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 
 if TYPE_CHECKING:
@@ -405,9 +406,7 @@ class SuccessData:
             metrics=optional_field(obj, "metrics", dict, source, {}),
             diagnostics=optional_field(obj, "diagnostics", dict, source, {}),
             filenames=[str(name) for name in optional_field(obj, "filenames", list, source, [])],
-            iostatistics=IOStatistics.from_json(
-                optional_field(obj, "iostatistics", dict, source, {}), source
-            ),
+            iostatistics=read_iostatistics(optional_field(obj, "iostatistics", dict, source, {}), source),
             partitions=partitions,
             file_count=_count(obj, "fileCount", source),
             total_bytes=_count(obj, "totalBytes", source),
