@@ -202,7 +202,7 @@ def _check_files(
     if is_legacy(data):
         raise InvalidCommitDataError(f"{found.path}: a 0-byte marker lists no files to check")
     with progress_for(args) as progress:
-        return check_listed_files(store, data, found.directory, source=str(found.path), progress=progress)
+        return check_listed_files(store, data, found.destination, source=str(found.path), progress=progress)
 
 
 def _files_reasons(files: FilesCheck) -> list[str]:

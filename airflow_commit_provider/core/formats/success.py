@@ -430,31 +430,31 @@ class SuccessData:
         return iter(self.files or ())
 
     # The lists beside it ----------------------------------------------------------------------------
-    def list_root(self, directory: StorePath) -> StorePath:
-        """What this file's list references are relative to, for the `directory` it was found in: the
-        job's destination. That is `directory`, unless this is a partition marker (one partition,
-        which `directory` ends with), whose destination is `directory` minus its partition.
+    def list_root(self, destination: StorePath) -> StorePath:
+        """What this file's list references are relative to, for the `destination` it was found in: the
+        job's destination. That is `destination`, unless this is a partition marker (one partition,
+        which `destination` ends with), whose destination is `destination` minus its partition.
 
         A job whose destination itself ends with the one partition it wrote (files at `t/p/p/`)
         cannot be told from its marker; its `_SUCCESS` then names a list that is not there, and the
         reader's error names it.
         """
-        partition = self._marker_partition(directory)
+        partition = self._marker_partition(destination)
         if partition is None:
-            return directory
-        key = directory.key.rstrip("/")
-        return StorePath(directory.scheme, directory.bucket, key[: -len(partition) - 1])
+            return destination
+        key = destination.key.rstrip("/")
+        return StorePath(destination.scheme, destination.bucket, key[: -len(partition) - 1])
 
-    def _marker_partition(self, directory: StorePath) -> str | None:
+    def _marker_partition(self, destination: StorePath) -> str | None:
         if len(self.partitions) != 1 or self.total_partitions != 1:
             return None
         partition = self.partitions[0].strip("/")
-        return partition if partition and directory.key.rstrip("/").endswith("/" + partition) else None
+        return partition if partition and destination.key.rstrip("/").endswith("/" + partition) else None
 
     def iter_all_files(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[CommittedFile]:
-        """Every file this `_SUCCESS` (found in `directory`) vouches for: inline in older files of
+        """Every file this `_SUCCESS` (found in `destination`) vouches for: inline in older files of
         ours, else from the file list (checked whole first; for a partition marker, the rows of its
         partition). InvalidCommitDataError when it lists neither (Hadoop's name only 100 files)."""
         if self.files is not None:
@@ -462,49 +462,49 @@ class SuccessData:
             return
         if self.file_list is None:
             raise InvalidCommitDataError(
-                f"{source or directory}: lists no files (neither 'files' nor a 'fileList'); "
+                f"{source or destination}: lists no files (neither 'files' nor a 'fileList'); "
                 f"its 'filenames' name the first {FILENAMES_LIMIT}"
             )
-        partition = self._marker_partition(directory)
-        root = self.list_root(directory)
+        partition = self._marker_partition(destination)
+        root = self.list_root(destination)
         inside = _inside(root)
         for entry in iter_file_list(store, root, self.file_list, source):
             if not inside(entry.uri):
                 raise InvalidCommitDataError(
-                    f"{source or directory}: its file list names {entry.uri!r}, which is outside {root}"
+                    f"{source or destination}: its file list names {entry.uri!r}, which is outside {root}"
                 )
             if partition is None or entry.partition == partition:
                 yield CommittedFile(entry.uri, entry.size)
 
     def iter_all_partitions(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[str]:
         """Every partition the job wrote: inline when complete, else from the partition list."""
         if self.partitions_complete:
             yield from self.partitions
             return
-        for partition, _ in self._listed_partitions(store, directory, source):
+        for partition, _ in self._listed_partitions(store, destination, source):
             yield partition
 
     def iter_partition_stats(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[tuple[str, PartitionStats]]:
         """Every partition with what it received: the record's inline `partitionStats` when the
         partitions are all inline, else the partition list."""
         if self.partitions_complete:
             yield from sorted((self.partition_stats or {}).items())
             return
-        yield from self._listed_partitions(store, directory, source)
+        yield from self._listed_partitions(store, destination, source)
 
     def _listed_partitions(
-        self, store: Store, directory: StorePath, source: str | None
+        self, store: Store, destination: StorePath, source: str | None
     ) -> Iterator[tuple[str, PartitionStats]]:
         if self.partition_list is None:
             raise InvalidCommitDataError(
-                f"{source or directory}: lists {len(self.partitions)} of {self.total_partitions} "
+                f"{source or destination}: lists {len(self.partitions)} of {self.total_partitions} "
                 "partitions and no 'partitionList'"
             )
-        yield from iter_partitions(store, self.list_root(directory), self.partition_list, source)
+        yield from iter_partitions(store, self.list_root(destination), self.partition_list, source)
 
 
 def _inside(root: StorePath) -> Callable[[str], bool]:
