@@ -116,7 +116,7 @@ class TempTree:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "url": str(self.path),
+            "path": str(self.path),
             "kind": self.kind,
             "job_id": self.job_id,
             "files": self.files,
@@ -206,7 +206,7 @@ class TreeOutcome:
         return {"files": self.files, "bytes": self.bytes, "uploads_aborted": self.uploads_aborted}
 
     def failure_json(self) -> dict[str, Any]:
-        return {"url": str(self.tree.path), "error": self.error}
+        return {"path": str(self.tree.path), "error": self.error}
 
     def to_json(self) -> dict[str, Any]:
         return {**self.tree.to_json(), "status": self.status, "error": self.error}

@@ -79,7 +79,7 @@ class UploadInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "url": str(self.path),
+            "path": str(self.path),
             "key": self.path.key,
             "upload_id": self.upload_id,
             "initiated": iso(self.initiated),

@@ -69,7 +69,7 @@ def add_commands(groups: Any, parents: Parents) -> None:
 
 def _success_json(path: StorePath, data: SuccessData, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
     return {
-        "url": str(path),
+        "path": str(path),
         "source": source,
         "legacy": is_legacy(data),
         "success": data.success,
@@ -164,7 +164,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.json:
         emit(
             {
-                "url": str(path),
+                "path": str(path),
                 "checked": str(checked),
                 "ok": not reasons,
                 "reasons": reasons,
