@@ -237,7 +237,7 @@ def test_mismatches_are_refused_before_any_work(spark: Any, tmp_path: Any) -> No
             {"partition_by": "name"},
             rf"table {table} is partitioned by \['day'\], not partition_by=\['name'\]",
         ),
-        (frame, {"path": str(tmp_path / "elsewhere")}, "pass path or table"),
+        (frame, {"destination": str(tmp_path / "elsewhere")}, "pass destination or table"),
     ]
     for df, arguments, message in cases:
         with pytest.raises(ValueError, match=message):
