@@ -57,9 +57,9 @@ PENDING_UPLOADS = "_pending_uploads"
 PARENT_JOB_CONF_PREFIX = "spark.openlineage.parent"
 
 
-def dataset_id(location: str | StorePath) -> tuple[str, str]:
+def dataset_id(destination: str | StorePath) -> tuple[str, str]:
     """OpenLineage's (namespace, name) of a location."""
-    path = StorePath.parse(location)
+    path = StorePath.parse(destination)
     if path.is_local:
         return "file", path.key
     return f"s3://{path.bucket}", path.key.strip("/") or "/"

@@ -102,19 +102,19 @@ class CommitStoreHook(AwsBaseHook):
             botocore_config=_config_options(connection.botocore_config),
         )
 
-    def get_store(self, url: str | os.PathLike[str] | StorePath) -> Store:
-        """The store for ``url``: a local store for ``file://`` or plain paths, else an S3 store.
+    def get_store(self, path: str | os.PathLike[str] | StorePath) -> Store:
+        """The store for ``path``: a local store for ``file://`` or plain paths, else an S3 store.
 
         Opening a store never sends a request; the S3 client is created on first use.
         """
-        path = StorePath.parse(url)
+        path = StorePath.parse(path)
         if path.is_local:
             return open_store(path)
         return open_store(path, threads=self.threads, **self.s3_settings.store_kwargs())
 
-    def spark_environment(self, url: str | os.PathLike[str] | StorePath) -> dict[str, str]:
+    def spark_environment(self, path: str | os.PathLike[str] | StorePath) -> dict[str, str]:
         """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
-        if StorePath.parse(url).is_local:
+        if StorePath.parse(path).is_local:
             return {}
         return self.s3_settings.environment()
 
