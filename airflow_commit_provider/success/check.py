@@ -504,7 +504,7 @@ class WrittenPartitions:
             except FileNotFoundInStoreError:
                 pass
             else:
-                return found, f"in its partition list {ref.location(self.destination)}"
+                return found, f"in its partition list {ref.path_under(self.destination)}"
         gone = "no partition list" if ref is None else f"its partition list {ref.path} is gone"
         if not _writes_partition_markers(data.committer):
             return set(), f"found: {gone}"

@@ -349,7 +349,7 @@ def test_list_references(value: object) -> None:
     )
     if ref is not None:
         root = StorePath.parse("s3://bucket/table")
-        assert ref.location(root).is_under(root) and ref.location(root).name.endswith(
+        assert ref.path_under(root).is_under(root) and ref.path_under(root).name.endswith(
             f"-{ref.sha256}.parquet"
         )
 
@@ -368,7 +368,7 @@ def _list_fixture() -> tuple[LocalStore, StorePath, bytes]:
         entries.sort(key=lambda entry: file_order_key(entry.uri))
         store = LocalStore()
         ref = write_file_list(store, JobLayout(destination, JOB), entries)
-        _LIST = (store, destination, store.read_bytes(ref.location(destination)))
+        _LIST = (store, destination, store.read_bytes(ref.path_under(destination)))
     return _LIST
 
 
