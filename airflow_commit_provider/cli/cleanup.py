@@ -148,7 +148,7 @@ def _print_report(
         if args.dry_run:
             table.print(listing.targets(), listing.target_count, DRY_RUN_PREVIEW)
         print(report.describe())
-        for failure in summary["failures"]:  # what names the item (URL, or key and upload ID), then why
+        for failure in summary["failures"]:  # what names the item (its path, or key and upload ID), then why
             where = " ".join(str(value) for key, value in failure.items() if key != "error")
             print(f"FAILED {where}: {failure['error']}", file=sys.stderr)
     return 1 if report.count("failed") else 0

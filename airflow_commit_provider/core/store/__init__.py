@@ -1,4 +1,4 @@
-"""Stores: local files and S3, opened by URL."""
+"""Stores: local files and S3, opened for a path (`s3://`, `s3a://`, `file://` or a local path)."""
 
 from __future__ import annotations
 
