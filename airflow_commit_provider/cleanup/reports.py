@@ -140,8 +140,12 @@ class ScopedListing:
         allow_bucket_root: bool,
     ) -> ListingT:
         """An empty listing, made only once the scope and age are valid: nothing is listed before."""
-        directory = parse_scope(scope, allow_bucket_root=allow_bucket_root)
-        return cls(directory, as_timedelta(older_than), utc_now(now), job_id)
+        return cls(
+            parse_scope(scope, allow_bucket_root=allow_bucket_root),
+            as_timedelta(older_than),
+            utc_now(now),
+            job_id,
+        )
 
     def selection_json(self) -> dict[str, Any]:
         return {

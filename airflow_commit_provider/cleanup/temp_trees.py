@@ -275,21 +275,21 @@ def find_temp_trees(
     listing = TempTreeListing.select(
         scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
     )
-    directory = listing.scope
+    scope = listing.scope
     progress = progress or NoProgress()
     progress.start("Scanning temporary trees", None)
     found: Spool[TempTree] = Spool()
     destinations: set[StorePath] = set()  # of stale trees that a COMMITTING job may own: one per table
-    for trees in _scan(store, directory, nested, progress):
+    for trees in _scan(store, scope, nested, progress):
         if job_id is not None:
             mine = {key: tree for key, tree in trees.items() if tree.job_id == job_id}
             listing.other_jobs += len(trees) - len(mine)
             trees = mine
         if store.capabilities.multipart_upload:
             for keys in batches(sorted(trees), 256):
-                _add_uploads(store, directory, {key: trees[key] for key in keys}, threads)
+                _add_uploads(store, scope, {key: trees[key] for key in keys}, threads)
         for key in sorted(trees):
-            tree = _summarise(directory.join(key) if key else directory, trees[key], listing)
+            tree = _summarise(scope.join(key) if key else scope, trees[key], listing)
             if tree.stale and tree.job_id and not tree.loose:
                 destinations.add(_destination(tree))
             found.append(tree)
@@ -303,7 +303,7 @@ def find_temp_trees(
 
 
 def _destination(tree: TempTree) -> StorePath:
-    """The directory the tree's job writes to: the one holding the tree (or its container)."""
+    """The destination of the tree's job: the folder holding the tree (or its container)."""
     return tree.path.parent.parent if tree.path.parent.name in CONTAINERS else tree.path.parent
 
 
