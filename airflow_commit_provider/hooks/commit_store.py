@@ -1,6 +1,6 @@
 """Airflow connections turned into the core's stores.
 
-``file://`` locations (and plain local paths) need no connection. ``s3://`` / ``s3a://`` locations use
+``file://`` paths (and plain local ones) need no connection. ``s3://`` / ``s3a://`` paths use
 an AWS connection in the ``aws_default`` style of the Amazon provider, through its own connection
 handling: the hook *is* an :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`, so it
 takes the same ``aws_conn_id``, ``region_name``, ``verify`` and ``config`` (botocore) as every hook
@@ -36,7 +36,7 @@ __all__ = ["CommitStoreHook"]
 class CommitStoreHook(AwsBaseHook):
     """Opens core stores (:func:`~airflow_commit_provider.core.store.open_store`) for Airflow tasks.
 
-    :param aws_conn_id: the AWS connection for ``s3://`` locations (Amazon provider's ``aws`` type).
+    :param aws_conn_id: the AWS connection for ``s3://`` paths (Amazon provider's ``aws`` type).
         ``None`` uses boto3's default configuration without looking a connection up.
     :param region_name: overrides the connection's ``region_name``.
     :param verify: overrides the connection's ``verify``: False, or a CA bundle path.
