@@ -56,7 +56,7 @@ test: bootstrap
 # one of its cases alone took 88 s).
 TEST_FAST_FILES := tests/core/test_commit_formats.py tests/core/test_commit_conflicts.py \
 	tests/core/test_store_contract.py tests/core/test_store_settings.py \
-	tests/core/test_success_expectations.py tests/core/test_tries.py tests/core/test_try_workdirs.py \
+	tests/success/test_success_expectations.py tests/tries/test_tries.py tests/tries/test_try_workdirs.py \
 	tests/core/test_entry_spool.py tests/core/test_records_index.py tests/core/test_location_contract.py \
 	tests/fuzz/test_atheris_regressions.py tests/fuzz/test_fuzz_protocol.py tests/fuzz/test_fuzz_commit_files.py
 test-fast: bootstrap

@@ -72,17 +72,17 @@ def partition_keys_supported() -> bool:
     return hasattr(OutletEventAccessor, "add_partitions")
 
 
-def asset_uri(location: str | StorePath) -> str:
+def asset_uri(destination: str | StorePath) -> str:
     """The asset URI of a destination, as Airflow and its S3 and file providers write it."""
-    path = StorePath.parse(location)
+    path = StorePath.parse(destination)
     if path.scheme in S3_SCHEMES:
         path = StorePath("s3", path.bucket, path.key)
     return path.uri()
 
 
-def destination_asset(location: str | StorePath) -> Asset:
-    """The asset a committed write to `location` updates (named by its URI)."""
-    return Asset(uri=asset_uri(location))
+def destination_asset(destination: str | StorePath) -> Asset:
+    """The asset a committed write to `destination` updates (named by its URI)."""
+    return Asset(uri=asset_uri(destination))
 
 
 def commit_extra(

@@ -12,7 +12,7 @@ INTEGRATION = "Commit Protocols"
 def get_provider_info() -> dict[str, Any]:
     """Return the provider description (schema: airflow/provider_info.schema.json).
 
-    No ``connection-types``: S3 locations use the Amazon provider's ``aws`` connection type
+    No ``connection-types``: S3 paths use the Amazon provider's ``aws`` connection type
     (``aws_default``), Spark the Spark provider's ``spark`` type (``spark_default``), and local paths
     need none. Registering ``aws`` again would clash with the Amazon provider's registration.
 

@@ -57,9 +57,9 @@ PENDING_UPLOADS = "_pending_uploads"
 PARENT_JOB_CONF_PREFIX = "spark.openlineage.parent"
 
 
-def dataset_id(location: str | StorePath) -> tuple[str, str]:
-    """OpenLineage's (namespace, name) of a location."""
-    path = StorePath.parse(location)
+def dataset_id(destination: str | StorePath) -> tuple[str, str]:
+    """OpenLineage's (namespace, name) of a destination (or any path in a store)."""
+    path = StorePath.parse(destination)
     if path.is_local:
         return "file", path.key
     return f"s3://{path.bucket}", path.key.strip("/") or "/"
@@ -130,11 +130,12 @@ def removal_lineage(report: CleanupReport[Any, Any] | None) -> OperatorLineage:
 class _Dropped:
     """One dataset a cleanup dropped, and what it held (None: not measured)."""
 
-    location: StorePath
+    path: StorePath
     files: int | None
     bytes: int | None
-    locations: tuple[StorePath, ...] = ()
-    """What the dataset stands for, when it is not itself one removed location."""
+    paths: tuple[StorePath, ...] = ()
+    """What the dataset stands for, when it is not itself one removed path (OpenLineage's subset
+    facet calls them locations)."""
 
 
 def _temporary_trees(report: TempCleanReport) -> list[_Dropped]:
@@ -148,7 +149,7 @@ def _temporary_trees(report: TempCleanReport) -> list[_Dropped]:
         report.listing.scope.join(OTHER_TEMPORARY_TREES),
         report.totals["files"] - sum(tree.files or 0 for tree in named),
         report.totals["bytes"] - sum(tree.bytes or 0 for tree in named),
-        tuple(tree.location for tree in rest),
+        tuple(tree.path for tree in rest),
     )
     return [*named, other]
 
@@ -171,7 +172,7 @@ def _job_records(report: RecordPruneReport) -> list[_Dropped]:
 
 
 def _dropped_dataset(dropped: _Dropped) -> InputDataset:
-    """The input dataset, with ``inputStatistics`` and, when it stands for several locations, ``subset``."""
+    """The input dataset, with ``inputStatistics`` and, when it stands for several paths, ``subset``."""
     from airflow.providers.common.compat.openlineage.facet import (
         DatasetFacet,
         InputDataset,
@@ -180,7 +181,7 @@ def _dropped_dataset(dropped: _Dropped) -> InputDataset:
         PreviousIdentifier,
     )
 
-    namespace, name = dataset_id(dropped.location)
+    namespace, name = dataset_id(dropped.path)
     facets: dict[str, DatasetFacet] = {
         "lifecycleStateChange": LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=LifecycleStateChange.DROP,
@@ -199,8 +200,8 @@ def _dropped_dataset(dropped: _Dropped) -> InputDataset:
     except ImportError:  # an OpenLineage client older than the subset and input statistics facets
         log.debug("this OpenLineage client has no subset or inputStatistics facet")
     else:
-        if dropped.locations:
-            locations = [dataset_id(path)[1] for path in dropped.locations[:FACET_LOCATIONS]]
+        if dropped.paths:
+            locations = [dataset_id(path)[1] for path in dropped.paths[:FACET_LOCATIONS]]
             input_facets["subset"] = InputSubsetInputDatasetFacet(
                 inputCondition=LocationSubsetCondition(locations=locations)
             )

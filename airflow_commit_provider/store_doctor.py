@@ -59,13 +59,13 @@ class StoreReport:
         return all(check.passed for check in self.checks)
 
 
-def check_store(store: Store, directory: StorePath, *, writers: int = 8, rounds: int = 3) -> StoreReport:
-    """Check every property in `PROPERTIES` under a scratch prefix of `directory`; see the module doc."""
+def check_store(store: Store, destination: StorePath, *, writers: int = 8, rounds: int = 3) -> StoreReport:
+    """Check every property in `PROPERTIES` under a scratch prefix of `destination`; see the module doc."""
     if writers < 2 or rounds < 1:
         raise ValueError(f"need at least 2 racing writers and 1 round, got {writers} and {rounds}")
     mark = store.statistics.snapshot()
     checks: list[PropertyCheck] = []
-    with scratch_prefix(store, directory, sweep=True) as scratch:
+    with scratch_prefix(store, destination, sweep=True) as scratch:
         steps: list[tuple[str, Callable[[], PropertyCheck]]] = [
             (ENDPOINT, lambda: _endpoint(store, scratch)),
             (CONDITIONAL_CREATE, lambda: check_conditional_create(store, scratch, read_back=True)),
@@ -93,7 +93,7 @@ def check_store(store: Store, directory: StorePath, *, writers: int = 8, rounds:
             "local filesystem: create-if-absent is link(2), which the kernel refuses on an existing name "
             "(as O_EXCL); it holds wherever O_EXCL does (not on some network filesystems)"
         )
-    return StoreReport(store_label(store, directory), scratch.root, tuple(checks), requests, note)
+    return StoreReport(store_label(store, destination), scratch.root, tuple(checks), requests, note)
 
 
 def _endpoint(store: Store, scratch: Scratch) -> PropertyCheck:

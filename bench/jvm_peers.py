@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.formats.jsonio import read_iostatistics
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 
 #: S3A's count of HTTP requests (the AWS SDK's RequestCount metric, retries included).
@@ -60,7 +61,7 @@ def s3a_statistics(spark: Any, bucket: str) -> IOStatistics:
     filesystem = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
     statistics = jvm.org.apache.hadoop.fs.statistics
     snapshot = statistics.IOStatisticsSupport.snapshotIOStatistics(filesystem.getIOStatistics())
-    return IOStatistics.from_json(
+    return read_iostatistics(
         json.loads(statistics.IOStatisticsSnapshot.serializer().toJson(snapshot)),
         "Hadoop's IOStatisticsSnapshot",
     )

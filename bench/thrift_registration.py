@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_commit_provider.core.catalog import REGISTRATION_BATCH, Partition, location_path
 from airflow_commit_provider.core.hive_metastore_catalog import thrift_values
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
 from airflow_commit_provider.devtools.metastore_client import (
     CountingMetastoreCatalog,
@@ -183,6 +183,6 @@ def _check(catalog: CountingMetastoreCatalog, table: str, partitions: list[Parti
     listed = catalog.partitions(table)
     expected = {thrift_values(partition): partition.location for partition in partitions}
     if set(listed) != set(expected) or not all(
-        same_location(location_path(listed[values]), where) for values, where in expected.items()
+        same_path(location_path(listed[values]), where) for values, where in expected.items()
     ):
         raise RuntimeError(f"{METHOD}: {table} does not list its {len(partitions)} partitions as registered")

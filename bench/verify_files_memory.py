@@ -51,7 +51,7 @@ def verify_point(directory: str, files: int, tasks: int, partitions: int = 0) ->
     with RSSSampler() as sampler:
         found = SuccessExpectations.build().check(store, job.layout.success_marker)
         assert found.data is not None, found.reasons
-        check = check_listed_files(store, found.data, found.directory, source=str(found.path))
+        check = check_listed_files(store, found.data, found.destination, source=str(found.path))
     ours = {
         "rss_baseline_bytes": sampler.baseline,
         "rss_peak_bytes": sampler.peak,

@@ -169,7 +169,7 @@ with DAG(
     wait_for_success = SuccessManifestSensor(
         task_id="wait_for_success",
         # Table mode: the job's record at the table, which alone says the day is registered.
-        path=TABLE if CATALOG_TABLE else TABLE + "/dt={{ ds }}",
+        destination=TABLE if CATALOG_TABLE else TABLE + "/dt={{ ds }}",
         job_id="{{ ti.xcom_pull(task_ids='write_partition')['job_id'] }}",
         committers=["partitioned"],
         required_partitions=["dt={{ ds }}"],

@@ -76,13 +76,8 @@ pick_python() {
 }
 
 # What decides the install: the constraints and pyproject.toml's dependencies (not its tool settings,
-# which other changes touch), as scripts/compat.sh keys its venv.
-dependencies=$(python3 -c '
-import json, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print(json.dumps([project[k] for k in ("requires-python", "dependencies", "optional-dependencies")]))' 2>/dev/null ||
-    cat pyproject.toml)
-install_key=$({ cat "$CONSTRAINTS"; echo "$dependencies extras=$EXTRAS"; } | sha256sum | cut -c1-16)
+# which other changes touch), by the helper scripts/compat.sh keys its venv with.
+install_key=$(python3 scripts/venv_key.py "$CONSTRAINTS" "extras=$EXTRAS")
 
 if [ -x "$VENV/bin/python" ] && py_ok "$VENV/bin/python"; then
     say "venv $VENV ($("$VENV/bin/python" -c 'import platform; print(platform.python_version())')) present"

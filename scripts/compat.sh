@@ -22,13 +22,8 @@ CONSTRAINTS=constraints/oldest.txt
 EXTRAS="test,embedded-s3,crt"
 CACHE="${AIRFLOW_COMMIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-commit-provider}"
 # Keyed by what decides the install: the constraints and pyproject.toml's dependencies (not its
-# markers or tool settings, which other changes touch).
-dependencies=$(python3 -c '
-import json, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print(json.dumps([project[k] for k in ("requires-python", "dependencies", "optional-dependencies")]))' 2>/dev/null ||
-    cat pyproject.toml)
-VENV="$CACHE/venvs/oldest-$({ cat "$CONSTRAINTS"; echo "$dependencies"; } | sha256sum | cut -c1-16)"
+# markers or tool settings, which other changes touch), by the helper scripts/bootstrap.sh uses.
+VENV="$CACHE/venvs/oldest-$(python3 scripts/venv_key.py "$CONSTRAINTS")"
 
 # What the old set must keep working, one file per surface that meets an old dependency (the main
 # suite runs everything on the newest set; this run repeats only what the old versions could break):

@@ -9,14 +9,7 @@ lists its scope as a `CleanupListing` of `Listed` items and reports what acting 
 
 from __future__ import annotations
 
-from airflow_commit_provider.cleanup.common import (
-    PROGRESS_LOG_INTERVAL,
-    STOP_AFTER_FAILURES,
-    LoggingProgress,
-    NoProgress,
-    Progress,
-    format_size,
-)
+from airflow_commit_provider.cleanup.common import STOP_AFTER_FAILURES
 from airflow_commit_provider.cleanup.records import (
     IndexReport,
     JobRecords,
@@ -62,7 +55,6 @@ __all__ = [
     "DEFAULT_MAX_JOB_DURATION",
     "DEFAULT_OLDER_THAN",
     "DEFAULT_RECORDS_OLDER_THAN",
-    "PROGRESS_LOG_INTERVAL",
     "STOP_AFTER_FAILURES",
     "AbortOutcome",
     "AbortReport",
@@ -71,10 +63,7 @@ __all__ = [
     "IndexReport",
     "JobRecords",
     "Listed",
-    "LoggingProgress",
-    "NoProgress",
     "Outcome",
-    "Progress",
     "RecordListing",
     "RecordPolicy",
     "RecordPruneReport",
@@ -93,7 +82,6 @@ __all__ = [
     "find_job_records",
     "find_temp_trees",
     "format_duration",
-    "format_size",
     "list_pending_uploads",
     "parse_duration",
     "parse_scope",

@@ -1,12 +1,12 @@
-"""Helpers shared by upload and temp-tree cleanup: clocks, progress, retries, errors, sizes."""
+"""Helpers shared by the kinds of cleanup: clocks, samples, a breaker, retries, errors."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from airflow_commit_provider.core.store.base import NoSuchUploadError, StoreError
 
@@ -18,84 +18,6 @@ SAMPLE_SIZE = 20
 #: Items failing in a row after which a run takes no more: a store that fails every request
 #: (down, credentials revoked) is not asked about each of a million items, with retries.
 STOP_AFTER_FAILURES = 50
-#: Seconds between two progress lines in a task log.
-PROGRESS_LOG_INTERVAL = 30.0
-
-
-class Progress(Protocol):
-    """What a long operation tells its caller; the CLI draws bars from it."""
-
-    def start(self, description: str, total: int | None) -> None: ...
-
-    def advance(self, amount: int = 1) -> None: ...
-
-
-class NoProgress:
-    def start(self, description: str, total: int | None) -> None:
-        return None
-
-    def advance(self, amount: int = 1) -> None:
-        return None
-
-
-class InfoLog(Protocol):
-    """A logger's `info`: the standard library's or the task logger Airflow gives an operator."""
-
-    def info(self, event: Any, *args: Any) -> Any: ...
-
-
-class LoggingProgress:
-    """Progress as log lines, for the operators: a line at most every `interval` seconds while a
-    step runs, and one when it ends, with counts and the rate (``Aborting uploads: 120,000 of
-    1,000,000 (12%), 1,190/s``). Safe to advance from several threads."""
-
-    def __init__(
-        self,
-        log: InfoLog,
-        interval: float = PROGRESS_LOG_INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._log = log
-        self._interval = interval
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._description: str | None = None
-        self._total: int | None = None
-        self._done = 0
-        self._started = self._logged = 0.0
-
-    def start(self, description: str, total: int | None) -> None:
-        with self._lock:
-            self._finish()
-            self._description, self._total, self._done = description, total, 0
-            self._started = self._logged = self._clock()
-
-    def advance(self, amount: int = 1) -> None:
-        with self._lock:
-            self._done += amount
-            now = self._clock()
-            if now - self._logged >= self._interval:
-                self._logged = now
-                self._line(now, "")
-
-    def close(self) -> None:
-        """Log how the last step ended."""
-        with self._lock:
-            self._finish()
-            self._description = None
-
-    def _finish(self) -> None:
-        if self._description is not None:
-            self._line(self._clock(), "done: ")
-
-    def _line(self, now: float, prefix: str) -> None:
-        elapsed = now - self._started
-        of = "" if self._total is None else f" of {self._total:,}"
-        share = f" ({100 * self._done / self._total:.0f}%)" if self._total else ""
-        rate = f", {self._done / elapsed:,.0f}/s" if elapsed > 0 else ""
-        self._log.info(
-            "%s: %s%s%s%s in %.0fs%s", self._description, prefix, f"{self._done:,}", of, share, elapsed, rate
-        )
 
 
 class Breaker:
@@ -125,25 +47,6 @@ class Breaker:
             except StopIteration:
                 return
             yield item
-
-
-def counted(items: Iterable[T], progress: Progress) -> Iterator[T]:
-    """`items`, advancing `progress` for each one handed out."""
-    for item in items:
-        progress.advance()
-        yield item
-
-
-def format_size(count: int | None) -> str:
-    """Bytes for people: `512 B`, `1.5 MiB`; `?` when unknown."""
-    if count is None:
-        return "?"
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def utc_now(now: datetime | None) -> datetime:

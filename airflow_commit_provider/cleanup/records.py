@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from airflow_commit_provider.cleanup.common import NoProgress, Progress, format_size, iso, one_line
+from airflow_commit_provider.cleanup.common import iso, one_line
 from airflow_commit_provider.cleanup.reports import FAILED, CleanupReport, ScopedListing
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
@@ -55,6 +55,7 @@ from airflow_commit_provider.durations import (
     as_timedelta,
     format_duration,
 )
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 __all__ = [
     "IndexReport",

@@ -25,17 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from airflow_commit_provider.cleanup.common import (
-    SAMPLE_SIZE,
-    STOP_AFTER_FAILURES,
-    NoProgress,
-    Progress,
-    utc_now,
-)
+from airflow_commit_provider.cleanup.common import SAMPLE_SIZE, STOP_AFTER_FAILURES, utc_now
 from airflow_commit_provider.cleanup.scope import parse_scope
 from airflow_commit_provider.cleanup.spool import Spool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.durations import as_timedelta, format_duration
+from airflow_commit_provider.progress import NoProgress, Progress
 
 FAILED = "failed"
 #: Items a run did not try because it stopped after `STOP_AFTER_FAILURES` failures in a row.
@@ -145,8 +140,12 @@ class ScopedListing:
         allow_bucket_root: bool,
     ) -> ListingT:
         """An empty listing, made only once the scope and age are valid: nothing is listed before."""
-        directory = parse_scope(scope, allow_bucket_root=allow_bucket_root)
-        return cls(directory, as_timedelta(older_than), utc_now(now), job_id)
+        return cls(
+            parse_scope(scope, allow_bucket_root=allow_bucket_root),
+            as_timedelta(older_than),
+            utc_now(now),
+            job_id,
+        )
 
     def selection_json(self) -> dict[str, Any]:
         return {

@@ -20,19 +20,19 @@ class ScopeError(ValueError):
 
 
 def parse_scope(
-    url: str | os.PathLike[str] | StorePath,
+    scope: str | os.PathLike[str] | StorePath,
     *,
     argument: str = "scope",
     allow_bucket_root: bool = False,
 ) -> StorePath:
-    """The directory a cleanup may act in, or ScopeError saying what is wrong with `url`."""
-    if isinstance(url, StorePath):
-        path = url
-        shown = str(url)
+    """The folder a cleanup may act in (its scope, parsed), or ScopeError saying what is wrong with `scope`."""
+    if isinstance(scope, StorePath):
+        path = scope
+        shown = str(scope)
     else:
-        if not isinstance(url, (str, os.PathLike)):
-            raise ScopeError(f"{argument}: expected a URL such as s3://bucket/table, got {url!r}")
-        shown = os.fspath(url)
+        if not isinstance(scope, (str, os.PathLike)):
+            raise ScopeError(f"{argument}: expected a URL such as s3://bucket/table, got {scope!r}")
+        shown = os.fspath(scope)
         text = shown.strip()
         if not text:
             raise ScopeError(

@@ -29,14 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.committing import committing_jobs
-from airflow_commit_provider.cleanup.common import (
-    Breaker,
-    NoProgress,
-    Progress,
-    format_size,
-    iso,
-    one_line,
-)
+from airflow_commit_provider.cleanup.common import Breaker, iso, one_line
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import Spool, batches
 from airflow_commit_provider.cleanup.uploads import ABORTED, VANISHED, UploadInfo, abort_and_verify
@@ -45,6 +38,7 @@ from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
 from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 MAGIC_DIR = "__magic"
 SPARK_STAGING_PREFIX = ".spark-staging-"
@@ -122,7 +116,7 @@ class TempTree:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "url": str(self.path),
+            "path": str(self.path),
             "kind": self.kind,
             "job_id": self.job_id,
             "files": self.files,
@@ -212,7 +206,7 @@ class TreeOutcome:
         return {"files": self.files, "bytes": self.bytes, "uploads_aborted": self.uploads_aborted}
 
     def failure_json(self) -> dict[str, Any]:
-        return {"url": str(self.tree.path), "error": self.error}
+        return {"path": str(self.tree.path), "error": self.error}
 
     def to_json(self) -> dict[str, Any]:
         return {**self.tree.to_json(), "status": self.status, "error": self.error}
@@ -281,21 +275,21 @@ def find_temp_trees(
     listing = TempTreeListing.select(
         scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
     )
-    directory = listing.scope
+    scope = listing.scope
     progress = progress or NoProgress()
     progress.start("Scanning temporary trees", None)
     found: Spool[TempTree] = Spool()
     destinations: set[StorePath] = set()  # of stale trees that a COMMITTING job may own: one per table
-    for trees in _scan(store, directory, nested, progress):
+    for trees in _scan(store, scope, nested, progress):
         if job_id is not None:
             mine = {key: tree for key, tree in trees.items() if tree.job_id == job_id}
             listing.other_jobs += len(trees) - len(mine)
             trees = mine
         if store.capabilities.multipart_upload:
             for keys in batches(sorted(trees), 256):
-                _add_uploads(store, directory, {key: trees[key] for key in keys}, threads)
+                _add_uploads(store, scope, {key: trees[key] for key in keys}, threads)
         for key in sorted(trees):
-            tree = _summarise(directory.join(key) if key else directory, trees[key], listing)
+            tree = _summarise(scope.join(key) if key else scope, trees[key], listing)
             if tree.stale and tree.job_id and not tree.loose:
                 destinations.add(_destination(tree))
             found.append(tree)
@@ -309,7 +303,7 @@ def find_temp_trees(
 
 
 def _destination(tree: TempTree) -> StorePath:
-    """The directory the tree's job writes to: the one holding the tree (or its container)."""
+    """The destination of the tree's job: the folder holding the tree (or its container)."""
     return tree.path.parent.parent if tree.path.parent.name in CONTAINERS else tree.path.parent
 
 

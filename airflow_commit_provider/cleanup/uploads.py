@@ -35,15 +35,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from airflow_commit_provider.cleanup.committing import committing_jobs
-from airflow_commit_provider.cleanup.common import (
-    Breaker,
-    NoProgress,
-    Progress,
-    format_size,
-    iso,
-    one_line,
-    with_retries,
-)
+from airflow_commit_provider.cleanup.common import Breaker, iso, one_line, with_retries
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.core.formats.jsonio import read_json_bytes
@@ -54,6 +46,7 @@ from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, PendingUpload, Store, StoreError
 from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
 #: Options of `abort_uploads` that `abort_pending_uploads` passes on to it.
@@ -86,7 +79,7 @@ class UploadInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "url": str(self.path),
+            "path": str(self.path),
             "key": self.path.key,
             "upload_id": self.upload_id,
             "initiated": iso(self.initiated),
@@ -478,7 +471,7 @@ def abort_uploads(
 
 def abort_and_verify(
     store: Store,
-    directory: StorePath,
+    scope: StorePath,
     uploads: Iterable[UploadInfo],
     *,
     threads: int = 16,
@@ -487,7 +480,7 @@ def abort_and_verify(
     verify_rounds: int = 3,
     progress: Progress | None = None,
 ) -> Iterator[AbortOutcome]:
-    """Abort each upload (all under `directory`) once, then list `directory` again and abort
+    """Abort each upload (all under `scope`) once, then list `scope` again and abort
     those still pending, up to `verify_rounds` times; yields each upload's final outcome.
 
     Aborts run `threads` at a time and retry transient errors `attempts` times. An upload still
@@ -509,7 +502,7 @@ def abort_and_verify(
             if not round_.aborted:
                 return
             try:
-                still = _still_listed(store, directory, round_.keys, attempts, retry_delay, progress)
+                still = _still_listed(store, scope, round_.keys, attempts, retry_delay, progress)
             except StoreError as error:
                 note = f"abort not verified: {one_line(error)}"
                 yield from (replace(o, status=FAILED, error=note) for o in round_.aborted)
@@ -666,19 +659,19 @@ def _abort_once(
 
 def _still_listed(
     store: Store,
-    directory: StorePath,
+    scope: StorePath,
     aborted: KeySet,
     attempts: int,
     retry_delay: float,
     progress: Progress,
 ) -> KeySet:
-    """The identities in `aborted` that a new listing of `directory` still shows pending."""
+    """The identities in `aborted` that a new listing of `scope` still shows pending."""
 
     def listing() -> KeySet:
         progress.start("Checking aborts", None)
         still = KeySet()
         try:
-            for page in batches(store.list_multipart_uploads(directory), ABORT_BATCH):
+            for page in batches(store.list_multipart_uploads(scope), ABORT_BATCH):
                 progress.advance(len(page))
                 still.update(key for key in map(_identity, page) if key in aborted)
         except BaseException:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from airflow_commit_provider.cleanup import CleanupListing, CleanupReport, Progress
+from airflow_commit_provider.cleanup import CleanupListing, CleanupReport
 from airflow_commit_provider.cli.arguments import scope_argument, scope_of, store_for
 from airflow_commit_provider.cli.output import (
     Table,
@@ -27,6 +27,7 @@ from airflow_commit_provider.cli.output import (
     progress_for,
 )
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress
 
 #: Items shown before asking, and in a dry run's output (both end with how many more there are).
 ASK_PREVIEW, DRY_RUN_PREVIEW = 20, 50
@@ -148,7 +149,7 @@ def _print_report(
         if args.dry_run:
             table.print(listing.targets(), listing.target_count, DRY_RUN_PREVIEW)
         print(report.describe())
-        for failure in summary["failures"]:  # what names the item (URL, or key and upload ID), then why
+        for failure in summary["failures"]:  # what names the item (its path, or key and upload ID), then why
             where = " ".join(str(value) for key, value in failure.items() if key != "error")
             print(f"FAILED {where}: {failure['error']}", file=sys.stderr)
     return 1 if report.count("failed") else 0

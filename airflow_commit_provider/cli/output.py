@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
-from airflow_commit_provider.cleanup import NoProgress, Progress
 from airflow_commit_provider.cli.arguments import CliError
 from airflow_commit_provider.cli.names import PROG
+from airflow_commit_provider.progress import NoProgress, Progress
 
 T = TypeVar("T")
 

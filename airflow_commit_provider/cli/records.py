@@ -8,11 +8,9 @@ import sys
 
 from airflow_commit_provider.cleanup import (
     JobRecords,
-    Progress,
     RecordListing,
     find_job_records,
     format_duration,
-    format_size,
     prune_records,
     reindex_records,
 )
@@ -20,6 +18,7 @@ from airflow_commit_provider.cli.arguments import scope_of, store_for
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table, emit, for_machines, progress_for
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress, format_size
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> RecordListing:

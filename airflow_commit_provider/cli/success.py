@@ -7,7 +7,6 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_commit_provider.cleanup import format_size
 from airflow_commit_provider.cli.arguments import CliError, store_for
 from airflow_commit_provider.cli.output import emit, for_machines, progress_for
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -15,6 +14,7 @@ from airflow_commit_provider.core.formats.success import LegacySuccessMarkerErro
 from airflow_commit_provider.core.layout import SUCCESS_FILENAME
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import format_size
 from airflow_commit_provider.success.check import (
     SuccessCheck,
     SuccessExpectations,
@@ -26,7 +26,7 @@ from airflow_commit_provider.success.listed_files import FilesCheck, check_liste
 
 def _success_json(path: StorePath, data: SuccessData, source: str = SUCCESS_FILENAME) -> dict[str, Any]:
     return {
-        "url": str(path),
+        "path": str(path),
         "source": source,
         "legacy": is_legacy(data),
         "success": data.success,
@@ -123,7 +123,7 @@ def verify(args: argparse.Namespace) -> int:
     if for_machines(args):
         emit(
             {
-                "url": str(path),
+                "path": str(path),
                 "checked": str(checked),
                 "ok": not reasons,
                 "reasons": reasons,
@@ -162,7 +162,7 @@ def _check_files(
     if is_legacy(data):
         raise InvalidCommitDataError(f"{found.path}: a 0-byte marker lists no files to check")
     with progress_for(args) as progress:
-        return check_listed_files(store, data, found.directory, source=str(found.path), progress=progress)
+        return check_listed_files(store, data, found.destination, source=str(found.path), progress=progress)
 
 
 def _files_reasons(files: FilesCheck) -> list[str]:

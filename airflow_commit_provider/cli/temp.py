@@ -6,17 +6,16 @@ from __future__ import annotations
 import argparse
 
 from airflow_commit_provider.cleanup import (
-    Progress,
     TempTree,
     TempTreeListing,
     clean_temp_trees,
     find_temp_trees,
     format_duration,
-    format_size,
 )
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress, format_size
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> TempTreeListing:

@@ -7,17 +7,16 @@ import argparse
 from datetime import datetime, timezone
 
 from airflow_commit_provider.cleanup import (
-    Progress,
     UploadInfo,
     UploadListing,
     abort_uploads,
     format_duration,
-    format_size,
     list_pending_uploads,
 )
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
+from airflow_commit_provider.progress import Progress, format_size
 
 
 def _row(upload: UploadInfo) -> str:

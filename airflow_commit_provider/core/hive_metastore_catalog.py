@@ -48,7 +48,7 @@ from airflow_commit_provider.core.catalog import (
     table_format,
 )
 from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME
-from airflow_commit_provider.core.paths import same_location
+from airflow_commit_provider.core.paths import same_path
 
 _T = TypeVar("_T")
 
@@ -206,7 +206,7 @@ def _register_batch(client: Any, table: Any, batch: list[Partition]) -> None:
         found = existing.get(values)
         if found is None:
             missing.append(_new_partition(table, partition))
-        elif not same_location(location_path(found.sd.location or ""), partition.location):
+        elif not same_path(location_path(found.sd.location or ""), partition.location):
             found.sd.location = location_text(partition.location)
             moved.append(found)
     if missing:

@@ -27,7 +27,7 @@ from airflow_commit_provider.core.store.base import FileStatus, Store
 
 
 def job_record_path(destination: str | os.PathLike[str] | StorePath, job_id: str) -> StorePath:
-    """Where job `job_id` keeps its record under `destination` (JobLayout owns the location)."""
+    """Where job `job_id` keeps its record under `destination` (JobLayout owns its path)."""
     return JobLayout(StorePath.parse(destination), validate_job_id(job_id)).job_record
 
 

@@ -1,7 +1,7 @@
-"""Store paths: one value type for `file://`, `s3://` and `s3a://` locations, and `Destination`,
+"""Store paths: one value type for `file://`, `s3://` and `s3a://` addresses, and `Destination`,
 where a job writes.
 
-Two ways in, never confused: a location a user gives (`parse`) is taken literally, as Spark,
+Two ways in, never confused: a path a user gives (`parse`) is taken literally, as Spark,
 Hadoop and the AWS CLI take it; a URI read from a manifest or `_SUCCESS` (`from_uri`) is
 percent-decoded, because those files store `uri()`, where spaces, `%`, `#`, `?`, unicode and
 `=` are encoded (HADOOP-17112).
@@ -34,12 +34,12 @@ _BUCKET = re.compile(r"[A-Za-z0-9._:@-]+")
 
 
 class InvalidPathError(ValueError):
-    """A location string cannot be parsed into a store path."""
+    """A path as written cannot be parsed into a store path."""
 
 
 @dataclass(frozen=True, order=True)
 class StorePath:
-    """A location in a store.
+    """A path in a store: one file or object, or a folder (a prefix of keys).
 
     `scheme` is `file` or an S3 scheme; `bucket` is empty for local files; `key` is the
     decoded path inside the bucket without a leading slash (local paths keep theirs).
@@ -50,16 +50,16 @@ class StorePath:
     key: str
 
     @classmethod
-    def parse(cls, location: str | os.PathLike[str] | StorePath) -> StorePath:
-        """A location as a user writes it: `s3://b/k`, `s3a://b/k`, `file:///p` or a plain path.
+    def parse(cls, path: str | os.PathLike[str] | StorePath) -> StorePath:
+        """A path as a user writes it: `s3://b/k`, `s3a://b/k`, `file:///p` or a plain path.
 
         Everything after the scheme and bucket is taken literally, as Spark and Hadoop's
         `Path(String)`, the AWS CLI and boto3 take it: `%41`, `%`, `#`, `?`, spaces and unicode
-        are part of the key. `str(path)` gives a location this parses back to the same path.
+        are part of the key. `str(path)` gives text this parses back to the same path.
         """
-        if isinstance(location, StorePath):
-            return location
-        text = os.fspath(location)
+        if isinstance(path, StorePath):
+            return path
+        text = os.fspath(path)
         if not text:
             raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
         match = _URL_SCHEME.match(text)
@@ -68,8 +68,8 @@ class StorePath:
                 _check_encodable(text, "file", text)
             return cls("file", "", _normalise_local(os.path.abspath(text)))
         scheme, rest = match.group(1).lower(), text[match.end() :]
-        authority, _, path = rest.partition("/")
-        return cls._checked(scheme, authority, path, text)
+        authority, _, key = rest.partition("/")
+        return cls._checked(scheme, authority, key, text)
 
     @classmethod
     def from_uri(cls, uri: str) -> StorePath:
@@ -243,7 +243,7 @@ def _normalise_local(path: str) -> str:
     return "/" + normalised.lstrip("/") if normalised.startswith("//") else normalised
 
 
-def same_location(a: StorePath, b: StorePath) -> bool:
+def same_path(a: StorePath, b: StorePath) -> bool:
     """True if both name the same object, treating `s3`/`s3a`/`s3n` as one scheme."""
     return a.bucket == b.bucket and a.key.strip("/") == b.key.strip("/") and a.is_local == b.is_local
 

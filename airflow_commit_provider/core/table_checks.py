@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_commit_provider.core.catalog import TableInfo
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 
 
 def check_write(
@@ -20,14 +20,14 @@ def check_write(
     *,
     format: str | None,
     partition_by: Sequence[str],
-    path: StorePath | None,
+    destination: StorePath | None,
 ) -> None:
-    """ValueError naming the table and the argument or column that does not fit: a `path` other
+    """ValueError naming the table and the argument or column that does not fit: a `destination` other
     than the table's location, a `format` or `partition_by` that differs from the table's, a
     column the table lacks or has with another type, or a column of the table that is missing."""
     name = table.name
-    if path is not None and not same_location(path, table.location):
-        raise ValueError(f"table {name} is at {table.location}, not at path={str(path)!r}")
+    if destination is not None and not same_path(destination, table.location):
+        raise ValueError(f"table {name} is at {table.location}, not at destination={str(destination)!r}")
     if format is not None and format.lower() != table.format:
         raise ValueError(f"table {name} is stored as {table.format}, not format={format!r}")
     if partition_by and [c.lower() for c in partition_by] != [c.lower() for c in table.partition_columns]:

@@ -1,6 +1,6 @@
 """Airflow connections turned into the core's stores.
 
-``file://`` locations (and plain local paths) need no connection. ``s3://`` / ``s3a://`` locations use
+``file://`` paths (and plain local ones) need no connection. ``s3://`` / ``s3a://`` paths use
 an AWS connection in the ``aws_default`` style of the Amazon provider, through its own connection
 handling: the hook *is* an :class:`~airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook`, so it
 takes the same ``aws_conn_id``, ``region_name``, ``verify`` and ``config`` (botocore) as every hook
@@ -36,7 +36,7 @@ __all__ = ["CommitStoreHook"]
 class CommitStoreHook(AwsBaseHook):
     """Opens core stores (:func:`~airflow_commit_provider.core.store.open_store`) for Airflow tasks.
 
-    :param aws_conn_id: the AWS connection for ``s3://`` locations (Amazon provider's ``aws`` type).
+    :param aws_conn_id: the AWS connection for ``s3://`` paths (Amazon provider's ``aws`` type).
         ``None`` uses boto3's default configuration without looking a connection up.
     :param region_name: overrides the connection's ``region_name``.
     :param verify: overrides the connection's ``verify``: False, or a CA bundle path.
@@ -102,19 +102,19 @@ class CommitStoreHook(AwsBaseHook):
             botocore_config=_config_options(connection.botocore_config),
         )
 
-    def get_store(self, url: str | os.PathLike[str] | StorePath) -> Store:
-        """The store for ``url``: a local store for ``file://`` or plain paths, else an S3 store.
+    def get_store(self, path: str | os.PathLike[str] | StorePath) -> Store:
+        """The store for ``path``: a local store for ``file://`` or plain paths, else an S3 store.
 
         Opening a store never sends a request; the S3 client is created on first use.
         """
-        path = StorePath.parse(url)
+        path = StorePath.parse(path)
         if path.is_local:
             return open_store(path)
         return open_store(path, threads=self.threads, **self.s3_settings.store_kwargs())
 
-    def spark_environment(self, url: str | os.PathLike[str] | StorePath) -> dict[str, str]:
+    def spark_environment(self, path: str | os.PathLike[str] | StorePath) -> dict[str, str]:
         """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
-        if StorePath.parse(url).is_local:
+        if StorePath.parse(path).is_local:
             return {}
         return self.s3_settings.environment()
 

@@ -21,8 +21,6 @@ from airflow_commit_provider.cleanup import (
     DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     DEFAULT_RECORDS_OLDER_THAN,
-    PROGRESS_LOG_INTERVAL,
-    LoggingProgress,
     abort_pending_uploads,
     as_timedelta,
     clean_stale_temp_trees,
@@ -33,6 +31,7 @@ from airflow_commit_provider.cleanup import (
 from airflow_commit_provider.core.options import parse_bool
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.hooks.commit_store import CommitStoreHook
+from airflow_commit_provider.progress import PROGRESS_LOG_INTERVAL, LoggingProgress
 from airflow_commit_provider.templating import is_template
 
 if TYPE_CHECKING:
@@ -99,14 +98,14 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
 
         Every item is tried before the task fails, so one bad item does not shield the others.
         """
-        path, age, job_id, dry_run = self._resolve()
+        scope, age, job_id, dry_run = self._resolve()
         self._report = None
-        store = self._store(path)
+        store = self._store(scope)
         progress = LoggingProgress(self.log, self.progress_interval)
         try:
             report = self._clean(
                 store,
-                path,
+                scope,
                 older_than=age,
                 job_id=job_id,
                 dry_run=dry_run,
@@ -127,9 +126,9 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
 
     def _resolve(self) -> tuple[StorePath, timedelta, str | None, bool]:
         """The rendered arguments, checked again: templates can render to anything."""
-        path = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
+        scope = parse_scope(self.scope, argument="scope", allow_bucket_root=self.allow_bucket_root)
         age = as_timedelta(self.older_than, "older_than")
-        return path, age, (self.job_id or None), parse_bool(self.dry_run_flag, "dry_run")
+        return scope, age, (self.job_id or None), parse_bool(self.dry_run_flag, "dry_run")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """What was removed, as datasets with the lifecycle change DROP."""
@@ -143,11 +142,11 @@ class _CleanupOperator(AwsBaseOperator[CommitStoreHook]):
     def _hook_parameters(self) -> dict[str, Any]:
         return {**super()._hook_parameters, "threads": self.threads}
 
-    def _store(self, path: StorePath) -> Store:
-        return self.hook.get_store(path)
+    def _store(self, scope: StorePath) -> Store:
+        return self.hook.get_store(scope)
 
-    def _clean(self, store: Store, path: StorePath, **options: Any) -> CleanupReport[Any, Any]:
-        """Find and remove (or, dry, report) what this operator cleans under `path`."""
+    def _clean(self, store: Store, scope: StorePath, **options: Any) -> CleanupReport[Any, Any]:
+        """Find and remove (or, dry, report) what this operator cleans under `scope`."""
         raise NotImplementedError
 
 
@@ -175,8 +174,8 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
         super().__init__(**kwargs)
         self.measure_sizes = measure_sizes
 
-    def _clean(self, store: Store, path: StorePath, **options: Any) -> AbortReport:
-        return abort_pending_uploads(store, path, sizes=self.measure_sizes, **options)
+    def _clean(self, store: Store, scope: StorePath, **options: Any) -> AbortReport:
+        return abort_pending_uploads(store, scope, sizes=self.measure_sizes, **options)
 
 
 class CleanupTemporaryOperator(_CleanupOperator):
@@ -197,8 +196,8 @@ class CleanupTemporaryOperator(_CleanupOperator):
         super().__init__(**kwargs)
         self.nested = nested
 
-    def _clean(self, store: Store, path: StorePath, **options: Any) -> TempCleanReport:
-        return clean_stale_temp_trees(store, path, nested=self.nested, **options)
+    def _clean(self, store: Store, scope: StorePath, **options: Any) -> TempCleanReport:
+        return clean_stale_temp_trees(store, scope, nested=self.nested, **options)
 
 
 class PruneCommitRecordsOperator(_CleanupOperator):
@@ -241,7 +240,7 @@ class PruneCommitRecordsOperator(_CleanupOperator):
         if not any(is_template(value) for value in (older_than, keep_newest, max_job_duration)):
             record_policy(older_than, keep_newest, max_job_duration)  # refused at DAG parse time
 
-    def _clean(self, store: Store, path: StorePath, **options: Any) -> RecordPruneReport:
+    def _clean(self, store: Store, scope: StorePath, **options: Any) -> RecordPruneReport:
         return prune_old_records(
-            store, path, keep_newest=self.keep_newest, max_job_duration=self.max_job_duration, **options
+            store, scope, keep_newest=self.keep_newest, max_job_duration=self.max_job_duration, **options
         )

@@ -364,5 +364,5 @@ def partition_list_uri(destination: Destination, data: SuccessData) -> str | Non
     if not destination.in_store:
         return None
     if data.partition_list is not None:
-        return data.partition_list.location(destination.root).uri()
+        return data.partition_list.path_under(destination.root).uri()
     return JobLayout(destination.root, data.job_id).job_record.uri()

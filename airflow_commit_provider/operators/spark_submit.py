@@ -58,7 +58,7 @@ __all__ = ["ENGINES", "CommittedSparkSubmitOperator", "build_py_files_zip"]
 class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmitOperator):
     """Submit a PySpark application whose output is committed by ``committer`` under ``destination``.
 
-    :param destination: the output directory (``s3://``, ``s3a://`` or ``file://``). Templated.
+    :param destination: where the job writes, a table's root folder (``s3://``, ``s3a://`` or ``file://``). Templated.
     :param table: the catalog table at ``destination`` that ``write_committed(df)`` writes; partitions
         committed but not registered (a driver killed in between) are registered by a registration-only
         application (:mod:`~.registration`). Templated.

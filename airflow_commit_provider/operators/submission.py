@@ -25,6 +25,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from airflow_commit_provider import lineage
 from airflow_commit_provider.core.committers.registry import WritePlan, resolve
+from airflow_commit_provider.core.formats.outcome import origin_json
 from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 from airflow_commit_provider.spark import config as cfg
 
@@ -129,7 +130,7 @@ def try_confs(
     if try_number is not None:
         conf[cfg.CONF_TRY_NUMBER] = str(try_number)
         if key is not None:
-            conf[cfg.CONF_ORIGIN] = json.dumps(TryOrigin(key, try_number).to_json())
+            conf[cfg.CONF_ORIGIN] = json.dumps(origin_json(TryOrigin(key, try_number)))
     conf[cfg.CONF_PLAN_DIGEST] = cfg.plan_digest(conf)
     if plan.engine == "hadoop":
         from airflow_commit_provider.spark.jvm_committers import plan_conf

@@ -441,7 +441,7 @@ class _Files:
         try:
             entries = read_file_list_page(store, root, ref, first, size, source)
         except FileNotFoundInStoreError:
-            return (), f"no list of files: {ref.location(root)} is gone (pruned with the job's records?)"
+            return (), f"no list of files: {ref.path_under(root)} is gone (pruned with the job's records?)"
         except InvalidCommitDataError as error:
             return (), f"no list of files: {' '.join(str(error).split())}"
         return tuple(ListedFile(entry.uri, entry.size) for entry in entries), None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_commit_provider.core.formats.iostats import TimedOperation
 from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.iostats import TimedOperation
 
 __all__ = ["CommitStatistics", "commit_statistics"]
 

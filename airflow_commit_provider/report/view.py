@@ -10,9 +10,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from airflow_commit_provider.cleanup import format_size
 from airflow_commit_provider.core.formats.attempts import REFUSED, LostAttempt
 from airflow_commit_provider.core.task_key import TryOrigin
+from airflow_commit_provider.progress import format_size
 from airflow_commit_provider.report.commit_report import CommitReport, CommitSummary
 from airflow_commit_provider.report.commit_statistics import CommitStatistics
 

@@ -26,7 +26,7 @@ __all__ = ["SuccessManifestSensor"]
 
 
 class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
-    """Wait for ``_SUCCESS`` under a ``file://`` or ``s3://`` path and validate it.
+    """Wait for the ``_SUCCESS`` of a ``file://`` or ``s3://`` destination and validate it.
 
     The file must be JSON in the SuccessData format (ours or Hadoop's S3A/manifest committers'). A
     0-byte marker of the classic FileOutputCommitter fails the task unless ``allow_legacy=True``; a
@@ -36,9 +36,9 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     once instead.
 
     Given a ``job_id``, the sensor also accepts the job's own record when ``_SUCCESS`` is absent or
-    names another job: every committed job leaves one under ``<path>/_airflow_commit/``, so on a
+    names another job: every committed job leaves one under ``<destination>/_airflow_commit/``, so on a
     table that several jobs write in parallel (a backfill of many days) each day's sensor proves its
-    own job whichever committed last. For the ``partitioned`` committer, ``path`` can also be the
+    own job whichever committed last. For the ``partitioned`` committer, ``destination`` can also be the
     partition (``<table>/dt={{ ds }}``): each partition it writes gets a ``_SUCCESS`` of its own.
 
     Each poke costs one request, a single ranged GET of at most 64 KiB of ``_SUCCESS``, whatever
@@ -51,8 +51,8 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     bytes, rows, the first 100 partitions and their count, timestamp, the path of the file judged
     and its ``source``) is returned as XCom.
 
-    :param path: the output directory (or its ``_SUCCESS`` file). Templated.
-    :param aws_conn_id: AWS connection for ``s3://`` paths; unused for local paths. Templated.
+    :param destination: where the job writes, a table's root folder (or its ``_SUCCESS`` file). Templated.
+    :param aws_conn_id: AWS connection for an ``s3://`` destination; unused for a local one. Templated.
     :param region_name: overrides the connection's region. Templated.
     :param verify: overrides the connection's ``verify``: False, or a CA bundle path. Templated.
     :param botocore_config: botocore ``Config`` options over the connection's ``config_kwargs``.
@@ -72,7 +72,7 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
 
     aws_hook_class = CommitStoreHook
     template_fields: Sequence[str] = aws_template_fields(
-        "path",
+        "destination",
         "job_id",
         "committers",
         "min_files",
@@ -84,7 +84,7 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     def __init__(
         self,
         *,
-        path: str,
+        destination: str,
         job_id: str | None = None,
         committers: str | Sequence[str] | None = None,
         min_files: int | None = None,
@@ -96,7 +96,7 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.path = path
+        self.destination = destination
         self.job_id = job_id
         self.committers = committers
         self.min_files = min_files
@@ -129,13 +129,13 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = self.hook.get_store(self.path)
+            self._store = self.hook.get_store(self.destination)
         return self._store
 
     def check(self) -> SuccessCheck:
         """Look once (``_SUCCESS``, or the job's record); fails the task if it can never qualify."""
         try:
-            found = self._expectations().check(self.store, self.path)
+            found = self._expectations().check(self.store, self.destination)
         except LegacySuccessMarkerError as error:
             raise AirflowFailException(
                 f"{error}. Set allow_legacy=True to accept such markers, or write the output with a "
@@ -181,7 +181,7 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
 
     def _trigger(self) -> SuccessManifestTrigger:
         return SuccessManifestTrigger(
-            path=self.path,
+            destination=self.destination,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             verify=self.verify,
@@ -193,7 +193,7 @@ class SuccessManifestSensor(AwsBaseSensor[CommitStoreHook]):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if not event:
-            raise AirflowException(f"the trigger for {self.path} ended without an event")
+            raise AirflowException(f"the trigger for {self.destination} ended without an event")
         if event.get("status") == "success":
             self.log.info("qualifies: %s", event.get("summary"))
             return event.get("summary")

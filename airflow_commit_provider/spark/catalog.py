@@ -28,7 +28,7 @@ from airflow_commit_provider.core.catalog import (
     partition_name,
     table_format,
 )
-from airflow_commit_provider.core.paths import same_location
+from airflow_commit_provider.core.paths import same_path
 
 
 class SparkCatalog:
@@ -87,7 +87,7 @@ class SparkCatalog:
             lambda: self._sql(f"DESCRIBE FORMATTED {name} PARTITION ({spec})"),
         )
         found = next((row["data_type"] for row in current if row["col_name"] == "Location"), "")
-        if not found or not same_location(location_path(found), partition.location):
+        if not found or not same_path(location_path(found), partition.location):
             statement = f"ALTER TABLE {name} PARTITION ({spec}) SET LOCATION {sql_string(location_text(partition.location))}"
             self._call(f"set a partition location of {name}", lambda: self._sql(statement))
 

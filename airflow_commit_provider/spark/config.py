@@ -13,7 +13,7 @@ import json
 from typing import Any, Protocol
 
 PREFIX = "spark.airflow_commit."
-#: The output directory; ``write_committed(df)`` writes there when given no path.
+#: The destination; ``write_committed(df)`` writes there when given none.
 CONF_DESTINATION = PREFIX + "destination"
 #: A catalog table (``db.events``); ``write_committed(df)`` writes there when given no path.
 CONF_TABLE = PREFIX + "table"

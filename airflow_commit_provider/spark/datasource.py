@@ -390,7 +390,11 @@ def _table_destination(
     requested = [column.strip() for column in source.get("partition_by", "").split(",") if column.strip()]
     try:
         check_write(
-            info, schema_columns(schema), format=source.get("format"), partition_by=requested, path=None
+            info,
+            schema_columns(schema),
+            format=source.get("format"),
+            partition_by=requested,
+            destination=None,
         )
     except ValueError as error:
         raise ValueError(f"data source {SHORT_NAME!r}: {error}") from None

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.catalog import SparkCatalog
 from airflow_commit_provider.spark.tables import finish_table_write
@@ -34,7 +34,7 @@ def finish_registration(spark: Any, destination: str, table: str, job_id: str) -
     its record, which then lists them. Registering again changes nothing."""
     catalog = SparkCatalog(spark)
     location = catalog.table_info(table).location
-    if not same_location(location, StorePath.parse(destination)):
+    if not same_path(location, StorePath.parse(destination)):
         raise ValueError(f"table {table} is at {location}, not at {destination}, where job {job_id} wrote")
     s3 = resolve_s3_settings({}, cfg.SparkConf(spark)).store_kwargs()
     record = finish_table_write(spark, table, job_id, catalog=catalog, **s3)

@@ -2,9 +2,9 @@
 catalog, the DataFrame checked against it before any work, and the table created on request.
 
 ``create_table=True`` creates a missing table as ``saveAsTable`` would (``CREATE TABLE .. USING
-<format> PARTITIONED BY ..``): under the warehouse, or at ``path`` when one is given with the table
+<format> PARTITIONED BY ..``): under the warehouse, or at ``destination`` when one is given with the table
 (an external table), unless another writer created it meanwhile: that table is then checked and used.
-Given with an existing table, ``path`` must be the table's location.
+Given with an existing table, ``destination`` must be the table's location.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def plan_committed_write(
     df: DataFrame,
-    path: str | os.PathLike[str] | StorePath | None = None,
+    destination: str | os.PathLike[str] | StorePath | None = None,
     *,
     table: str | None = None,
     create_table: bool = False,
@@ -47,17 +47,17 @@ def plan_committed_write(
     conflict_mode: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> SparkWritePlan:
-    """``write_committed``'s plan: to `path`, or to `table` (or the conf's table when neither is given)."""
+    """``write_committed``'s plan: to `destination`, or to `table` (or the conf's table when neither is given)."""
     conf = cfg.SparkConf(df.sparkSession)
-    expected_location: str | os.PathLike[str] | StorePath | None = path
-    if table is None and path is None:
+    expected_location: str | os.PathLike[str] | StorePath | None = destination
+    if table is None and destination is None:
         # The operator sets both: the destination is where its store checks look for the table.
         table, expected_location = conf.get(cfg.CONF_TABLE), conf.get(cfg.CONF_DESTINATION)
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
     if table is not None:
-        if path is not None and not create_table:
+        if destination is not None and not create_table:
             raise ValueError(
-                f"pass path or table={table!r}, not both (a path names where create_table=True creates it)"
+                f"pass destination or table={table!r}, not both (a destination names where create_table=True creates it)"
             )
         info = table_for_write(
             df,
@@ -66,13 +66,13 @@ def plan_committed_write(
             format=format,
             partition_by=columns,
             create_table=create_table,
-            path=expected_location,
+            destination=expected_location,
         )
-        path, format, columns = info.location, info.format, info.partition_columns
+        destination, format, columns = info.location, info.format, info.partition_columns
     elif create_table:
         raise ValueError("create_table=True needs table=")
     return plan_write(
-        path,
+        destination,
         conf=conf,
         format=format or "parquet",
         partition_by=columns,
@@ -121,7 +121,7 @@ def table_for_write(
     format: str | None,
     partition_by: Sequence[str],
     create_table: bool,
-    path: str | os.PathLike[str] | StorePath | None,
+    destination: str | os.PathLike[str] | StorePath | None,
 ) -> TableInfo:
     """The table `df` is written to, after checking that `df` fits it; ValueError names the table
     and the argument or column that does not."""
@@ -132,10 +132,12 @@ def table_for_write(
             raise TableNotFoundError(
                 f"table {name} does not exist (pass create_table=True to create it)"
             ) from None
-        _create_table(df, name, format or "parquet", partition_by, path)
+        _create_table(df, name, format or "parquet", partition_by, destination)
         table = catalog.table_info(name)
-    expected = None if path is None else StorePath.parse(path)
-    check_write(table, schema_columns(df.schema), format=format, partition_by=partition_by, path=expected)
+    expected = None if destination is None else StorePath.parse(destination)
+    check_write(
+        table, schema_columns(df.schema), format=format, partition_by=partition_by, destination=expected
+    )
     return table
 
 
@@ -149,7 +151,7 @@ def _create_table(
     name: str,
     format: str,
     partition_by: Sequence[str],
-    path: str | os.PathLike[str] | StorePath | None,
+    destination: str | os.PathLike[str] | StorePath | None,
 ) -> None:
     columns = ", ".join(
         f"{quote_identifier(field.name)} {field.dataType.simpleString()}" for field in df.schema.fields
@@ -158,6 +160,6 @@ def _create_table(
     statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING {format}"
     if partition_by:
         statement += f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partition_by)})"
-    if path is not None:
-        statement += f" LOCATION {sql_string(location_text(StorePath.parse(path)))}"
+    if destination is not None:
+        statement += f" LOCATION {sql_string(location_text(StorePath.parse(destination)))}"
     df.sparkSession.sql(statement)

@@ -183,7 +183,7 @@ class PartitionWriter:
         """Rows per partition directory (a partitioned write's partition ``_SUCCESS`` files report them)."""
         self._counters: dict[str, int] = {}
         self._current: _OpenFile | None = None
-        self._current_dir: str | None = None
+        self._current_partition_dir: str | None = None
         self._data_schema: pa.Schema | None = None
         # orc: Spark's types of the data columns, whose layout the files follow (orc_layout).
         self._orc_fields = (
@@ -250,14 +250,14 @@ class PartitionWriter:
             yield partition_path(self.config.partition_columns, values), start, end - start
 
     # Files ----------------------------------------------------------------------------------------
-    def _write_rows(self, directory: str, data: pa.RecordBatch) -> None:
-        if directory != self._current_dir:
+    def _write_rows(self, partition_dir: str, data: pa.RecordBatch) -> None:
+        if partition_dir != self._current_partition_dir:
             self._close_current()
-            self._current_dir = directory
+            self._current_partition_dir = partition_dir
         limit_rows = self.config.writer.max_records_per_file
         offset = 0
         while offset < data.num_rows:
-            current = self._current or self._open(directory)
+            current = self._current or self._open(partition_dir)
             take = data.num_rows - offset
             if limit_rows:
                 take = min(take, limit_rows - current.writer.rows)
@@ -278,13 +278,13 @@ class PartitionWriter:
             return current.writer.bytes_written >= limits.max_bytes_per_file
         return False
 
-    def _open(self, directory: str) -> _OpenFile:
+    def _open(self, partition_dir: str) -> _OpenFile:
         config = self.config
-        counter = self._counters.get(directory, 0)
-        self._counters[directory] = counter + 1
+        counter = self._counters.get(partition_dir, 0)
+        self._counters[partition_dir] = counter + 1
         separator = "." if config.partitioned else "-"
         name = f"part-{self.info.partition:05d}-{config.job_id}{separator}c{counter:03d}{config.file_suffix}"
-        relative = f"{directory}/{name}" if directory else name
+        relative = f"{partition_dir}/{name}" if partition_dir else name
         stream = self.attempt.create_file(relative)
         try:
             sink = CountingSink(stream)

@@ -11,6 +11,7 @@ from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.jsonio import load_json
+from airflow_commit_provider.core.formats.outcome import read_origin
 from airflow_commit_provider.core.options import CommitOptions, parse_bool
 from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.core.task_key import TryOrigin
@@ -235,6 +236,6 @@ def _origin(value: str | None) -> TryOrigin | None:
     if not value:
         return None
     try:
-        return TryOrigin.from_json(load_json(value, CONF_ORIGIN), CONF_ORIGIN)
+        return read_origin(load_json(value, CONF_ORIGIN), CONF_ORIGIN)
     except InvalidCommitDataError as error:
         raise ValueError(str(error)) from None

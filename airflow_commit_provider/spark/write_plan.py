@@ -55,7 +55,7 @@ class SparkWritePlan:
 
 
 def plan_write(
-    path: str | os.PathLike[str] | StorePath | None,
+    destination: str | os.PathLike[str] | StorePath | None,
     *,
     conf: cfg.ConfSource,
     format: str = "parquet",
@@ -70,21 +70,21 @@ def plan_write(
 
     Unset arguments come from the conf: ``spark.airflow_commit.destination``, ``.committer``,
     ``.conflict_mode`` (default ``append``) and ``.job_id`` (default a new uuid4). `table` is the
-    catalog table at `path` (``spark.tables`` resolved it), recorded in the job's commit decision.
+    catalog table at `destination` (``spark.tables`` resolved it), recorded in the job's commit decision.
     """
     from_operator = cfg.operator_planned(conf)  # first: a conf changed since is refused before all else
     fmt = file_format(format).name
     parsed = write_options.parse_options(options, fmt, conf)
-    location = path if path is not None else conf.get(cfg.CONF_DESTINATION)
-    if not location:
-        raise ValueError(f"no destination: pass a path or set {cfg.CONF_DESTINATION}")
+    destination = destination if destination is not None else conf.get(cfg.CONF_DESTINATION)
+    if not destination:
+        raise ValueError(f"no destination: pass one or set {cfg.CONF_DESTINATION}")
     commit_options = write_options.commit_options(parsed.committer, conf)
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    planned = from_operator and _planned_committer(conf, location, committer, conflict_mode)
+    planned = from_operator and _planned_committer(conf, destination, committer, conflict_mode)
     if planned:
         commit = accepted_plan(
             planned,
-            Destination.parse(location),
+            Destination.parse(destination),
             columns,
             parse_conflict_mode(conf.get(cfg.CONF_CONFLICT_MODE) or "append"),
             engine="python",
@@ -93,7 +93,7 @@ def plan_write(
     else:
         commit = resolve(
             committer or conf.get(cfg.CONF_COMMITTER) or None,
-            location,
+            destination,
             partition_columns=columns,
             conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),
             allow_unsafe_v2=commit_options.allow_unsafe_v2,
@@ -113,17 +113,17 @@ def plan_write(
 
 def _planned_committer(
     conf: cfg.ConfSource,
-    location: str | os.PathLike[str] | StorePath,
+    destination: str | os.PathLike[str] | StorePath,
     committer: str | None,
     conflict_mode: str | None,
 ) -> str | None:
     """The committer of the operator's plan, if this is the write it planned for ``write_committed``
     (``engine="python"``): the destination, committer and conflict mode given are the conf's, or unset."""
     planned = conf.get(cfg.CONF_COMMITTER)
-    destination = str(location) if isinstance(location, StorePath) else os.fspath(location)
+    given = str(destination) if isinstance(destination, StorePath) else os.fspath(destination)
     if (
         conf.get(cfg.CONF_ENGINE) == "python"
-        and destination == conf.get(cfg.CONF_DESTINATION)
+        and given == conf.get(cfg.CONF_DESTINATION)
         and committer in (None, planned)
         and conflict_mode in (None, conf.get(cfg.CONF_CONFLICT_MODE))
     ):

@@ -79,7 +79,7 @@ log = logging.getLogger("airflow_commit_provider.spark")
 
 def write_committed(
     df: DataFrame,
-    path: str | os.PathLike[str] | StorePath | None = None,
+    destination: str | os.PathLike[str] | StorePath | None = None,
     *,
     table: str | None = None,
     create_table: bool = False,
@@ -89,10 +89,10 @@ def write_committed(
     conflict_mode: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> WriteSummary:
-    """Write ``df`` to ``path`` (``s3://``/``s3a://``/``file://`` URL or local path), or to the
+    """Write ``df`` to ``destination`` (``s3://``/``s3a://``/``file://`` URL or local path), or to the
     catalog table ``table``, and commit it.
 
-    ``path`` defaults to the conf ``spark.airflow_commit.table``, then
+    ``destination`` defaults to the conf ``spark.airflow_commit.table``, then
     ``spark.airflow_commit.destination`` (which ``CommittedSparkSubmitOperator`` sets). Locations
     are taken literally after the scheme and bucket, as Spark and the AWS CLI take them.
 
@@ -100,7 +100,7 @@ def write_committed(
     come from the session's catalog, and the DataFrame must have the table's columns and types; a
     ``format`` or ``partition_by`` given must agree. After the commit point the partitions written
     are registered in the catalog (``spark.tables``). ``create_table=True`` creates a missing table
-    as ``saveAsTable`` would, under the warehouse or at ``path``.
+    as ``saveAsTable`` would, under the warehouse or at ``destination``.
 
     ``options``: writer options (``maxRecordsPerFile``, ``maxBytesPerFile``, ``compression``,
     csv ``header`` (default true), ``sep``, ``quote``, ``escape``..., json ``timestampFormat``...),
@@ -113,7 +113,7 @@ def write_committed(
     """
     plan = plan_committed_write(
         df,
-        path,
+        destination,
         table=table,
         create_table=create_table,
         format=format,

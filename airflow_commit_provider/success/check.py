@@ -62,16 +62,16 @@ __all__ = [
 ]
 
 
-def success_path(location: str | os.PathLike[str] | StorePath) -> StorePath:
-    """The `_SUCCESS` file for an output directory, or the location itself if it names one."""
-    path = StorePath.parse(location)
+def success_path(destination: str | os.PathLike[str] | StorePath) -> StorePath:
+    """The `_SUCCESS` file of a destination, or the path itself if it names one."""
+    path = StorePath.parse(destination)
     return path if path.name == SUCCESS_FILENAME else path.join(SUCCESS_FILENAME)
 
 
 def load_success(
-    store: Store, url: str | os.PathLike[str] | StorePath, allow_legacy: bool = False
+    store: Store, destination: str | os.PathLike[str] | StorePath, allow_legacy: bool = False
 ) -> SuccessData:
-    """Read and parse the `_SUCCESS` of `url` (the output directory or the file itself).
+    """Read and parse the `_SUCCESS` of `destination` (or of the `_SUCCESS` file itself).
 
     One ranged GET of at most `SENSOR_READ_BYTES` for any `_SUCCESS` of ours, whatever its job
     wrote: everything a check needs (job, committer, time, counts, the partitions within the
@@ -81,12 +81,12 @@ def load_success(
     are read whole, up to `MAX_JSON_BYTES`, as before (a second GET).
 
     Raises FileNotFoundInStoreError if it is absent, InvalidCommitDataError if it is corrupt, lists
-    files outside its directory or names lists that are not its job's (`vouches_for_its_own`), and
+    files outside its destination or names lists that are not its job's (`vouches_for_its_own`), and
     LegacySuccessMarkerError for a classic 0-byte marker unless `allow_legacy`; then a SuccessData
     with `state == LEGACY_STATE`, no job ID and the file's modification time is returned, so a
     job-ID check on it fails with a reason instead of passing silently.
     """
-    path = success_path(url)
+    path = success_path(destination)
     try:
         parsed = vouches_for_its_own(SuccessData.read_head(store, path), path, path.parent)
         return with_hadoop_partitions(parsed, path.parent)
@@ -107,28 +107,28 @@ def load_success(
     )
 
 
-def vouches_for_its_own(data: SuccessData, path: StorePath, directory: StorePath) -> SuccessData:
-    """`data`, read from `path` in `directory`, unless it vouches for what is not its own: a
+def vouches_for_its_own(data: SuccessData, path: StorePath, destination: StorePath) -> SuccessData:
+    """`data`, read from `path` in `destination`, unless it vouches for what is not its own: a
     `_SUCCESS` (or a job's record) vouches for its own table's files only, so one copied or forged
     to name another table's never proves a commit.
 
-    What it lists inline must lie under `directory`: every `files` entry (older files of ours) and
+    What it lists inline must lie under `destination`: every `files` entry (older files of ours) and
     every `filenames` entry (Hadoop's field, read as Hadoop's committers write it). A list it names
     (`fileList`, `partitionList`) must be its own job's, under the records directory of the
     destination (`JobLayout.lists_dir`): the list's rows are checked when it is read, not here,
-    since a check reads only the head. For a job record, `directory` is the destination.
+    since a check reads only the head. For a job record, `destination` is its job's.
 
     Raises InvalidCommitDataError naming the file (`path`) and the first offending entry.
     """
     for entry in data.iter_files():
-        if not _lies_under(entry.uri, StorePath.from_uri, directory):
-            raise InvalidCommitDataError(f"{path}: lists {entry.uri!r}, which is outside {directory}")
+        if not _lies_under(entry.uri, StorePath.from_uri, destination):
+            raise InvalidCommitDataError(f"{path}: lists {entry.uri!r}, which is outside {destination}")
     for name in data.filenames:
-        if not _lies_under(name, lambda listed: hadoop_listed_path(listed, directory), directory):
+        if not _lies_under(name, lambda listed: hadoop_listed_path(listed, destination), destination):
             raise InvalidCommitDataError(
-                f"{path}: its 'filenames' name {name!r}, which is outside {directory}"
+                f"{path}: its 'filenames' name {name!r}, which is outside {destination}"
             )
-    root = data.list_root(directory)
+    root = data.list_root(destination)
     for field, ref, expected in (
         ("fileList", data.file_list, JobLayout.file_list),
         ("partitionList", data.partition_list, JobLayout.partition_list),
@@ -141,19 +141,19 @@ def vouches_for_its_own(data: SuccessData, path: StorePath, directory: StorePath
     return data
 
 
-def _lies_under(listed: str, parse: Callable[[str], StorePath], directory: StorePath) -> bool:
+def _lies_under(listed: str, parse: Callable[[str], StorePath], destination: StorePath) -> bool:
     try:
-        return parse(listed).is_under(directory)
+        return parse(listed).is_under(destination)
     except InvalidPathError:
         return False
 
 
 def _own_list(
-    root: StorePath, job_id: str, ref: ListRef, location: Callable[[JobLayout, str], StorePath]
+    root: StorePath, job_id: str, ref: ListRef, path_of: Callable[[JobLayout, str], StorePath]
 ) -> str | None:
     """Where job `job_id` keeps the list `ref` names, relative to `root` (None: no such job)."""
     try:
-        return location(JobLayout(root, validate_job_id(job_id)), ref.sha256).relative_to(root)
+        return path_of(JobLayout(root, validate_job_id(job_id)), ref.sha256).relative_to(root)
     except ValueError:
         return None
 
@@ -162,9 +162,9 @@ def is_legacy(data: SuccessData) -> bool:
     return data.state == LEGACY_STATE
 
 
-def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessData:
+def with_hadoop_partitions(data: SuccessData, destination: StorePath) -> SuccessData:
     """`data` with the partitions its `filenames` lie in, when it is Hadoop's (which lists no
-    partitions): their directories relative to `directory`, the one the `_SUCCESS` is in.
+    partitions): their directories relative to `destination`, the one the `_SUCCESS` is in.
 
     Hadoop lists at most 100 files, so past that these are the partitions of the first 100.
     """
@@ -173,25 +173,25 @@ def with_hadoop_partitions(data: SuccessData, directory: StorePath) -> SuccessDa
     partitions: dict[str, None] = {}
     for name in data.filenames:
         try:
-            relative = hadoop_listed_path(name, directory).relative_to(directory)
+            relative = hadoop_listed_path(name, destination).relative_to(destination)
         except ValueError:
-            continue  # a file outside the directory names no partition of it
+            continue  # a file outside the destination names no partition of it
         partition = relative.rpartition("/")[0]
         if partition:
             partitions.setdefault(partition)
     return replace(data, partitions=list(partitions))
 
 
-def hadoop_listed_path(name: str, directory: StorePath) -> StorePath:
+def hadoop_listed_path(name: str, destination: StorePath) -> StorePath:
     """A Hadoop `filenames` entry as a path: the manifest committer lists percent-encoded URIs
-    (``file:/...`` included), S3A lists ``/<key>``, the raw key in the directory's bucket."""
+    (``file:/...`` included), S3A lists ``/<key>``, the raw key in the destination's bucket."""
     if name.startswith("file:/") and not name.startswith("file://"):
         name = "file://" + name[len("file:") :]
     if "://" in name:
         return StorePath.from_uri(name)
-    if directory.is_local:
+    if destination.is_local:
         return StorePath("file", "", name)
-    return StorePath(directory.scheme, directory.bucket, name.lstrip("/"))
+    return StorePath(destination.scheme, destination.bucket, name.lstrip("/"))
 
 
 def _partition_key(partition: str) -> str:
@@ -227,7 +227,7 @@ def partitions_summary(partitions: Iterable[str] | None, count: int | None = Non
 
 @dataclass(frozen=True)
 class SuccessCheck:
-    """One look at a location for (optionally) one job: what was found and whether it qualifies.
+    """One look at a destination for (optionally) one job: what was found and whether it qualifies.
 
     ``missing``: no `_SUCCESS` and, with a job ID, no record of the job either. ``rejected``: a
     valid file that fails an expectation (`reasons`). ``accepted``: `data` meets every expectation.
@@ -245,8 +245,8 @@ class SuccessCheck:
         return "job record" if self.from_record else SUCCESS_FILENAME
 
     @property
-    def directory(self) -> StorePath:
-        """The directory whose files the judged file vouches for: the `_SUCCESS`'s own, or the
+    def destination(self) -> StorePath:
+        """The destination whose files the judged file vouches for: the `_SUCCESS`'s own, or the
         destination of the job whose record it is (`<destination>/_airflow_commit/<job>...`)."""
         return self.path.parent.parent if self.from_record else self.path.parent
 
@@ -413,14 +413,14 @@ class SuccessExpectations:
                 reasons.append(f"missing partitions: {', '.join(missing)}{note}")
         return reasons
 
-    def check(self, store: Store, location: str | os.PathLike[str] | StorePath) -> SuccessCheck:
-        """Find what proves `location` was committed (by `job_id`, if expected) and judge it.
+    def check(self, store: Store, destination: str | os.PathLike[str] | StorePath) -> SuccessCheck:
+        """Find what proves `destination` was committed (by `job_id`, if expected) and judge it.
 
-        Reads `<location>/_SUCCESS`: one ranged GET of at most `SENSOR_READ_BYTES`, for a job of
+        Reads `<destination>/_SUCCESS`: one ranged GET of at most `SENSOR_READ_BYTES`, for a job of
         any size (`load_success`; a larger one of Hadoop's or an older one of ours is then read
         whole). When a `job_id` is expected and the `_SUCCESS` is absent or names another job (a
         later day of a partitioned table, say), the job's own record under
-        `<location>/_airflow_commit/` is read instead (a second such GET) and judged in its place;
+        `<destination>/_airflow_commit/` is read instead (a second such GET) and judged in its place;
         so is a table write's, whose record alone says whether its partitions are registered yet.
         When neither proves the job, the reasons say what each one said. A required partition past
         the ones listed inline (a job of more than `PARTITIONS_LIMIT`) costs more requests, never a
@@ -430,7 +430,7 @@ class SuccessExpectations:
         trusted at all (LegacySuccessMarkerError for a 0-byte `_SUCCESS` unless `allow_legacy`), and
         StoreError when the store cannot be read.
         """
-        path = success_path(location)
+        path = success_path(destination)
         job_id = self.job_id
         try:
             data: SuccessData | None = load_success(store, path, allow_legacy=self.allow_legacy)
@@ -472,7 +472,7 @@ class SuccessExpectations:
         reasons = self.verify(
             data,
             label="the job record" if from_record else SUCCESS_FILENAME,
-            look_up=WrittenPartitions(store, found.directory, path),
+            look_up=WrittenPartitions(store, found.destination, path),
         )
         return replace(found, state="rejected", reasons=tuple(reasons)) if reasons else found
 
@@ -504,7 +504,7 @@ class WrittenPartitions:
             except FileNotFoundInStoreError:
                 pass
             else:
-                return found, f"in its partition list {ref.location(self.destination)}"
+                return found, f"in its partition list {ref.path_under(self.destination)}"
         gone = "no partition list" if ref is None else f"its partition list {ref.path} is gone"
         if not _writes_partition_markers(data.committer):
             return set(), f"found: {gone}"

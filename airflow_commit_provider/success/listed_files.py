@@ -1,6 +1,6 @@
 """Every file a `_SUCCESS` vouches for, checked against the store (`success verify --files`).
 
-One listing of the directory, merged with the job's file list. Both are taken in key order: the
+One listing of the destination, merged with the job's file list. Both are taken in key order: the
 file list is written sorted (`docs/bounded-commits.md`) and is checked to be as it streams; the
 listing goes through a sorted spool (`core.sorted_spool`), since not every S3 server lists keys in
 that order. So the check holds one entry of each side at a time, never a set of names, whether
@@ -15,12 +15,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_commit_provider.cleanup.common import NoProgress, Progress
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath, is_hidden
 from airflow_commit_provider.core.sorted_spool import join_sorted, key_order, spooled
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.progress import NoProgress, Progress
 
 __all__ = ["PROBLEM_LINES", "FilesCheck", "check_listed_files"]
 
@@ -36,10 +36,10 @@ _PROGRESS_STEP = 1000
 class FilesCheck:
     """What one check of the listed files found. `listed` files were checked: `present` with the
     size listed, `missing`, or `resized` (another size); `unlisted` visible files under the
-    directory are not in the list (another job's, or written beside the committer), which is no
+    destination are not in the list (another job's, or written beside the committer), which is no
     failure. `problems` names the first `PROBLEM_LINES` missing or resized files."""
 
-    directory: StorePath
+    destination: StorePath
     listed: int = 0
     present: int = 0
     missing: int = 0
@@ -64,13 +64,11 @@ class FilesCheck:
             else f"{self.missing:,} missing, {self.resized:,} of another size"
         )
         unlisted = f"; {self.unlisted:,} visible files under it are not listed" if self.unlisted else ""
-        return (
-            f"{self.listed:,} listed files checked against one listing of {self.directory}: {found}{unlisted}"
-        )
+        return f"{self.listed:,} listed files checked against one listing of {self.destination}: {found}{unlisted}"
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "directory": str(self.directory),
+            "destination": str(self.destination),
             "listed": self.listed,
             "present": self.present,
             "missing": self.missing,
@@ -89,22 +87,22 @@ class FilesCheck:
 def check_listed_files(
     store: Store,
     data: SuccessData,
-    directory: StorePath,
+    destination: StorePath,
     *,
     source: str,
     progress: Progress | None = None,
 ) -> FilesCheck:
-    """Check every file `data` (read from `source`, vouching for `directory`) lists against one
-    listing of `directory`: each must be there with the size listed.
+    """Check every file `data` (read from `source`, vouching for `destination`) lists against one
+    listing of `destination`: each must be there with the size listed.
 
     Raises InvalidCommitDataError naming `source` when it lists no files (Hadoop's name only the
     first 100, without sizes), or when its file list is not what its reference says or not sorted.
     """
     progress = progress or NoProgress()
-    check = FilesCheck(directory)
-    listed = _listed(data, store, directory, source)
-    progress.start(f"listing {directory}", None)
-    with spooled(_visible(store, directory, progress), prefix="verify-listing-") as found:
+    check = FilesCheck(destination)
+    listed = _listed(data, store, destination, source)
+    progress.start(f"listing {destination}", None)
+    with spooled(_visible(store, destination, progress), prefix="verify-listing-") as found:
         total, _ = data.committed_file_count()
         progress.start(f"checking {total:,} listed files", total)
         for entry, status in join_sorted(listed, found):
@@ -131,10 +129,10 @@ def check_listed_files(
 
 
 def _listed(
-    data: SuccessData, store: Store, directory: StorePath, source: str
+    data: SuccessData, store: Store, destination: StorePath, source: str
 ) -> Iterator[tuple[bytes, str, int]]:
     """(key order, URI, size) of every file `data` lists, in key order, checked to be so."""
-    files: Iterable[CommittedFile] = data.iter_all_files(store, directory, source)
+    files: Iterable[CommittedFile] = data.iter_all_files(store, destination, source)
     if data.file_list is None:  # older files of ours: inline, in memory already, in no set order
         files = sorted(files, key=lambda committed: key_order(_key(committed.uri, source)))
     previous: bytes | None = None
@@ -155,11 +153,11 @@ def _key(uri: str, source: str) -> str:
         raise InvalidCommitDataError(f"{source}: lists {uri!r}, which is not a URI: {error}") from error
 
 
-def _visible(store: Store, directory: StorePath, progress: Progress) -> Iterator[tuple[bytes, str, int]]:
-    """(key order, path, size) of the files under `directory` that readers see: not under a
+def _visible(store: Store, destination: StorePath, progress: Progress) -> Iterator[tuple[bytes, str, int]]:
+    """(key order, path, size) of the files under `destination` that readers see: not under a
     `_` or `.` directory, nor so named (`_SUCCESS`, the records, other jobs' work)."""
-    for count, status in enumerate(store.list_files(directory), 1):
+    for count, status in enumerate(store.list_files(destination), 1):
         if count % _PROGRESS_STEP == 0:
             progress.advance(_PROGRESS_STEP)
-        if not is_hidden(status.path.relative_to(directory)):
+        if not is_hidden(status.path.relative_to(destination)):
             yield key_order(status.path.key), str(status.path), status.size

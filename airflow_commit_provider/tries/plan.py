@@ -30,7 +30,7 @@ wrote. Fencing an earlier try's first unknown ID lengthens that try's sequence b
 next walk steps over: try ``n`` reads at most about ``n²/2`` job states and writes at most
 ``n - 1`` outcomes for jobs that never ran, a handful for the usual few retries.
 
-Adoption is per destination: one job, one output directory. An application that writes several
+Adoption is per destination: one job, one destination. An application that writes several
 outputs in one try must not rely on it (see the operator's ``adopt_committed_tries``).
 """
 

@@ -42,7 +42,7 @@ class SuccessManifestTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        path: str,
+        destination: str,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         verify: bool | str | None = None,
@@ -54,7 +54,7 @@ class SuccessManifestTrigger(BaseTrigger):
         """`expectations` may also be the mapping `serialize` wrote, from which the triggerer
         re-creates the trigger; None expects only a `_SUCCESS`."""
         super().__init__()
-        self.path = path
+        self.destination = destination
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
@@ -64,13 +64,13 @@ class SuccessManifestTrigger(BaseTrigger):
             expectations = SuccessExpectations.build(**(expectations or {}))
         self.expectations = expectations
         self.fail_on_mismatch = fail_on_mismatch
-        StorePath.parse(path)
+        StorePath.parse(destination)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "path": self.path,
+                "destination": self.destination,
                 "aws_conn_id": self.aws_conn_id,
                 "region_name": self.region_name,
                 "verify": self.verify,
@@ -91,19 +91,19 @@ class SuccessManifestTrigger(BaseTrigger):
             config=self.botocore_config,
             threads=1,  # one GET per poke
         )
-        return hook.get_store(self.path)
+        return hook.get_store(self.destination)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             store = await asyncio.to_thread(self._open_store)
         except Exception as error:
-            yield TriggerEvent(_error("store", f"cannot open the store for {self.path}: {error}"))
+            yield TriggerEvent(_error("store", f"cannot open the store for {self.destination}: {error}"))
             return
         try:
             last_description = None
             while True:
                 try:
-                    found = await asyncio.to_thread(self.expectations.check, store, self.path)
+                    found = await asyncio.to_thread(self.expectations.check, store, self.destination)
                 except InvalidCommitDataError as error:
                     yield TriggerEvent(_error("invalid", str(error)))
                     return

@@ -38,7 +38,7 @@ def commit_one_file(store: Store, location: str, committer: str) -> str:
 
 def check_entry_points(location: str, job_id: str, store: Store, cli_args: list[str]) -> None:
     sensor = SuccessManifestSensor(
-        task_id="wait", path=location, job_id=job_id, poke_interval=0, timeout=0, deferrable=False
+        task_id="wait", destination=location, job_id=job_id, poke_interval=0, timeout=0, deferrable=False
     )
     result: Any = sensor.poke({})
     assert isinstance(result, PokeReturnValue) and result.is_done, sensor

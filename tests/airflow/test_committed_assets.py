@@ -287,7 +287,7 @@ def test_a_job_of_thousands_of_partitions_emits_one_event_that_counts_them_and_n
     try:
         record = load_job_record(store, root, written["job_id"])
         assert record is not None and record.partition_list is not None, "past the cap: a partition list"
-        list_uri = record.partition_list.location(root).uri()
+        list_uri = record.partition_list.path_under(root).uri()
         # Where the extra says every partition is listed, every partition is.
         listed = [name for name, _ in iter_partitions(store, root, record.partition_list)]
     finally:

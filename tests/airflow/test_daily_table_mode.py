@@ -24,7 +24,7 @@ import pytest
 from dag_runs import create_asset_triggered_runs, run_daily_ingest, run_daily_report, task_instances, xcom
 
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
 from airflow_commit_provider.spark.catalog import location_path
@@ -89,13 +89,13 @@ def test_days_are_registered_in_the_shared_metastore_and_reported_from_the_table
     first = write_day(DAY_1, location)
     registered = metastore_partitions(metastore_service, table)
     assert list(registered) == ["2024-01-01"]
-    assert same_location(registered["2024-01-01"], location.join("dt=2024-01-01"))
+    assert same_path(registered["2024-01-01"], location.join("dt=2024-01-01"))
     assert len(create_asset_triggered_runs("daily_events_report")) == 1, "day 1's report run is made"
 
     second = write_day(DAY_2, location)
     registered = metastore_partitions(metastore_service, table)
     assert sorted(registered) == ["2024-01-01", "2024-01-02"]
-    assert same_location(registered["2024-01-02"], location.join("dt=2024-01-02"))
+    assert same_path(registered["2024-01-02"], location.join("dt=2024-01-02"))
     report = run_daily_report(second, "2024-01-02")
     assert (report["rows"], report["files"]) == (second["rows"], second["files"]), (
         "the table holds two days; the report read exactly day 2's rows"

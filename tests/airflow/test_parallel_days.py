@@ -54,7 +54,7 @@ def sensor(path: str, **kwargs: Any) -> Any:
 
     return SuccessManifestSensor(
         task_id=f"wait_{uuid.uuid4().hex[:8]}",
-        path=path,
+        destination=path,
         committers=["partitioned"],
         deferrable=False,
         poke_interval=0,
@@ -142,7 +142,7 @@ def test_three_days_written_concurrently_each_proven_by_its_own_markers(
             assert on_table["path"] == str(JobLayout(table, job_id).job_record)
             event = first_event(
                 SuccessManifestTrigger(
-                    path=str(table), expectations=SuccessExpectations(job_id=job_id), poke_interval=0
+                    destination=str(table), expectations=SuccessExpectations(job_id=job_id), poke_interval=0
                 )
             )
             assert event["status"] == "success" and event["summary"]["source"] == "job record"

@@ -32,7 +32,7 @@ def partition_sensor(path: str, job_id: str) -> Any:
 
     return SuccessManifestSensor(
         task_id=f"wait_{uuid.uuid4().hex[:8]}",
-        path=path,
+        destination=path,
         job_id=job_id,
         committers=["partitioned"],
         deferrable=False,

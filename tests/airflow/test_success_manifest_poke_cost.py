@@ -42,7 +42,7 @@ def test_a_poke_costs_one_ranged_get_and_one_more_past_the_inline_partitions(
     counting = CountingStore(LocalStore())
     sensor = SuccessManifestSensor(
         task_id="wait",
-        path=str(table),
+        destination=str(table),
         job_id=JOB,
         min_files=FILES,
         required_partitions=partitions,
@@ -65,7 +65,7 @@ def test_the_triggers_check_costs_the_same(table: StorePath, monkeypatch: pytest
     counting = CountingStore(LocalStore())
     monkeypatch.setattr(SuccessManifestTrigger, "_open_store", lambda self: counting)
     trigger = SuccessManifestTrigger(
-        path=str(table),
+        destination=str(table),
         poke_interval=0,
         expectations=SuccessExpectations(job_id=JOB, required_partitions=("dt=01999",)),
     )

@@ -31,7 +31,9 @@ def sensor(path: StorePath | str, **kwargs: Any) -> SuccessManifestSensor:
     kwargs.setdefault("poke_interval", 0)
     kwargs.setdefault("timeout", 0)
     kwargs.setdefault("deferrable", False)
-    return SuccessManifestSensor(task_id=f"wait_{abs(hash(str(kwargs))) % 10**8}", path=str(path), **kwargs)
+    return SuccessManifestSensor(
+        task_id=f"wait_{abs(hash(str(kwargs))) % 10**8}", destination=str(path), **kwargs
+    )
 
 
 @pytest.fixture
@@ -238,7 +240,7 @@ def test_deferrable_defers_to_the_trigger_with_everything_it_needs(table: StoreP
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_commit_provider.triggers.success_manifest.SuccessManifestTrigger"
     assert kwargs == {
-        "path": str(table),
+        "destination": str(table),
         "aws_conn_id": "my_aws",
         "region_name": None,
         "verify": None,
@@ -276,15 +278,15 @@ def test_execute_complete_maps_events() -> None:
 
 def test_deferrable_follows_default_deferrable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
-    assert SuccessManifestSensor(task_id="a", path="/tmp/x").deferrable is True
-    assert SuccessManifestSensor(task_id="b", path="/tmp/x", deferrable=False).deferrable is False
+    assert SuccessManifestSensor(task_id="a", destination="/tmp/x").deferrable is True
+    assert SuccessManifestSensor(task_id="b", destination="/tmp/x", deferrable=False).deferrable is False
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
-    assert SuccessManifestSensor(task_id="c", path="/tmp/x").deferrable is False
+    assert SuccessManifestSensor(task_id="c", destination="/tmp/x").deferrable is False
 
 
 def test_templated_fields() -> None:
     assert set(SuccessManifestSensor.template_fields) >= {
-        "path",
+        "destination",
         "job_id",
         "committers",
         "min_files",
@@ -293,7 +295,7 @@ def test_templated_fields() -> None:
     }
     op = SuccessManifestSensor(
         task_id="t",
-        path="s3://b/{{ params.table }}",
+        destination="s3://b/{{ params.table }}",
         job_id="{{ ti_job }}",
         required_partitions=["dt={{ ds }}"],
         newer_than="{{ data_interval_end }}",
@@ -302,7 +304,7 @@ def test_templated_fields() -> None:
     op.render_template_fields(
         {"params": {"table": "events"}, "ti_job": "j1", "ds": "2024-01-01", "data_interval_end": end}
     )
-    assert op.path == "s3://b/events"
+    assert op.destination == "s3://b/events"
     assert op.job_id == "j1"
     assert op.required_partitions == ["dt=2024-01-01"]
     assert op._expectations().newer_than == end

@@ -44,7 +44,7 @@ def test_serialize_round_trip(table: StorePath) -> None:
         required_partitions=["dt=2024-01-01"],
         allow_legacy=True,
     )
-    trigger = SuccessManifestTrigger(path=str(table), poke_interval=7, expectations=expectations)
+    trigger = SuccessManifestTrigger(destination=str(table), poke_interval=7, expectations=expectations)
     classpath, kwargs = trigger.serialize()
     assert kwargs["expectations"] == {
         "job_id": JOB,
@@ -67,7 +67,7 @@ def test_the_triggerer_recreates_it_from_what_airflow_stores(table: StorePath) -
     expectations = SuccessExpectations.build(
         job_id=JOB, committers="magic", newer_than="2024-01-02T00:00:00Z", required_partitions="dt=1"
     )
-    trigger = SuccessManifestTrigger(path=str(table), expectations=expectations, fail_on_mismatch=True)
+    trigger = SuccessManifestTrigger(destination=str(table), expectations=expectations, fail_on_mismatch=True)
     row = Trigger.from_object(trigger)
     classpath, kwargs = trigger.serialize()
     assert row.classpath == classpath
@@ -78,7 +78,7 @@ def test_the_triggerer_recreates_it_from_what_airflow_stores(table: StorePath) -
 
 def test_success_event(table: StorePath) -> None:
     put(LocalStore(), table, success(table))
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=_job(JOB))))
+    payload = asyncio.run(first_event(SuccessManifestTrigger(destination=str(table), expectations=_job(JOB))))
     assert payload["status"] == "success"
     assert payload["summary"]["job_id"] == JOB and payload["summary"]["files"] == 3
 
@@ -101,7 +101,7 @@ def test_polls_in_threads_until_the_file_qualifies(table: StorePath, monkeypatch
     monkeypatch.setattr(SuccessExpectations, "check", check)
 
     async def scenario() -> tuple[Any, int]:
-        trigger = SuccessManifestTrigger(path=str(table), expectations=_job(JOB), poke_interval=0)
+        trigger = SuccessManifestTrigger(destination=str(table), expectations=_job(JOB), poke_interval=0)
         payload = await first_event(trigger)
         return payload, threading.get_ident()
 
@@ -113,28 +113,28 @@ def test_polls_in_threads_until_the_file_qualifies(table: StorePath, monkeypatch
 
 def test_legacy_marker_is_an_invalid_event(table: StorePath) -> None:
     put(LocalStore(), table, b"")
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table))))
+    payload = asyncio.run(first_event(SuccessManifestTrigger(destination=str(table))))
     assert payload["status"] == "error" and payload["kind"] == "invalid"
     assert "classic FileOutputCommitter" in payload["message"]
 
 
 def test_corrupt_file_is_an_invalid_event(table: StorePath) -> None:
     put(LocalStore(), table, b"{oops")
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table))))
+    payload = asyncio.run(first_event(SuccessManifestTrigger(destination=str(table))))
     assert payload["kind"] == "invalid"
 
 
 def test_mismatch_with_fail_on_mismatch_is_a_rejected_event(table: StorePath) -> None:
     put(LocalStore(), table, success(table))
     trigger = SuccessManifestTrigger(
-        path=str(table), expectations=SuccessExpectations(min_files=99), fail_on_mismatch=True
+        destination=str(table), expectations=SuccessExpectations(min_files=99), fail_on_mismatch=True
     )
     payload = asyncio.run(first_event(trigger))
     assert payload["kind"] == "rejected" and "expected at least 99" in payload["message"]
 
 
 def test_store_failure_is_a_store_event(aws_default: EmbeddedS3) -> None:
-    trigger = SuccessManifestTrigger(path="s3://no-such-bucket-for-commit-tests/table")
+    trigger = SuccessManifestTrigger(destination="s3://no-such-bucket-for-commit-tests/table")
     payload = asyncio.run(first_event(trigger))
     assert payload["status"] == "error" and payload["kind"] == "store"
     assert "no-such-bucket-for-commit-tests" in payload["message"]
@@ -144,13 +144,15 @@ def test_s3_through_the_aws_connection(aws_default: EmbeddedS3, s3_bucket: str) 
     table = StorePath("s3", s3_bucket, "t")
     put(aws_default.store(), table, success(table))
     expectations = SuccessExpectations(committers=("partitioned",))
-    payload = asyncio.run(first_event(SuccessManifestTrigger(path=str(table), expectations=expectations)))
+    payload = asyncio.run(
+        first_event(SuccessManifestTrigger(destination=str(table), expectations=expectations))
+    )
     assert payload["status"] == "success"
     assert payload["summary"]["path"] == f"s3://{s3_bucket}/t/_SUCCESS"
 
 
 def test_invalid_arguments_fail_when_built(table: StorePath) -> None:
     with pytest.raises(ValueError, match="newer_than"):
-        SuccessManifestTrigger(path=str(table), expectations={"newer_than": "not a date"})
+        SuccessManifestTrigger(destination=str(table), expectations={"newer_than": "not a date"})
     with pytest.raises(TypeError, match="min_file"):
-        SuccessManifestTrigger(path=str(table), expectations={"min_file": 3})
+        SuccessManifestTrigger(destination=str(table), expectations={"min_file": 3})

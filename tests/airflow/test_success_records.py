@@ -33,7 +33,7 @@ def sensor(path: StorePath | str, **kwargs: Any) -> SuccessManifestSensor:
     kwargs.setdefault("poke_interval", 0)
     kwargs.setdefault("timeout", 0)
     kwargs.setdefault("deferrable", False)
-    return SuccessManifestSensor(task_id="wait", path=str(path), **kwargs)
+    return SuccessManifestSensor(task_id="wait", destination=str(path), **kwargs)
 
 
 async def _first_event(trigger: SuccessManifestTrigger) -> Any:
@@ -157,7 +157,7 @@ def test_a_bad_record_ends_the_trigger_as_invalid(
 ) -> None:
     record = _bad_record(table, payload)
     event = first_event(
-        SuccessManifestTrigger(path=str(table), expectations=SuccessExpectations(job_id="job-x"))
+        SuccessManifestTrigger(destination=str(table), expectations=SuccessExpectations(job_id="job-x"))
     )
     assert (event["status"], event["kind"]) == ("error", "invalid")
     assert str(record) in event["message"] and fragment in event["message"]
@@ -165,7 +165,7 @@ def test_a_bad_record_ends_the_trigger_as_invalid(
 
 def test_trigger_falls_back_to_the_record(table: StorePath) -> None:
     expectations = SuccessExpectations(job_id="job-a", required_partitions=("dt=1",))
-    event = first_event(SuccessManifestTrigger(path=str(table), expectations=expectations))
+    event = first_event(SuccessManifestTrigger(destination=str(table), expectations=expectations))
     assert event["status"] == "success"
     assert (event["summary"]["job_id"], event["summary"]["source"]) == ("job-a", "job record")
 

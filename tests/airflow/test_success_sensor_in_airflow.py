@@ -40,7 +40,9 @@ def test_deferrable_sensor_runs_through_its_trigger(
     store = aws_default.store()
     # The worker's check before deferring (1) and the trigger's first poll (2) find nothing; then it lands.
     calls = writes_success_on_call(monkeypatch, 2, lambda: put(store, table, success(table)))
-    dagrun = run_dag(load_dag("test_success_sensor_deferrable"), DAY, {"path": str(table), "job_id": JOB})
+    dagrun = run_dag(
+        load_dag("test_success_sensor_deferrable"), DAY, {"destination": str(table), "job_id": JOB}
+    )
     assert task_instances(dagrun)["wait"].state == "success"
     assert [state for state, _ in calls] == ["missing", "missing", "accepted"]
     assert calls[0][1] and not calls[1][1] and not calls[2][1], "the trigger polls off the main thread"
@@ -56,7 +58,9 @@ def test_reschedule_sensor_gives_its_slot_back(
 
     table = StorePath.parse(str(tmp_path / "table"))
     calls = writes_success_on_call(monkeypatch, 1, lambda: put(LocalStore(), table, success(table)))
-    dagrun = run_dag(load_dag("test_success_sensor_reschedule"), DAY, {"path": str(table), "job_id": JOB})
+    dagrun = run_dag(
+        load_dag("test_success_sensor_reschedule"), DAY, {"destination": str(table), "job_id": JOB}
+    )
     ti = task_instances(dagrun)["wait"]
     assert ti.state == "success"
     assert [state for state, _ in calls] == ["missing", "accepted"]

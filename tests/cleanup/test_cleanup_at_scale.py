@@ -39,12 +39,7 @@ from cleanup_support import (
 from openlineage.client.serde import Serde
 from support.faults import FaultInjectingStore, SimulatedCrash
 
-from airflow_commit_provider.cleanup import (
-    STOP_AFTER_FAILURES,
-    LoggingProgress,
-    abort_pending_uploads,
-    clean_stale_temp_trees,
-)
+from airflow_commit_provider.cleanup import STOP_AFTER_FAILURES, abort_pending_uploads, clean_stale_temp_trees
 from airflow_commit_provider.cleanup import temp_trees as temp_trees_module
 from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
 from airflow_commit_provider.cli import cleanup as cleanup_flow
@@ -54,6 +49,7 @@ from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.lineage import FACET_LOCATIONS, removal_lineage
 from airflow_commit_provider.operators import CleanupTemporaryOperator
+from airflow_commit_provider.progress import LoggingProgress
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repository, not an installed package

@@ -37,6 +37,7 @@ def test_uploads_list_json_respects_the_directory_boundary(
     assert (code, err) == (0, "")
     listing = json.loads(out)
     assert [u["key"] for u in listing["uploads"]] == ["out/dataset1/part-0"]
+    assert [u["path"] for u in listing["uploads"]] == [f"s3a://{s3_bucket}/out/dataset1/part-0"]
     assert (listing["bytes"], listing["parts"]) == (100, 2)
     code, out, _ = run(capsys, "uploads", "list", url, "--endpoint-url", s3_env)  # default: 24 h
     assert code == 0 and "0 pending uploads older than 1d" in out and "1 more recent" in out
@@ -144,6 +145,10 @@ def test_temp_list_and_clean(
     code, out, _ = run(capsys, "temp", "list", url, "--older-than", "0s", "-o", "json", *extra)
     listing = json.loads(out)
     assert (code, listing["count"], listing["stale"], listing["stale_bytes"]) == (0, 2, 2, 20)
+    assert sorted(t["path"] for t in listing["trees"]) == [
+        str(root.join("__magic_job-j2")),
+        str(root.join("_temporary/j1")),
+    ]
 
     code, out, err = run(capsys, "temp", "clean", url, "--older-than", "0s", *extra)
     assert code == 2
@@ -185,6 +190,7 @@ def test_success_show_and_verify_local(capsys: pytest.CaptureFixture[str], tmp_p
     assert (shown["job_id"], shown["files"], shown["legacy"]) == ("job-42", 3, False)
     code, out, _ = run(capsys, "success", "show", str(tmp_path / "out"), "-o", "yaml")
     assert code == 0 and yaml.safe_load(out) == shown, "-o yaml is the same record as -o json"
+    assert shown["path"] == str(out_dir.join("_SUCCESS"))
 
     ok = ("success", "verify", str(tmp_path / "out"))
     code, out, _ = run(capsys, *ok, "--job-id", "job-42", "--committer", "staging", "--committer", "magic")

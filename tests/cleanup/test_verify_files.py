@@ -69,7 +69,7 @@ def test_one_listing_merged_with_the_list_finds_what_is_missing_resized_and_unli
     assert (clean.ok, clean.listed, clean.present, clean.unlisted) == (True, 300, 300, 0)
     assert data.file_list is not None
     assert counting.calls["list_files"] == 1 and set(counting.calls) == {"list_files", "read_range"}
-    assert set(counting.paths_read) == {data.file_list.location(table)}, "the list alone is read"
+    assert set(counting.paths_read) == {data.file_list.path_under(table)}, "the list alone is read"
 
     broken = break_some(store, table, data, missing=3, resized=2)
     check = check_listed_files(store, data, table, source="t/_SUCCESS")
@@ -195,7 +195,7 @@ def test_what_cannot_be_checked_says_why(tmp_path: Path, capsys: pytest.CaptureF
     table = StorePath.parse(str(tmp_path / "t"))
     data = written_job(store, table, 50, 1)
     assert data.file_list is not None
-    location = data.file_list.location(table)
+    location = data.file_list.path_under(table)
     store.write_bytes(location, store.read_bytes(location)[:-1] + b"?")
     code, out, _ = run(capsys, "success", "verify", str(table), "--files")
     (reason,) = [line for line in out.splitlines() if line.startswith("  - ")]

@@ -164,7 +164,7 @@ def test_a_roll_forward_writes_a_lost_or_damaged_list_again(commit_env: CommitEn
         )
     outcome = _outcome(env.store, job)
     assert outcome.file_list is not None
-    location = outcome.file_list.location(env.dest)
+    location = outcome.file_list.path_under(env.dest)
     if damage == "deleted":
         env.store.delete(location)
     else:
@@ -185,9 +185,9 @@ def test_a_swapped_or_corrupt_file_list_is_refused_naming_it(commit_env: CommitE
     job, attempts = _partitioned_job(env)
     success = job.committer.commit_job([a.result for a in attempts])
     assert success.file_list is not None and other_success.file_list is not None
-    location = success.file_list.location(env.dest)
+    location = success.file_list.path_under(env.dest)
     good = env.store.read_bytes(location)
-    swapped = env.store.read_bytes(other_success.file_list.location(other.dest))
+    swapped = env.store.read_bytes(other_success.file_list.path_under(other.dest))
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x55
     for bad in (swapped, bytes(flipped), good + b"\0"):

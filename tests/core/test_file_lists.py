@@ -87,8 +87,8 @@ def test_file_list_round_trip(store_root: StoreRoot) -> None:
     entries = entries_under(destination, ODD_NAMES)
     ref = write_file_list(store, layout, entries)
 
-    stored = store.read_bytes(ref.location(destination))
-    assert ref.location(destination) == layout.file_list(ref.sha256)
+    stored = store.read_bytes(ref.path_under(destination))
+    assert ref.path_under(destination) == layout.file_list(ref.sha256)
     assert ref.path == f"_airflow_commit/job-1/files-{ref.sha256}.parquet"
     assert (ref.sha256, ref.bytes, ref.entries) == (
         hashlib.sha256(stored).hexdigest(),
@@ -161,7 +161,7 @@ def test_partition_list_round_trip(store_root: StoreRoot) -> None:
     assert ref.entries == len(partitions)
     assert list(iter_partitions(store, destination, ref)) == partitions
     assert read_partition_page(store, destination, ref, 1, 2) == partitions[1:3]
-    table = pq.read_table(io.BytesIO(store.read_bytes(ref.location(destination))))
+    table = pq.read_table(io.BytesIO(store.read_bytes(ref.path_under(destination))))
     assert table.schema.metadata[b"airflow_commit.format"] == PARTITION_LIST_FORMAT.encode()
     assert table.column_names == ["partition", "files", "bytes", "rows"]
     assert table.column("rows").null_count == len(partitions) // 2
@@ -229,14 +229,14 @@ def damaged(
     store: Store, destination: StorePath, ref: ListRef, other: ListRef
 ) -> dict[str, tuple[ListRef, bytes]]:
     """Ways a list and its reference disagree: (reference, bytes stored at its path)."""
-    data = store.read_bytes(ref.location(destination))
+    data = store.read_bytes(ref.path_under(destination))
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 0x01
     return {
         "flipped": (ref, bytes(flipped)),
         "truncated": (ref, data[:-1]),
         "grown": (ref, data + b"\0"),
-        "swapped": (ref, store.read_bytes(other.location(destination))),
+        "swapped": (ref, store.read_bytes(other.path_under(destination))),
         "entries": (dataclasses.replace(ref, entries=ref.entries + 1), data),
         "sha256": (dataclasses.replace(ref, sha256="0" * 64), data),
     }
@@ -249,12 +249,12 @@ def test_a_damaged_or_swapped_list_is_refused_naming_it(store_root: StoreRoot, c
     ref = write_file_list(store, JobLayout(destination, "job-1"), numbered(destination, 3000))
     other = write_file_list(store, JobLayout(destination, "job-2"), numbered(destination, 2999))
     forged, data = damaged(store, destination, ref, other)[case]
-    store.write_bytes(ref.location(destination), data)
+    store.write_bytes(ref.path_under(destination), data)
     source = f"{destination.join('_SUCCESS')}"
     with pytest.raises(InvalidCommitDataError) as caught:
         next(iter_file_list(store, destination, forged, source))
     message = str(caught.value)
-    assert message.startswith(f"{ref.location(destination)} (named by {source}): "), message
+    assert message.startswith(f"{ref.path_under(destination)} (named by {source}): "), message
     assert "\n" not in message
     expected = {
         "flipped": "its SHA-256 is",
@@ -269,7 +269,7 @@ def test_a_damaged_or_swapped_list_is_refused_naming_it(store_root: StoreRoot, c
     if case in ("truncated", "grown", "entries"):
         with pytest.raises(InvalidCommitDataError, match="its reference says") as page_error:
             read_file_list_page(store, destination, forged, 0, 10, source)
-        assert str(page_error.value).startswith(str(ref.location(destination)))
+        assert str(page_error.value).startswith(str(ref.path_under(destination)))
 
 
 def test_a_list_of_the_other_kind_or_no_parquet_is_refused(local_root: StorePath) -> None:
@@ -343,7 +343,7 @@ def test_a_page_costs_a_few_ranged_reads_and_about_one_row_group(s3_store: Store
     destination = StorePath("s3", s3_bucket, "table")
     total = 6 * ROW_GROUP_ROWS + 1234
     ref = write_file_list(s3_store, JobLayout(destination, "job-1"), numbered(destination, total))
-    footer = pq.ParquetFile(io.BytesIO(s3_store.read_bytes(ref.location(destination)))).metadata
+    footer = pq.ParquetFile(io.BytesIO(s3_store.read_bytes(ref.path_under(destination)))).metadata
     groups = [footer.row_group(i) for i in range(footer.num_row_groups)]
     assert [group.num_rows for group in groups] == [ROW_GROUP_ROWS] * 6 + [1234]
     biggest_group = max(

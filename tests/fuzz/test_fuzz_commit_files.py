@@ -44,7 +44,6 @@ from airflow_commit_provider.core.formats.file_list import (
     read_file_list_page,
     write_file_list,
 )
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix
 from airflow_commit_provider.core.formats.jsonio import (
     MAX_JSON_BYTES,
@@ -62,6 +61,7 @@ from airflow_commit_provider.core.formats.partition_rows import (
 )
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet, read_pending_commits
 from airflow_commit_provider.core.formats.success import CommittedFile, SuccessData
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath
@@ -349,7 +349,7 @@ def test_list_references(value: object) -> None:
     )
     if ref is not None:
         root = StorePath.parse("s3://bucket/table")
-        assert ref.location(root).is_under(root) and ref.location(root).name.endswith(
+        assert ref.path_under(root).is_under(root) and ref.path_under(root).name.endswith(
             f"-{ref.sha256}.parquet"
         )
 
@@ -368,7 +368,7 @@ def _list_fixture() -> tuple[LocalStore, StorePath, bytes]:
         entries.sort(key=lambda entry: file_order_key(entry.uri))
         store = LocalStore()
         ref = write_file_list(store, JobLayout(destination, JOB), entries)
-        _LIST = (store, destination, store.read_bytes(ref.location(destination)))
+        _LIST = (store, destination, store.read_bytes(ref.path_under(destination)))
     return _LIST
 
 

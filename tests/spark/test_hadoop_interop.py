@@ -78,7 +78,7 @@ def sensor_poke(path: str, **expectations: Any) -> dict[str, Any] | None:
 
     sensor = SuccessManifestSensor(
         task_id=f"wait_{uuid.uuid4().hex[:8]}",
-        path=path,
+        destination=path,
         poke_interval=0,
         timeout=0,
         deferrable=False,

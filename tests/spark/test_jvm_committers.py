@@ -274,13 +274,13 @@ def test_hadoop_loads_a_bounded_success_and_spark_reads_its_lists(spark, tmp_pat
     assert list(loaded.getFilenames()) == [entry.uri for entry in entries[:100]]
 
     # Spark takes a location literally, as Hadoop's Path(String) does (str, not the encoded URI).
-    files = spark.read.parquet(str(file_list.location(destination)))
+    files = spark.read.parquet(str(file_list.path_under(destination)))
     assert files.columns == ["path", "size", "partition", "part_etags"]
     assert files.count() == len(entries) == file_list.entries
     assert files.where("partition = 'x=7.5'").count() == 2
     assert files.selectExpr("sum(size)").first()[0] == 7 * len(entries)
     assert files.first()["part_etags"] == ['"e1"']
-    listed = spark.read.parquet(str(partition_list.location(destination)))
+    listed = spark.read.parquet(str(partition_list.path_under(destination)))
     assert listed.columns == ["partition", "files", "bytes", "rows"]
     assert [row["partition"] for row in listed.orderBy("partition").collect()] == sorted(partitions)
     assert listed.where("rows is null").count() == len(partitions)

@@ -214,7 +214,7 @@ def test_hadoop_retry_of_a_try_that_committed(
     write: appending, every row is in the table twice; overwriting, once, by deleting and writing the
     whole table again. Ours adopts the committed job and runs no Spark job at all
     (tests/cluster/test_cluster_operator_tries.py::test_retry_adopts_a_try_that_committed,
-    tests/core/test_tries.py).
+    tests/tries/test_tries.py).
     """
     table = StorePath("s3", spark_bucket, f"committed-try-{uuid.uuid4().hex[:12]}")
     location = f"s3a://{table.bucket}/{table.key}"
@@ -314,7 +314,7 @@ def test_ours_job_commit_killed_then_aborted_is_all_or_nothing(
     all 8 files, a ``_SUCCESS`` naming them, nothing pending or left behind. (Killed before the
     commit point, the abort removes everything instead: tests/core/test_commit_point.py kills a
     real process at every store call of job commit; a retry adopts a committed job:
-    tests/core/test_tries.py.)"""
+    tests/tries/test_tries.py.)"""
     run, store = killed_run, spark_s3_store
     assert run.ours is not None
     table = run.ours.table

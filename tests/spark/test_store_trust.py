@@ -8,27 +8,17 @@ Both entry points that set up jobs on the driver are covered: ``write_committed`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from spark_support import sample_df
-from support.ignoring_store import IfNoneMatchIgnoringProxy
+from support.ignoring_store import IfNoneMatchIgnoringProxy, ignoring_proxy_fixture  # noqa: F401
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE, CONDITIONAL_CREATE_ENV
 from airflow_commit_provider.spark import register_data_source, write_committed
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
-
-
-@pytest.fixture
-def ignoring_proxy(embedded_s3: Any) -> Iterator[IfNoneMatchIgnoringProxy]:
-    with IfNoneMatchIgnoringProxy(
-        embedded_s3.endpoint_url, embedded_s3.access_key, embedded_s3.secret_key
-    ) as proxy:
-        yield proxy
-    assert proxy.signature_mismatches == 0
 
 
 def _bucket_contents(embedded_s3: Any, bucket: str) -> tuple[list[str], list[str]]:

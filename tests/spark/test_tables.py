@@ -22,7 +22,7 @@ from airflow_commit_provider.core.catalog import (
 )
 from airflow_commit_provider.core.escaping import DEFAULT_PARTITION_NAME
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.spark import applied_conf, write_committed
 from airflow_commit_provider.spark.catalog import SparkCatalog
 from airflow_commit_provider.spark.tables import finish_table_write, plan_committed_write
@@ -115,7 +115,7 @@ def test_write_by_table_registers_partitions_and_replace_keeps_other_days(table_
     assert sorted(row["id"] for row in pruned.collect()) == [100, 101, 102]
     for day in ("1", "2"):
         registered = location_path(_partition_location(spark, table, day))
-        assert same_location(registered, StorePath.parse(location).join(f"day={day}"))
+        assert same_path(registered, StorePath.parse(location).join(f"day={day}"))
     record = load_job_record(store, StorePath.parse(location), first.job_id)
     assert (record.table, record.registered_partitions) == (table, ["day=1", "day=2"])
 
@@ -237,7 +237,7 @@ def test_mismatches_are_refused_before_any_work(spark: Any, tmp_path: Any) -> No
             {"partition_by": "name"},
             rf"table {table} is partitioned by \['day'\], not partition_by=\['name'\]",
         ),
-        (frame, {"path": str(tmp_path / "elsewhere")}, "pass path or table"),
+        (frame, {"destination": str(tmp_path / "elsewhere")}, "pass destination or table"),
     ]
     for df, arguments, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -33,9 +33,16 @@ import hashlib
 import hmac
 import re
 import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import pytest
+
 from support.s3_gate import Request, S3Gate
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<access_key>[^/]+)/(?P<scope>[^,]+), ?"
@@ -125,3 +132,14 @@ def _canonical_query(query: str) -> str:
         name, _, value = item.partition("=")
         pairs.append((name, value))
     return "&".join(f"{name}={value}" for name, value in sorted(pairs))
+
+
+@pytest.fixture(name="ignoring_proxy")
+def ignoring_proxy_fixture(embedded_s3: EmbeddedS3) -> Iterator[IfNoneMatchIgnoringProxy]:
+    """The embedded S3 behind the proxy; checked on the way out that it re-signed exactly what each
+    client signed (a mismatch would make a refusal the server's, not the missing header's)."""
+    with IfNoneMatchIgnoringProxy(
+        embedded_s3.endpoint_url, embedded_s3.access_key, embedded_s3.secret_key
+    ) as proxy:
+        yield proxy
+    assert proxy.signature_mismatches == 0, "the proxy must re-sign exactly what the client signed"

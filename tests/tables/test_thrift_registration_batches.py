@@ -37,7 +37,7 @@ from airflow_commit_provider.core.catalog import (
     location_path,
 )
 from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
 from airflow_commit_provider.devtools.metastore_client import (
     CountingMetastoreCatalog,
@@ -113,7 +113,7 @@ def test_partitions_register_in_batches_then_again_then_moved(
         assert calls == (1 + 2 * batch if batch else 0), f"partition {index} drawn after {calls} calls"
     registered = _stored(client, name)
     assert sorted(registered) == [(day,) for day in days]
-    assert all(same_location(location_path(registered[(p.values[0][1],)][0]), p.location) for p in partitions)
+    assert all(same_path(location_path(registered[(p.values[0][1],)][0]), p.location) for p in partitions)
 
     whole = CountingMetastoreCatalog(metastore_service.uri, timeout_seconds=CALL_TIMEOUT)
     whole.register_partitions(table, iter(partitions))
@@ -134,7 +134,7 @@ def test_partitions_register_in_batches_then_again_then_moved(
     for index, partition in enumerate(moved):
         values = (partition.values[0][1],)
         if index % 10 == 0:
-            assert same_location(location_path(after[values][0]), partition.location), partition
+            assert same_path(location_path(after[values][0]), partition.location), partition
         else:
             assert after[values] == registered[values], f"{partition} was not moved, so it is as it was"
 

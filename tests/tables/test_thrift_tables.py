@@ -30,7 +30,7 @@ from support.tcp_relay import TcpRelay
 from airflow_commit_provider.core.catalog import CatalogUnreachableError, TableNotFoundError, location_path
 from airflow_commit_provider.core.hive_metastore_catalog import HiveMetastoreCatalog
 from airflow_commit_provider.core.job_records import load_job_record
-from airflow_commit_provider.core.paths import StorePath, same_location
+from airflow_commit_provider.core.paths import StorePath, same_path
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
 
@@ -178,7 +178,7 @@ def test_thrift_catalog_describes_both_kinds_of_table_as_spark_does(
         thrift = catalog.table_info(name)
         assert thrift == SparkCatalog(app).table_info(name)
         assert (thrift.format, thrift.partition_columns) == (fmt, partitions)
-    assert same_location(catalog.table_info(source).location, StorePath.parse(f"{tmp_path.as_uri()}/source"))
+    assert same_path(catalog.table_info(source).location, StorePath.parse(f"{tmp_path.as_uri()}/source"))
     assert dict(catalog.table_info(source).columns)["point"] == "struct<x:double,y:double>"
     with pytest.raises(TableNotFoundError, match=rf"^table {DATABASE}.missing does not exist") as missing:
         catalog.table_info(f"{DATABASE}.missing")
@@ -215,8 +215,8 @@ def test_data_source_writes_two_days_then_replaces_one(
     root = location_path(location)
     registered = catalog.partitions(table)
     assert set(registered) == {("2024-01-01",), (ODD_DAY,)}
-    assert same_location(location_path(registered[(ODD_DAY,)]), root.join("dt=2024-01-03 a%2Fb%3Dc"))
-    assert same_location(location_path(registered[("2024-01-01",)]), root.join("dt=2024-01-01"))
+    assert same_path(location_path(registered[(ODD_DAY,)]), root.join("dt=2024-01-03 a%2Fb%3Dc"))
+    assert same_path(location_path(registered[("2024-01-01",)]), root.join("dt=2024-01-01"))
     record = _record(root, second, embedded_s3)
     assert (record.table, record.registered_partitions) == (table, ["dt=2024-01-01"])
     assert _record(root, first, embedded_s3).registered_partitions == [

@@ -14,10 +14,10 @@ from typing import ClassVar, NoReturn
 
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.formats.attempts import FAILED, REFUSED, SPECULATIVE_LOST, LostAttempt
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.success import SuccessData
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath

@@ -122,9 +122,9 @@ class ListRef:
         value = obj.get(name)
         return None if value is None else cls.from_json(value, source, name)
 
-    def location(self, root: StorePath) -> StorePath:
-        """The list's path in the store, for the destination `root` it is relative to."""
-        return root.join(self.path)
+    def path_under(self, destination: StorePath) -> StorePath:
+        """The list's path in the store, for the `destination` it is relative to."""
+        return destination.join(self.path)
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class _ListWriter:
         schema: pa.Schema,
         fmt: str,
         layout: JobLayout,
-        location: Callable[[str], StorePath],
+        path_of: Callable[[str], StorePath],
         dictionary: list[str],
     ) -> None:
         import pyarrow.parquet as pq
@@ -213,7 +213,7 @@ class _ListWriter:
             {FORMAT_KEY: fmt, JOB_ID_KEY: layout.job_id, DESTINATION_KEY: layout.destination.uri()}
         )
         self._layout = layout
-        self._location = location
+        self._path_of = path_of
         # Unlinked at once; closed by `finish` or `discard` (the writer's owner's `with`).
         self._file: IO[bytes] = tempfile.TemporaryFile(prefix="airflow-commit-list-")  # noqa: SIM115
         self._writer = pq.ParquetWriter(
@@ -273,11 +273,9 @@ class _ListWriter:
             digest = hashlib.sha256()
             for chunk in iter(lambda: self._file.read(_HASH_CHUNK), b""):
                 digest.update(chunk)
-            location = self._location(digest.hexdigest())
-            store.write_stream(location, self._file)
-            return ListRef(
-                location.relative_to(self._layout.destination), digest.hexdigest(), size, self.rows
-            )
+            path = self._path_of(digest.hexdigest())
+            store.write_stream(path, self._file)
+            return ListRef(path.relative_to(self._layout.destination), digest.hexdigest(), size, self.rows)
         finally:
             self.discard()
 
@@ -376,20 +374,20 @@ def iter_file_list(
     file that referenced it) when its size, SHA-256, format, columns or row count differ from what
     the reference and the format say, or an entry is not a URI and a size.
     """
-    location = ref.location(root)
-    with _fetch_verified(store, location, ref, source) as local:
-        parquet = _open(local, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
-        yield from _entries(_batches(parquet, location, source), location, 0)
+    path = ref.path_under(root)
+    with _fetch_verified(store, path, ref, source) as local:
+        parquet = _open(local, path, ref, FILE_LIST_FORMAT, file_list_schema(), source)
+        yield from _entries(_batches(parquet, path, source), path, 0)
 
 
 def iter_partitions(
     store: Store, root: StorePath, ref: ListRef, source: str | None = None
 ) -> Iterator[tuple[str, PartitionStats]]:
     """Every (partition, stats) of the partition list `ref`, in order, checked as `iter_file_list`."""
-    location = ref.location(root)
-    with _fetch_verified(store, location, ref, source) as local:
-        parquet = _open(local, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
-        yield from _partitions(_batches(parquet, location, source), location, 0)
+    path = ref.path_under(root)
+    with _fetch_verified(store, path, ref, source) as local:
+        parquet = _open(local, path, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
+        yield from _partitions(_batches(parquet, path, source), path, 0)
 
 
 def read_file_list_page(
@@ -398,24 +396,24 @@ def read_file_list_page(
     """Entries `offset` to `offset + limit` of the file list (fewer at its end), read through ranged
     reads: the footer, then the row groups the page lies in. Checks the object's size, format and
     row count against `ref` (not its SHA-256, which would take the whole file)."""
-    location = ref.location(root)
-    with _RangedFile(store, location, ref.bytes, source) as ranged:
-        parquet = _open(ranged, location, ref, FILE_LIST_FORMAT, file_list_schema(), source)
+    path = ref.path_under(root)
+    with _RangedFile(store, path, ref.bytes, source) as ranged:
+        parquet = _open(ranged, path, ref, FILE_LIST_FORMAT, file_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
-        return list(_entries(batches, location, offset))
+        batches = _page_rows(_batches(parquet, path, source, groups), offset - first, limit)
+        return list(_entries(batches, path, offset))
 
 
 def read_partition_page(
     store: Store, root: StorePath, ref: ListRef, offset: int, limit: int, source: str | None = None
 ) -> list[tuple[str, PartitionStats]]:
     """A page of the partition list, read and checked as `read_file_list_page` reads the file list."""
-    location = ref.location(root)
-    with _RangedFile(store, location, ref.bytes, source) as ranged:
-        parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
+    path = ref.path_under(root)
+    with _RangedFile(store, path, ref.bytes, source) as ranged:
+        parquet = _open(ranged, path, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
         groups, first = _page_groups(parquet, offset, limit)
-        batches = _page_rows(_batches(parquet, location, source, groups), offset - first, limit)
-        return list(_partitions(batches, location, offset))
+        batches = _page_rows(_batches(parquet, path, source, groups), offset - first, limit)
+        return list(_partitions(batches, path, offset))
 
 
 def find_partitions(
@@ -432,14 +430,14 @@ def find_partitions(
     page read does.
     """
     names = set(wanted)
-    location = ref.location(root)
-    with _RangedFile(store, location, ref.bytes, source) as ranged:
-        parquet = _open(ranged, location, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
+    path = ref.path_under(root)
+    with _RangedFile(store, path, ref.bytes, source) as ranged:
+        parquet = _open(ranged, path, ref, PARTITION_LIST_FORMAT, partition_list_schema(), source)
         found: set[str] = set()
         for index in range(parquet.metadata.num_row_groups):
             statistics = parquet.metadata.row_group(index).column(0).statistics
             if names - found and _may_hold(statistics, names - found):
-                for batch in _batches(parquet, location, source, [index], ["partition"]):
+                for batch in _batches(parquet, path, source, [index], ["partition"]):
                     found.update(name for name in batch.column(0).to_pylist() if name in names)
         return found
 
@@ -487,7 +485,7 @@ def _page_groups(parquet: pq.ParquetFile, offset: int, limit: int) -> tuple[list
 
 def _batches(
     parquet: pq.ParquetFile,
-    location: StorePath,
+    path: StorePath,
     source: str | None,
     groups: list[int] | None = None,
     columns: list[str] | None = None,
@@ -503,30 +501,26 @@ def _batches(
     except StoreError:
         raise
     except (pa.ArrowException, OSError) as error:
-        raise InvalidCommitDataError(
-            f"{_named(location, source)}: cannot be read: {_one_line(error)}"
-        ) from error
+        raise InvalidCommitDataError(f"{_named(path, source)}: cannot be read: {_one_line(error)}") from error
 
 
-def _entries(batches: Iterable[pa.RecordBatch], location: StorePath, first: int) -> Iterator[FileListEntry]:
+def _entries(batches: Iterable[pa.RecordBatch], path: StorePath, first: int) -> Iterator[FileListEntry]:
     row = first
     for batch in batches:
         paths, sizes, partitions, etags = (batch.column(i).to_pylist() for i in range(4))
         for uri, size, partition, part_etags in zip(paths, sizes, partitions, etags, strict=True):
             if not isinstance(uri, str) or not uri or not _is_count(size) or not isinstance(partition, str):
                 raise InvalidCommitDataError(
-                    f"{location}: row {row} is not a URI, a size and a partition: {uri!r}, {size!r}, {partition!r}"
+                    f"{path}: row {row} is not a URI, a size and a partition: {uri!r}, {size!r}, {partition!r}"
                 )
             if part_etags is None or not all(isinstance(etag, str) for etag in part_etags):
-                raise InvalidCommitDataError(
-                    f"{location}: row {row}: part_etags {part_etags!r} are not ETags"
-                )
+                raise InvalidCommitDataError(f"{path}: row {row}: part_etags {part_etags!r} are not ETags")
             yield FileListEntry(uri, size, partition, tuple(part_etags))
             row += 1
 
 
 def _partitions(
-    batches: Iterable[pa.RecordBatch], location: StorePath, first: int
+    batches: Iterable[pa.RecordBatch], path: StorePath, first: int
 ) -> Iterator[tuple[str, PartitionStats]]:
     row = first
     for batch in batches:
@@ -540,7 +534,7 @@ def _partitions(
                 or not (counted is None or _is_count(counted))
             ):
                 raise InvalidCommitDataError(
-                    f"{location}: row {row} is not a partition with counts: {name!r}, {count!r}, {size!r}, {counted!r}"
+                    f"{path}: row {row} is not a partition with counts: {name!r}, {count!r}, {size!r}, {counted!r}"
                 )
             yield name, PartitionStats(count, size, counted)
             row += 1
@@ -548,7 +542,7 @@ def _partitions(
 
 def _open(
     file: IO[bytes] | io.RawIOBase,
-    location: StorePath,
+    path: StorePath,
     ref: ListRef,
     fmt: str,
     schema: pa.Schema,
@@ -565,26 +559,24 @@ def _open(
         raise
     except (pa.ArrowException, OSError) as error:
         raise InvalidCommitDataError(
-            f"{_named(location, source)}: not a Parquet file: {_one_line(error)}"
+            f"{_named(path, source)}: not a Parquet file: {_one_line(error)}"
         ) from error
     metadata = parquet.schema_arrow.metadata or {}
     found = metadata.get(FORMAT_KEY.encode(), b"").decode("utf-8", "replace")
     if found != fmt:
-        raise InvalidCommitDataError(f"{_named(location, source)}: format is {found!r}, expected {fmt!r}")
+        raise InvalidCommitDataError(f"{_named(path, source)}: format is {found!r}, expected {fmt!r}")
     columns = [(field.name, field.type) for field in parquet.schema_arrow]
     if columns != [(field.name, field.type) for field in schema]:
-        raise InvalidCommitDataError(f"{_named(location, source)}: columns {columns} are not those of {fmt}")
+        raise InvalidCommitDataError(f"{_named(path, source)}: columns {columns} are not those of {fmt}")
     if parquet.metadata.num_rows != ref.entries:
         raise InvalidCommitDataError(
-            f"{_named(location, source)}: has {parquet.metadata.num_rows} entries, its reference says {ref.entries}"
+            f"{_named(path, source)}: has {parquet.metadata.num_rows} entries, its reference says {ref.entries}"
         )
     return parquet
 
 
 @contextlib.contextmanager
-def _fetch_verified(
-    store: Store, location: StorePath, ref: ListRef, source: str | None
-) -> Iterator[IO[bytes]]:
+def _fetch_verified(store: Store, path: StorePath, ref: ListRef, source: str | None) -> Iterator[IO[bytes]]:
     """The list fetched into an unlinked local temporary file by ranged reads of `TRANSFER_CHUNK`,
     hashed as it arrives, and refused unless it has exactly `ref.bytes` bytes and `ref.sha256`.
     Reads at most one byte more than the reference says, however large the object is."""
@@ -592,7 +584,7 @@ def _fetch_verified(
         digest = hashlib.sha256()
         size = 0
         while size <= ref.bytes:
-            chunk = store.read_range(location, size, min(TRANSFER_CHUNK, ref.bytes + 1 - size))
+            chunk = store.read_range(path, size, min(TRANSFER_CHUNK, ref.bytes + 1 - size))
             if not chunk:
                 break
             digest.update(chunk)
@@ -601,11 +593,11 @@ def _fetch_verified(
         if size != ref.bytes:
             found = f"more than {ref.bytes}" if size > ref.bytes else str(size)
             raise InvalidCommitDataError(
-                f"{_named(location, source)}: has {found} bytes, its reference says {ref.bytes}"
+                f"{_named(path, source)}: has {found} bytes, its reference says {ref.bytes}"
             )
         if digest.hexdigest() != ref.sha256:
             raise InvalidCommitDataError(
-                f"{_named(location, source)}: its SHA-256 is {digest.hexdigest()}, its reference says {ref.sha256}"
+                f"{_named(path, source)}: its SHA-256 is {digest.hexdigest()}, its reference says {ref.sha256}"
             )
         local.seek(0)
         yield local
@@ -618,16 +610,16 @@ class _RangedFile(io.RawIOBase):
     reference gives: a shorter or longer object is refused there, naming it, with no extra request.
     """
 
-    def __init__(self, store: Store, location: StorePath, size: int, source: str | None) -> None:
+    def __init__(self, store: Store, path: StorePath, size: int, source: str | None) -> None:
         super().__init__()
-        self._store, self._location, self._size = store, location, size
+        self._store, self._path, self._size = store, path, size
         self._position = 0
         self._tail_start = max(0, size - TAIL_BYTES)
-        self._tail = store.read_range(location, self._tail_start, size - self._tail_start + 1)
+        self._tail = store.read_range(path, self._tail_start, size - self._tail_start + 1)
         if len(self._tail) != size - self._tail_start:
             found = f"more than {size}" if len(self._tail) > size - self._tail_start else "fewer"
             raise InvalidCommitDataError(
-                f"{_named(location, source)}: has {found} bytes, its reference says {size}"
+                f"{_named(path, source)}: has {found} bytes, its reference says {size}"
             )
 
     def readable(self) -> bool:
@@ -653,7 +645,7 @@ class _RangedFile(io.RawIOBase):
             offset = self._position - self._tail_start
             data = self._tail[offset : offset + wanted]
         else:
-            data = self._store.read_range(self._location, self._position, wanted)
+            data = self._store.read_range(self._path, self._position, wanted)
         view[: len(data)] = data
         self._position += len(data)
         return len(data)
@@ -663,8 +655,8 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
-def _named(location: StorePath, source: str | None) -> str:
-    return f"{location} (named by {source})" if source else str(location)
+def _named(path: StorePath, source: str | None) -> str:
+    return f"{path} (named by {source})" if source else str(path)
 
 
 def _is_count(value: object) -> TypeGuard[int]:

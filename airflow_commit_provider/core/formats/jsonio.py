@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.iostats import IOStatistics
 
 if TYPE_CHECKING:
     from airflow_commit_provider.core.paths import StorePath
@@ -142,3 +143,36 @@ def nested_deeper_than(data: bytes | str, limit: int) -> bool:
 
 _NOT_BRACKETS_OR_QUOTES = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _QUOTED = re.compile(rb'"[^"]*"')
+
+
+def read_iostatistics(data: Mapping[str, Any] | None, source: str) -> IOStatistics:
+    """An IOStatisticsSnapshot as Hadoop's Jackson writes it (every value a long); anything
+    else is refused naming `source`, never turned into a number by guesswork."""
+    data = data or {}
+
+    def longs(values: object, where: str) -> dict[str, int]:
+        if not isinstance(values, dict) or not all(_is_long(value) for value in values.values()):
+            raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object of integers")
+        return {str(key): value for key, value in values.items()}
+
+    def mean(name: str, value: object) -> dict[str, int]:
+        where = f"meanstatistics {name!r}"
+        if not isinstance(value, dict):
+            raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object")
+        # `mean` itself is derived from these two, and not read.
+        return longs({key: 0 if value.get(key) is None else value[key] for key in ("samples", "sum")}, where)
+
+    means = data.get("meanstatistics") or {}
+    if not isinstance(means, dict):
+        raise InvalidCommitDataError(f"{source}: iostatistics meanstatistics is not an object")
+    return IOStatistics(
+        counters=longs(data.get("counters") or {}, "counters"),
+        gauges=longs(data.get("gauges") or {}, "gauges"),
+        minimums=longs(data.get("minimums") or {}, "minimums"),
+        maximums=longs(data.get("maximums") or {}, "maximums"),
+        meanstatistics={str(name): mean(str(name), value) for name, value in means.items()},
+    )
+
+
+def _is_long(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

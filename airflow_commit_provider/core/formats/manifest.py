@@ -13,9 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_stream import Readable, Writable, read_object, write_object
-from airflow_commit_provider.core.formats.jsonio import optional_field, refuse_oversized, require_field
+from airflow_commit_provider.core.formats.jsonio import (
+    optional_field,
+    read_iostatistics,
+    refuse_oversized,
+    require_field,
+)
+from airflow_commit_provider.core.iostats import IOStatistics
 
 TASK_MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
 TASK_MANIFEST_VERSION = 1
@@ -106,9 +111,7 @@ class TaskManifest:
             task_attempt_dir=optional_field(obj, "taskAttemptDir", str, source, ""),
             job_attempt_number=optional_field(obj, "jobAttemptNumber", int, source, 0),
             extra_data=optional_field(obj, "extraData", dict, source, {}),
-            iostatistics=IOStatistics.from_json(
-                optional_field(obj, "iostatistics", dict, source, {}), source
-            ),
+            iostatistics=read_iostatistics(optional_field(obj, "iostatistics", dict, source, {}), source),
         )
 
 

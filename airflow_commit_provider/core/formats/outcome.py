@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import ListRef
@@ -21,9 +21,10 @@ from airflow_commit_provider.core.formats.jsonio import (
     optional_field,
     optional_millis,
     parse_object,
+    require_field,
 )
 from airflow_commit_provider.core.options import CONFLICT_MODES, TaskCommitResult
-from airflow_commit_provider.core.task_key import TryOrigin
+from airflow_commit_provider.core.task_key import TaskKey, TryOrigin
 
 OUTCOME_NAME = "airflow_commit.JobOutcome/1"
 Decision = Literal["commit", "abort"]
@@ -78,7 +79,7 @@ class JobOutcome:
             "committed": [result.to_json() for result in self.committed],
         }
         if self.origin is not None:
-            payload["origin"] = self.origin.to_json()
+            payload["origin"] = origin_json(self.origin)
         if self.table is not None:
             payload["table"] = self.table
         if self.file_list is not None:
@@ -122,10 +123,36 @@ class JobOutcome:
             committed=committed,
             conflict_mode=conflict_mode,
             reason=optional_field(obj, "reason", str, source, ""),
-            origin=None if obj.get("origin") is None else TryOrigin.from_json(obj["origin"], source),
+            origin=None if obj.get("origin") is None else read_origin(obj["origin"], source),
             table=optional_field(obj, "table", str, source, None),
             timestamp=optional_millis(obj, "timestamp", source, 0),
             hostname=optional_field(obj, "hostname", str, source, ""),
             file_list=ListRef.read_field(obj, "fileList", source),
             partition_list=ListRef.read_field(obj, "partitionList", source),
         )
+
+
+def origin_json(origin: TryOrigin) -> dict[str, Any]:
+    """The try that ran a job as the outcome file and the operator's conf (`CONF_ORIGIN`) carry it."""
+    key = origin.key
+    return {
+        "dagId": key.dag_id,
+        "taskId": key.task_id,
+        "runId": key.run_id,
+        "mapIndex": key.map_index,
+        "tryNumber": origin.try_number,
+    }
+
+
+def read_origin(value: object, source: str) -> TryOrigin:
+    """The recorded origin; anything malformed is refused naming `source`, never guessed at."""
+    if not isinstance(value, dict):
+        raise InvalidCommitDataError(f"{source}: field 'origin' is not an object")
+    where = f"{source} origin"
+    key = TaskKey(
+        require_field(value, "dagId", str, where),
+        require_field(value, "taskId", str, where),
+        require_field(value, "runId", str, where),
+        require_field(value, "mapIndex", int, where),
+    )
+    return TryOrigin(key, require_field(value, "tryNumber", int, where))

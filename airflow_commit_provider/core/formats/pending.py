@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_stream import Readable, Writable, read_object, write_object
 from airflow_commit_provider.core.formats.jsonio import (
     dumps,
@@ -22,9 +21,11 @@ from airflow_commit_provider.core.formats.jsonio import (
     optional_field,
     optional_millis,
     parse_object,
+    read_iostatistics,
     refuse_oversized,
     require_field,
 )
+from airflow_commit_provider.core.iostats import IOStatistics
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 3
@@ -183,9 +184,7 @@ class PendingSet:
             job_id=optional_field(obj, "jobId", str, source, ""),
             task_id=str(extra.get("task.id", "")),
             task_attempt_id=str(extra.get("task.attempt.id", "")),
-            iostatistics=IOStatistics.from_json(
-                optional_field(obj, "iostatistics", dict, source, {}), source
-            ),
+            iostatistics=read_iostatistics(optional_field(obj, "iostatistics", dict, source, {}), source),
             extra_data={
                 str(key): str(value)
                 for key, value in extra.items()

@@ -24,17 +24,18 @@ from typing import TYPE_CHECKING, Any
 from airflow_commit_provider.core.formats.attempts import LostAttempt, read_left_out, read_lost_attempts
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 from airflow_commit_provider.core.formats.file_list import ListRef, iter_file_list, iter_partitions
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix, read_prefix
 from airflow_commit_provider.core.formats.jsonio import (
     now_millis,
     optional_field,
     optional_millis,
     parse_object,
+    read_iostatistics,
     read_json_bytes,
 )
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats, read_partition_stats
 from airflow_commit_provider.core.formats.phases import CommitPhase
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.paths import InvalidPathError, StorePath
 
 if TYPE_CHECKING:
@@ -425,9 +426,7 @@ class SuccessData:
             metrics=optional_field(obj, "metrics", dict, source, {}),
             diagnostics=optional_field(obj, "diagnostics", dict, source, {}),
             filenames=[str(name) for name in optional_field(obj, "filenames", list, source, [])],
-            iostatistics=IOStatistics.from_json(
-                optional_field(obj, "iostatistics", dict, source, {}), source
-            ),
+            iostatistics=read_iostatistics(optional_field(obj, "iostatistics", dict, source, {}), source),
             partitions=partitions,
             file_count=_count(obj, "fileCount", source),
             total_bytes=_count(obj, "totalBytes", source),
@@ -451,31 +450,31 @@ class SuccessData:
         return iter(self.files or ())
 
     # The lists beside it ----------------------------------------------------------------------------
-    def list_root(self, directory: StorePath) -> StorePath:
-        """What this file's list references are relative to, for the `directory` it was found in: the
-        job's destination. That is `directory`, unless this is a partition marker (one partition,
-        which `directory` ends with), whose destination is `directory` minus its partition.
+    def list_root(self, destination: StorePath) -> StorePath:
+        """What this file's list references are relative to, for the `destination` it was found in: the
+        job's destination. That is `destination`, unless this is a partition marker (one partition,
+        which `destination` ends with), whose destination is `destination` minus its partition.
 
         A job whose destination itself ends with the one partition it wrote (files at `t/p/p/`)
         cannot be told from its marker; its `_SUCCESS` then names a list that is not there, and the
         reader's error names it.
         """
-        partition = self._marker_partition(directory)
+        partition = self._marker_partition(destination)
         if partition is None:
-            return directory
-        key = directory.key.rstrip("/")
-        return StorePath(directory.scheme, directory.bucket, key[: -len(partition) - 1])
+            return destination
+        key = destination.key.rstrip("/")
+        return StorePath(destination.scheme, destination.bucket, key[: -len(partition) - 1])
 
-    def _marker_partition(self, directory: StorePath) -> str | None:
+    def _marker_partition(self, destination: StorePath) -> str | None:
         if len(self.partitions) != 1 or self.total_partitions != 1:
             return None
         partition = self.partitions[0].strip("/")
-        return partition if partition and directory.key.rstrip("/").endswith("/" + partition) else None
+        return partition if partition and destination.key.rstrip("/").endswith("/" + partition) else None
 
     def iter_all_files(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[CommittedFile]:
-        """Every file this `_SUCCESS` (found in `directory`) vouches for: inline in older files of
+        """Every file this `_SUCCESS` (found in `destination`) vouches for: inline in older files of
         ours, else from the file list (checked whole first; for a partition marker, the rows of its
         partition). InvalidCommitDataError when it lists neither (Hadoop's name only 100 files)."""
         if self.files is not None:
@@ -483,49 +482,49 @@ class SuccessData:
             return
         if self.file_list is None:
             raise InvalidCommitDataError(
-                f"{source or directory}: lists no files (neither 'files' nor a 'fileList'); "
+                f"{source or destination}: lists no files (neither 'files' nor a 'fileList'); "
                 f"its 'filenames' name the first {FILENAMES_LIMIT}"
             )
-        partition = self._marker_partition(directory)
-        root = self.list_root(directory)
+        partition = self._marker_partition(destination)
+        root = self.list_root(destination)
         inside = _inside(root)
         for entry in iter_file_list(store, root, self.file_list, source):
             if not inside(entry.uri):
                 raise InvalidCommitDataError(
-                    f"{source or directory}: its file list names {entry.uri!r}, which is outside {root}"
+                    f"{source or destination}: its file list names {entry.uri!r}, which is outside {root}"
                 )
             if partition is None or entry.partition == partition:
                 yield CommittedFile(entry.uri, entry.size)
 
     def iter_all_partitions(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[str]:
         """Every partition the job wrote: inline when complete, else from the partition list."""
         if self.partitions_complete:
             yield from self.partitions
             return
-        for partition, _ in self._listed_partitions(store, directory, source):
+        for partition, _ in self._listed_partitions(store, destination, source):
             yield partition
 
     def iter_partition_stats(
-        self, store: Store, directory: StorePath, source: str | None = None
+        self, store: Store, destination: StorePath, source: str | None = None
     ) -> Iterator[tuple[str, PartitionStats]]:
         """Every partition with what it received: the record's inline `partitionStats` when the
         partitions are all inline, else the partition list."""
         if self.partitions_complete:
             yield from sorted((self.partition_stats or {}).items())
             return
-        yield from self._listed_partitions(store, directory, source)
+        yield from self._listed_partitions(store, destination, source)
 
     def _listed_partitions(
-        self, store: Store, directory: StorePath, source: str | None
+        self, store: Store, destination: StorePath, source: str | None
     ) -> Iterator[tuple[str, PartitionStats]]:
         if self.partition_list is None:
             raise InvalidCommitDataError(
-                f"{source or directory}: lists {len(self.partitions)} of {self.total_partitions} "
+                f"{source or destination}: lists {len(self.partitions)} of {self.total_partitions} "
                 "partitions and no 'partitionList'"
             )
-        yield from iter_partitions(store, self.list_root(directory), self.partition_list, source)
+        yield from iter_partitions(store, self.list_root(destination), self.partition_list, source)
 
 
 def _inside(root: StorePath) -> Callable[[str], bool]:

@@ -46,10 +46,10 @@ PARENT_LISTING_PARTITIONS = 100
 PARENT_LISTING_KEYS_PER_PARTITION = 20
 
 
-def visible_files(ctx: JobContext, directory: StorePath) -> Iterator[FileStatus]:
-    """Output files under `directory`, skipping hidden paths the way Spark's readers do."""
-    for status in ctx.store.list_files(directory):
-        relative = status.path.relative_to(directory)
+def visible_files(ctx: JobContext, destination: StorePath) -> Iterator[FileStatus]:
+    """Output files under `destination`, skipping hidden paths the way Spark's readers do."""
+    for status in ctx.store.list_files(destination):
+        relative = status.path.relative_to(destination)
         if not any(part.startswith(("_", ".")) for part in relative.split("/")):
             yield status
 

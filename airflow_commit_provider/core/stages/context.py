@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.phases import CommitPhase, request_counts
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.parallel import ProgressCallback

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.parallel import run_parallel
-from airflow_commit_provider.core.paths import InvalidPathError, StorePath, same_location
+from airflow_commit_provider.core.paths import InvalidPathError, StorePath, same_path
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError, MissingManifestError
@@ -176,7 +176,7 @@ def _check_source(ctx: JobContext, source: str, dest: StorePath, manifest: str) 
         path = StorePath.from_uri(source)
     except InvalidPathError as error:
         raise InvalidCommitDataError(f"{manifest}: unparseable source {source!r}: {error}") from error
-    if not (path.is_under(ctx.layout.job_dir) or same_location(path, dest)):
+    if not (path.is_under(ctx.layout.job_dir) or same_path(path, dest)):
         raise InvalidCommitDataError(
             f"{manifest}: source {source} is outside the job's directory {ctx.layout.job_dir}"
         )

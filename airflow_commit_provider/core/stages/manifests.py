@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_stream import Readable
 from airflow_commit_provider.core.formats.manifest import FileEntry, TaskManifest
 from airflow_commit_provider.core.formats.partition_rows import read_partition_rows
 from airflow_commit_provider.core.formats.pending import PendingCommit, PendingSet
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.stages.entries import CommitEntry
 
 EntrySink = Callable[[CommitEntry], object]

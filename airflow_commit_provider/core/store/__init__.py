@@ -1,4 +1,4 @@
-"""Stores: local files and S3, opened by URL."""
+"""Stores: local files and S3, opened for a path (`s3://`, `s3a://`, `file://` or a local path)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ __all__ = [
 ]
 
 
-def open_store(location: str | StorePath, *, threads: int = 32, **s3_options: Any) -> Store:
-    """The store for `location`; `threads` sizes the S3 connection pool to the commit thread pool.
+def open_store(path: str | StorePath, *, threads: int = 32, **s3_options: Any) -> Store:
+    """The store for `path`; `threads` sizes the S3 connection pool to the commit thread pool.
 
     `s3_options` go to :class:`S3Store` (endpoint_url, credentials, region, ...).
     """
-    path = StorePath.parse(location)
+    path = StorePath.parse(path)
     if path.is_local:
         from airflow_commit_provider.core.store.local import LocalStore
 

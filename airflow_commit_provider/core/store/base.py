@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, BinaryIO
 
-from airflow_commit_provider.core.formats.iostats import IOStatistics
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.parallel import completed_future
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream

@@ -12,7 +12,7 @@ requests), once per endpoint and bucket per process, and refuses a store that fa
 work. The interactive check of every property, with the concurrent race, is the doctor
 (`airflow_commit_provider.store_doctor`, ``airflow-commit doctor``), which the driver never runs;
 it shares this module's scratch prefix and conditional-create check. A probe works under a unique
-scratch prefix inside the directory it is given (``_airflow_commit_store_check-<id>/``, hidden
+scratch prefix inside the destination it is given (``_airflow_commit_store_check-<id>/``, hidden
 from Spark's readers) and removes everything it created there, uploads included, even when a check
 fails; it never touches anything else.
 """
@@ -76,10 +76,10 @@ def chosen_conditional_create(requested: str | None, environ: Mapping[str, str] 
     return choice
 
 
-def store_label(store: Store, directory: StorePath) -> str:
+def store_label(store: Store, destination: StorePath) -> str:
     """The store as messages and the per-process cache name it: endpoint and bucket."""
     label = store.endpoint_label()
-    return f"{label}, bucket {directory.bucket}" if directory.bucket else label
+    return f"{label}, bucket {destination.bucket}" if destination.bucket else label
 
 
 # The gate for committers ----------------------------------------------------------------------
@@ -87,7 +87,7 @@ _verdicts: dict[str, PropertyCheck] = {}
 _verdicts_lock = threading.Lock()
 
 
-def require_conditional_create(store: Store, directory: StorePath, purpose: str) -> None:
+def require_conditional_create(store: Store, destination: StorePath, purpose: str) -> None:
     """Refuse `purpose` unless the store enforces create-if-absent; probe at most once per process.
 
     The answer is cached per endpoint and bucket (buckets of one endpoint can differ: policies,
@@ -98,27 +98,27 @@ def require_conditional_create(store: Store, directory: StorePath, purpose: str)
     mode = store.conditional_create
     if mode == ENFORCED:
         return
-    label = store_label(store, directory)
+    label = store_label(store, destination)
     if mode == "trusted":
         log.info("%s: conditional create trusted without a probe (conditional_create=trusted)", label)
         return
     with _verdicts_lock:
         verdict = _verdicts.get(label)
         if verdict is None:
-            verdict = _verdicts[label] = probe_conditional_create(store, directory)
+            verdict = _verdicts[label] = probe_conditional_create(store, destination)
     if not verdict.passed:
         raise UntrustedStoreError(
             f"{purpose} relies on conditional create (If-None-Match: *), but the store at {label} fails "
-            f"{verdict.name}: {verdict.reason}; run `airflow-commit doctor {directory.uri()}`, and only if "
+            f"{verdict.name}: {verdict.reason}; run `airflow-commit doctor {destination.uri()}`, and only if "
             f"you know the store enforces it set {CONDITIONAL_CREATE_ENV}=trusted (the store's "
             "conditional_create setting)"
         )
 
 
-def probe_conditional_create(store: Store, directory: StorePath) -> PropertyCheck:
+def probe_conditional_create(store: Store, destination: StorePath) -> PropertyCheck:
     """The sequential probe: create a new key, create it again (must be refused), delete it."""
-    label = store_label(store, directory)
-    with scratch_prefix(store, directory, sweep=False) as scratch:
+    label = store_label(store, destination)
+    with scratch_prefix(store, destination, sweep=False) as scratch:
         try:
             verdict = check_conditional_create(store, scratch, read_back=False)
         except StoreError as error:
@@ -147,14 +147,14 @@ class Scratch:
 
 
 @contextmanager
-def scratch_prefix(store: Store, directory: StorePath, *, sweep: bool) -> Iterator[Scratch]:
-    """A unique prefix under `directory`, emptied on the way out whatever happened.
+def scratch_prefix(store: Store, destination: StorePath, *, sweep: bool) -> Iterator[Scratch]:
+    """A unique prefix under `destination`, emptied on the way out whatever happened.
 
     With `sweep`, also every upload listed and every key found under it (an upload whose
     initiation answer was lost is still found); without, just the keys and uploads made (one
     DeleteObjects for the probe's one key).
     """
-    scratch = Scratch(directory.join(f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:16]}"))
+    scratch = Scratch(destination.join(f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:16]}"))
     try:
         yield scratch
     finally:

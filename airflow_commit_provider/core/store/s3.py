@@ -30,7 +30,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath, same_location
+from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath, same_path
 from airflow_commit_provider.core.store.base import (
     FileAlreadyExistsError,
     FileNotFoundInStoreError,
@@ -519,7 +519,7 @@ class S3Store(Store):
 
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
         """HEAD, copy, delete: three requests, with a window in which both files exist."""
-        if same_location(source, dest):
+        if same_path(source, dest):
             return
         status = self.get_status(source)
         if status is None:

@@ -46,7 +46,7 @@ with DAG(
     )
     verify = SuccessManifestSensor(
         task_id="verify",
-        path="{{ params.destination }}",
+        destination="{{ params.destination }}",
         job_id="{{ ti.xcom_pull(task_ids='write')['job_id'] }}",
         committers="magic",
         required_partitions=["dt={{ ds }}"],

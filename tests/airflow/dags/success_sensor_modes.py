@@ -13,11 +13,11 @@ for mode in ("deferrable", "reschedule"):
         dag_id=f"test_success_sensor_{mode}",
         schedule=None,
         start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-        params={"path": Param("", type="string"), "job_id": Param("", type="string")},
+        params={"destination": Param("", type="string"), "job_id": Param("", type="string")},
     ) as dag:
         SuccessManifestSensor(
             task_id="wait",
-            path="{{ params.path }}",
+            destination="{{ params.destination }}",
             job_id="{{ params.job_id }}",
             required_partitions=["dt={{ ds }}"],
             deferrable=mode == "deferrable",

@@ -25,7 +25,7 @@ with DAG(
 ):
     SuccessManifestSensor(
         task_id="wait_for_day",
-        path=TABLE + "/dt={{ params.day }}",
+        destination=TABLE + "/dt={{ params.day }}",
         committers=["partitioned"],
         required_partitions=["dt={{ params.day }}"],
         deferrable=True,

@@ -23,5 +23,5 @@ def TestOneInput(data: bytes) -> None:
         SOURCE,
     )
     if ref is not None:
-        location = ref.location(ROOT)
+        location = ref.path_under(ROOT)
         assert location.is_under(ROOT) and location.name.endswith(f"-{ref.sha256}.parquet")

@@ -48,7 +48,7 @@ def test_a_page_of_a_large_file_list_reads_its_footer_and_one_row_group(commit_e
     job_id = committed_with_a_file_list(env, FILES)
     record = load_job_record(env.store, env.dest, job_id)
     assert record.file_list is not None
-    location = record.file_list.location(env.dest)
+    location = record.file_list.path_under(env.dest)
     footer = pq.ParquetFile(io.BytesIO(env.store.read_bytes(location))).metadata
     largest_group = max(footer.row_group(i).total_byte_size for i in range(footer.num_row_groups))
 
@@ -81,7 +81,7 @@ def test_a_file_list_that_is_gone_or_damaged_leaves_the_rest_of_the_report(commi
     job_id = committed_with_a_file_list(env, 500)
     record = load_job_record(env.store, env.dest, job_id)
     assert record.file_list is not None
-    location = record.file_list.location(env.dest)
+    location = record.file_list.path_under(env.dest)
     data = env.store.read_bytes(location)
     env.store.write_bytes(location, data[:-10] + b"0123456789")
     damaged = load_commit(env.store, env.dest, job_id)

@@ -118,7 +118,7 @@ def test_an_older_records_pages_come_from_success(commit_env: CommitEnv) -> None
     """10,000 files of a job from before the file list (its record keeps totals only, its
     `_SUCCESS` lists every file inline): the report pages them out of the table's `_SUCCESS`,
     never listing the table; once a later job has rewritten `_SUCCESS`, the report says so and
-    keeps the record's totals. (A job's own file list: tests/core/test_commit_report_files.py.)"""
+    keeps the record's totals. (A job's own file list: tests/report/test_commit_report_files.py.)"""
     env = commit_env
     job = JobRun.create("partitioned", env.store, env.dest, env.options())
     job.committer.setup_job()

@@ -1,7 +1,9 @@
 """Hadoop's IOStatistics: counters, gauges, minimums, maximums, meanstatistics.
 
 One type serves every source, as in Hadoop: a store counts its requests in it, a committer its
-stages, and task manifests and `_SUCCESS` carry it as IOStatisticsSnapshot JSON.
+stages, and task manifests and `_SUCCESS` carry it as IOStatisticsSnapshot JSON. At core's root,
+below both the store and the formats: reading that JSON back (refusing what is malformed) is the
+formats' (`formats.jsonio.read_iostatistics`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
 
 
 @dataclass(frozen=True)
@@ -141,42 +141,7 @@ class IOStatistics:
                 "meanstatistics": {k: dict(v) for k, v in self.meanstatistics.items()},
             }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None, source: str) -> IOStatistics:
-        """An IOStatisticsSnapshot as Hadoop's Jackson writes it (every value a long); anything
-        else is refused naming `source`, never turned into a number by guesswork."""
-        data = data or {}
-
-        def longs(values: object, where: str) -> dict[str, int]:
-            if not isinstance(values, dict) or not all(_is_long(value) for value in values.values()):
-                raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object of integers")
-            return {str(key): value for key, value in values.items()}
-
-        def mean(name: str, value: object) -> dict[str, int]:
-            where = f"meanstatistics {name!r}"
-            if not isinstance(value, dict):
-                raise InvalidCommitDataError(f"{source}: iostatistics {where} is not an object")
-            # `mean` itself is derived from these two, and not read.
-            return longs(
-                {key: 0 if value.get(key) is None else value[key] for key in ("samples", "sum")}, where
-            )
-
-        means = data.get("meanstatistics") or {}
-        if not isinstance(means, dict):
-            raise InvalidCommitDataError(f"{source}: iostatistics meanstatistics is not an object")
-        return cls(
-            counters=longs(data.get("counters") or {}, "counters"),
-            gauges=longs(data.get("gauges") or {}, "gauges"),
-            minimums=longs(data.get("minimums") or {}, "minimums"),
-            maximums=longs(data.get("maximums") or {}, "maximums"),
-            meanstatistics={str(name): mean(str(name), value) for name, value in means.items()},
-        )
-
 
 def _measured(millis: int | None) -> int | None:
     """A minimum or maximum as Hadoop writes it: -1 for one never measured."""
     return millis if millis is not None and millis >= 0 else None
-
-
-def _is_long(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -31,7 +31,6 @@ from airflow_commit_provider.core.formats.file_list import (
     write_file_list,
     write_partition_list,
 )
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.json_prefix import FilePrefix, parse_prefix
 from airflow_commit_provider.core.formats.outcome import JobOutcome
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
@@ -48,6 +47,7 @@ from airflow_commit_provider.core.formats.success import (
     SuccessData,
     inline_partitions,
 )
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import TaskCommitResult
 from airflow_commit_provider.core.paths import StorePath

@@ -46,7 +46,7 @@ def test_the_success_check_reads_the_head_and_looks_past_the_cap_in_the_partitio
     found = past.check(counting, env.dest)
     assert found.state == "accepted", found.describe()
     assert counting.calls == {"read_range": 2}, "the head, then the partition list's tail"
-    assert success.file_list.location(env.dest) not in counting.paths_read
+    assert success.file_list.path_under(env.dest) not in counting.paths_read
 
     counting.reset()
     marker = SuccessExpectations(job_id=job.job_id, min_files=2).check(counting, env.dest.join("dt=149"))

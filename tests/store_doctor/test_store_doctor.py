@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support.ignoring_store import IfNoneMatchIgnoringProxy
+from support.ignoring_store import IfNoneMatchIgnoringProxy, ignoring_proxy_fixture  # noqa: F401
 from support.s3_gate import Request, S3Gate
 
 from airflow_commit_provider import cli
@@ -37,15 +36,6 @@ if TYPE_CHECKING:
 
 #: The committers that can run on S3; every one commits through the outcome file.
 S3_COMMITTERS = ("magic", "directory", "partitioned")
-
-
-@pytest.fixture
-def ignoring_proxy(embedded_s3: EmbeddedS3) -> Iterator[IfNoneMatchIgnoringProxy]:
-    with IfNoneMatchIgnoringProxy(
-        embedded_s3.endpoint_url, embedded_s3.access_key, embedded_s3.secret_key
-    ) as proxy:
-        yield proxy
-    assert proxy.signature_mismatches == 0, "the proxy must re-sign exactly what the client signed"
 
 
 @pytest.fixture

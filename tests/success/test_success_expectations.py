@@ -22,10 +22,10 @@ from airflow_commit_provider.core.formats.file_list import (
     find_partitions,
     write_partition_list,
 )
-from airflow_commit_provider.core.formats.iostats import IOStatistics
 from airflow_commit_provider.core.formats.partition_stats import PartitionStats
 from airflow_commit_provider.core.formats.phases import CommitPhase
 from airflow_commit_provider.core.formats.success import SENSOR_READ_BYTES, CommittedFile, SuccessData
+from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.job_records import job_record_path
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.paths import StorePath
@@ -212,7 +212,7 @@ def test_a_required_partition_past_the_inline_cap_is_found_in_the_partition_list
     assert counting.calls == {"read_range": 2}
     assert set(counting.paths_read) == {
         table.join("_SUCCESS"),
-        written.partition_list.location(table),
+        written.partition_list.path_under(table),
     }
 
     counting.reset()
@@ -220,9 +220,9 @@ def test_a_required_partition_past_the_inline_cap_is_found_in_the_partition_list
     assert found.state == "rejected"
     assert found.reasons == (
         "missing partitions: dt=01500, dt=99 (not among the 100 of 1500 listed inline, nor in its "
-        f"partition list {written.partition_list.location(table)})",
+        f"partition list {written.partition_list.path_under(table)})",
     )
-    assert written.file_list.location(table) not in counting.paths_read
+    assert written.file_list.path_under(table) not in counting.paths_read
 
 
 def test_a_lookup_in_a_long_partition_list_reads_only_the_row_groups_that_may_hold_it(
@@ -239,7 +239,7 @@ def test_a_lookup_in_a_long_partition_list_reads_only_the_row_groups_that_may_ho
     ]
     stats = ((name, PartitionStats(index, index * 1000, index * 10)) for index, name in enumerate(names))
     ref = write_partition_list(store, JobLayout(table, JOB), stats)
-    footer = pq.ParquetFile(io.BytesIO(store.read_bytes(ref.location(table)))).metadata
+    footer = pq.ParquetFile(io.BytesIO(store.read_bytes(ref.path_under(table)))).metadata
     chunks = [footer.row_group(group).column(0).total_compressed_size for group in range(3)]
     counting = CountingStore(store)
     wanted = names[ROW_GROUP_ROWS + 7]
@@ -262,7 +262,7 @@ def test_once_the_partition_list_is_pruned_the_partition_markers_vouch(store_roo
     written = listed_job(store, table, 400, 200, committer="partitioned")
     put(store, table, written)
     assert written.partition_list is not None
-    store.delete(written.partition_list.location(table))
+    store.delete(written.partition_list.path_under(table))
     for partition, job in (("dt=00150", JOB), ("dt=00151", "later-job")):
         store.write_bytes(
             table.join(partition, "_SUCCESS"),
