@@ -3,8 +3,8 @@
 The declaration is what ``get_provider_info`` gives Airflow as ``config`` (so ``airflow config
 list`` shows the section with its defaults and ``airflow config get-value`` finds its options), what
 the readers pass as the fallback when they read an option through Airflow's conf, and what the
-documentation's table is rendered from (`options_table`). No Airflow import: the provider metadata
-imports this module, and the readers hand in the conf they use (`compat.conf` on the worker and in
+documentation's table is rendered from (the ``airflow-options`` directive in docs/_ext). No Airflow
+import: the provider metadata imports this module, and the readers hand in the conf they use (`compat.conf` on the worker and in
 the api-server).
 """
 
@@ -104,19 +104,3 @@ def provider_config() -> dict[str, Any]:
             "options": {option.name: option.declaration() for option in OPTIONS},
         }
     }
-
-
-def options_table() -> str:
-    """The options as a Markdown table (the documentation's configuration reference)."""
-    rows = [
-        "| Option | Type | Default | Example | Environment variable | Description |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for option in OPTIONS:
-        description = " ".join(option.description.split()).replace("|", "\\|")
-        default = f"`{option.default}`" if option.default else "(empty)"
-        rows.append(
-            f"| `{option.name}` | {option.type} | {default} | `{option.example}` "
-            f"| `{option.environment_variable}` | {description} |"
-        )
-    return "\n".join(rows) + "\n"

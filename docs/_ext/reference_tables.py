@@ -68,7 +68,8 @@ def list_table(header: Sequence[str], rows: Iterable[Sequence[str]], widths: str
 
 
 def literal(value: object) -> str:
-    return f"``{value}``"
+    """``value`` as code; an empty value as the word "empty" (four backticks would read as a transition)."""
+    return f"``{value}``" if str(value) else "empty"
 
 
 class GeneratedDirective(SphinxDirective):

@@ -23,11 +23,9 @@ from airflow_commit_provider.airflow_config import (
     LOCAL_WORK_ROOT,
     OPTIONS,
     SECTION,
-    options_table,
 )
 from airflow_commit_provider.get_provider_info import get_provider_info
 
-REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "airflow_commit_report"
 
 
@@ -119,17 +117,6 @@ def test_the_operator_reads_its_work_root_through_airflow_conf(monkeypatch: pyte
     assert (root(), root(local_work_root="/given")) == ("/srv/tries", "/given")
     monkeypatch.setenv(LOCAL_WORK_ROOT.environment_variable, "")
     assert root() == str(default_root())
-
-
-def test_the_documented_options_are_the_declared_ones() -> None:
-    """docs/airflow-integration.md holds the table rendered from the declaration, as it is now."""
-    page = (REPO / "docs" / "airflow-integration.md").read_text()
-    assert options_table() in page, (
-        "docs/airflow-integration.md's options table is stale: paste in "
-        "airflow_commit_provider.airflow_config.options_table()"
-    )
-    for option in OPTIONS:
-        assert f"| `{option.name}` |" in options_table()
 
 
 #: Loads the plugins as the api-server, the scheduler and `airflow plugins` do, and reports what
