@@ -14,6 +14,7 @@ from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.parallel import ProgressCallback
 from airflow_commit_provider.core.store.base import Store
+from airflow_commit_provider.core.store.commit_operations import CommitOperations
 
 log = logging.getLogger("airflow_commit_provider.commit")
 
@@ -37,6 +38,13 @@ class JobContext:
     @property
     def job_id(self) -> str:
         return self.layout.job_id
+
+    @property
+    def operations(self) -> CommitOperations:
+        """The store's commit operations (initiate, parts, complete, abort, list pending): the only
+        way the stages and committers make those calls, counted in the job's statistics and run on
+        its threads."""
+        return CommitOperations(self.store, self.statistics, self.options.threads)
 
     def count_store_requests_from_here(self) -> None:
         """Start the store request count that `_SUCCESS` reports at the start of job commit.
