@@ -129,6 +129,9 @@ def fork_after_use(bucket: str) -> dict[str, Any]:
     child = context.Process(target=_forked_child, args=(bucket, answers))
     child.start()
     child.join(THREADS_END_WITHIN)
+    if child.is_alive():  # hung: ended here, so its exit status (-9) is the verdict, not a timeout
+        child.kill()
+        child.join()
     answer = answers.get(timeout=1) if child.exitcode == 0 else None
     after = round_trip(parent, bucket, "parent-after", 8)
     return {
