@@ -223,8 +223,9 @@ class CommitOperations:
         total: int | None = None,
         progress: ProgressCallback | None = None,
     ) -> BatchOutcome:
-        """Send one request per item (`named`: its path and upload ID) and settle each answer into the outcome: from one thread
-        with `threads` in flight when the store pipelines requests, else on `threads` workers.
+        """Send one request per item (`named` gives its path and upload ID) and settle each answer
+        into the outcome: from one thread with `threads` in flight when the store pipelines
+        requests, else on `threads` workers.
 
         An item's failure (any `Exception` from its request or its settling) is recorded, not
         raised; unless `keep_going` it stops new requests, those in flight still settle. Anything
