@@ -51,11 +51,12 @@ test: bootstrap
 	@VENV_PYTHON=$(PY) bash scripts/test.sh $(PYTEST_ARGS)
 
 # The inner loop: the core protocol on the local store and the embedded S3, formats, conflicts, the
-# store contract, tries and the fuzz replays; no Spark, Airflow or cluster. Chosen by measured
+# store contract, the commit operations seam (and its check that only it makes multipart calls),
+# tries and the fuzz replays; no Spark, Airflow or cluster. Chosen by measured
 # durations: 438 passed in 109 s at load 4-6 on the 2-core host (test_commit_bad_input left out:
 # one of its cases alone took 88 s).
 TEST_FAST_FILES := tests/core/test_commit_formats.py tests/core/test_commit_conflicts.py \
-	tests/core/test_store_contract.py tests/core/test_store_settings.py \
+	tests/core/test_store_contract.py tests/core/test_store_settings.py tests/core/test_commit_operations.py \
 	tests/success/test_success_expectations.py tests/tries/test_tries.py tests/tries/test_try_workdirs.py \
 	tests/core/test_entry_spool.py tests/core/test_records_index.py tests/core/test_location_contract.py \
 	tests/fuzz/test_atheris_regressions.py tests/fuzz/test_fuzz_protocol.py tests/fuzz/test_fuzz_commit_files.py

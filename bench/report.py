@@ -30,6 +30,7 @@ ORDER = (
     "partitions",
     "scale",
     "verify_files",
+    "request_paths",
 )
 
 

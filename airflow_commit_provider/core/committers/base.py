@@ -57,7 +57,7 @@ class Committer(abc.ABC):
     uses_magic_layout: ClassVar[bool] = False
     traits: ClassVar[CommitterTraits]
     decoder: ClassVar[ManifestDecoder]
-    entry_action: ClassVar[commit_files.EntryAction]
+    entry_action: ClassVar[commit_files.EntryAction | commit_files.CompleteUploads]
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor, wait
 from typing import Any, cast
 
+from airflow_commit_provider.core.commit_operations import CommitOperations
 from airflow_commit_provider.core.committers.base import Committer, TaskAttempt
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.partition_rows import record_partition_rows
@@ -22,12 +23,10 @@ from airflow_commit_provider.core.stages.errors import JobNotActiveError
 from airflow_commit_provider.core.stages.manifests import decode_pendingset
 from airflow_commit_provider.core.stages.task_commit import written_manifest
 from airflow_commit_provider.core.stages.uploads import (
-    abort_uploads,
     consolidate_upload_records,
     discard_attempt_uploads,
     record_uploads,
 )
-from airflow_commit_provider.core.store.base import Store
 from airflow_commit_provider.core.store.streams import PublishOnCloseStream
 
 
@@ -44,7 +43,7 @@ class MagicCommitter(Committer):
         jvm=JvmCommitter("s3a", records_job_id=True),
     )
     decoder = staticmethod(decode_pendingset)
-    entry_action = staticmethod(commit_files.complete_upload)
+    entry_action = commit_files.complete_uploads
 
     def task_attempt(self, task: int, attempt: int) -> MagicTaskAttempt:
         return MagicTaskAttempt(self, task, attempt)
@@ -54,8 +53,8 @@ class _PartUploads:
     """What the upload threads share with a stream, instead of the stream itself: a stream dropped
     with parts in flight can then be garbage collected, and its finalizer stops the queued parts."""
 
-    def __init__(self, store: Store, dest: StorePath, upload_id: str) -> None:
-        self.store = store
+    def __init__(self, operations: CommitOperations, dest: StorePath, upload_id: str) -> None:
+        self.operations = operations
         self.dest = dest
         self.upload_id = upload_id
         self.stopped = False
@@ -67,7 +66,7 @@ class _PartUploads:
         if self.stopped or self.failure is not None:
             raise CancelledError(f"part {number} of {self.dest}: not sent, the file is not published")
         try:
-            return self.store.upload_part(self.dest, self.upload_id, number, chunk)
+            return self.operations.send_part(self.dest, self.upload_id, number, chunk)
         except BaseException as error:
             self.failure = self.failure or error
             raise
@@ -92,10 +91,10 @@ class MagicOutputStream(PublishOnCloseStream):
     def __init__(self, attempt: MagicTaskAttempt, dest: StorePath):
         super().__init__(str(dest))
         self._attempt = attempt
-        self._store: Store = attempt.store
+        operations = attempt.context.operations
         self.dest = dest
         try:
-            self.upload_id = self._store.create_multipart_upload(dest)
+            self.upload_id = operations.initiate(dest)
         except BaseException:
             self.abandon()
             raise
@@ -103,12 +102,12 @@ class MagicOutputStream(PublishOnCloseStream):
             self.record = record_uploads(attempt.context, attempt.task_attempt_id, [(dest, self.upload_id)])
         except BaseException:
             # unrecorded, the upload could never be found again to abort it
-            abort_uploads(attempt.context, [(dest, self.upload_id)])
+            operations.abort_uploads([(dest, self.upload_id)]).checked()
             self.abandon()
             raise
         self._part_size = attempt.context.options.part_size
         self._limit = attempt.context.options.parts_in_flight
-        self._uploads = _PartUploads(self._store, dest, self.upload_id)
+        self._uploads = _PartUploads(operations, dest, self.upload_id)
         self._in_flight: deque[Future[str]] = deque()
         self._buffer = bytearray()
         self._etags: list[str] = []
@@ -208,7 +207,7 @@ class MagicOutputStream(PublishOnCloseStream):
     def _discard(self) -> None:
         self._buffer.clear()
         self.stop_parts()
-        abort_uploads(self._attempt.context, [(self.dest, self.upload_id)])
+        self._attempt.context.operations.abort_uploads([(self.dest, self.upload_id)]).checked()
 
     def stop_parts(self) -> None:
         """Cancel the queued parts and wait for those being sent (their errors no longer matter)."""

@@ -31,7 +31,6 @@ from airflow_commit_provider.core.stages.uploads import (
     batched,
     discard_attempt_uploads,
     record_uploads,
-    upload_pending,
 )
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.core.store.streams import LocalFileStream, PublishOnCloseStream
@@ -49,7 +48,7 @@ class StagingCommitter(Committer):
         jvm=JvmCommitter("s3a", records_job_id=True, aliases=("staging",)),
     )
     decoder = staticmethod(decode_pendingset)
-    entry_action = staticmethod(commit_files.complete_upload)
+    entry_action = commit_files.complete_uploads
 
     def setup_job(self) -> None:
         super().setup_job()
@@ -148,7 +147,7 @@ class StagingTaskAttempt(TaskAttempt):
     def commit_task(
         self, rows: int | None = None, partition_rows: Mapping[str, int] | None = None
     ) -> TaskCommitResult:
-        store, ctx = self.store, self.context
+        ctx = self.context
         # Before any upload: an attempt of a job that is over would send its data in vain and
         # record its uploads in the ended job's tree.
         self._require_active_job()
@@ -161,7 +160,7 @@ class StagingTaskAttempt(TaskAttempt):
                 for batch in batched(self._local_files(), UPLOADS_PER_RECORD):
                     for _local, relative in batch:
                         dest = self.destination_of(relative)
-                        unrecorded.append((dest, store.create_multipart_upload(dest)))
+                        unrecorded.append((dest, ctx.operations.initiate(dest)))
                     record_uploads(ctx, self.task_attempt_id, unrecorded)
                     started, unrecorded = unrecorded, []
                     for commit in self._upload(batch, started):
@@ -198,12 +197,14 @@ class StagingTaskAttempt(TaskAttempt):
     ) -> list[PendingCommit]:
         """Send each local file of `files` as the parts of its upload in `uploads`, left pending,
         on the job's threads; their commits in the same order."""
-        store, part_size = self.store, self.context.options.part_size
+        operations, part_size = self.context.operations, self.context.options.part_size
         commits: list[PendingCommit] = [None] * len(files)  # type: ignore[list-item]
 
         def upload(index: int) -> None:
             dest, upload_id = uploads[index]
-            commits[index] = upload_pending(store, dest, upload_id, _chunks(files[index][0], part_size))
+            commits[index] = operations.upload_to_pending(
+                dest, upload_id, _chunks(files[index][0], part_size)
+            )
 
         run_parallel(range(len(files)), upload, self.context.options.threads)
         return commits

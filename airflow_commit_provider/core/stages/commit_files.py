@@ -7,18 +7,15 @@ counts as recovered rather than failing, so committing the same job again finish
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Protocol
 
-from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
+from airflow_commit_provider.core.commit_operations import UploadGoneError, UploadToComplete
+from airflow_commit_provider.core.parallel import ProgressCallback, run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.entries import CommitEntry, EntrySpool
 from airflow_commit_provider.core.stages.errors import CommitError
-from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, NoSuchUploadError
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError
 
 
 class EntryAction(Protocol):
@@ -28,34 +25,30 @@ class EntryAction(Protocol):
     def __call__(self, ctx: JobContext, entry: CommitEntry, /) -> None: ...
 
 
-@dataclass(frozen=True)
-class PipelinedAction:
-    """An entry action in two halves, so a store that overlaps requests needs no thread per entry:
-    `start` sends the request, `finish` reads its outcome (and recovers, as the action would)."""
+class CompleteUploads:
+    """Makes every entry visible by completing its pending upload: one batch through the store's
+    commit operations (`ctx.operations`), which overlap the requests as the store allows and
+    count an upload an earlier commit already completed as recovered."""
 
-    start: Callable[[JobContext, CommitEntry], Future[object]]
-    finish: Callable[[JobContext, CommitEntry, Future[object]], None]
+    def commit_all(self, ctx: JobContext, spool: EntrySpool, report: ProgressCallback) -> int:
+        outcome = ctx.operations.complete_uploads(
+            (_to_complete(entry) for entry in spool), total=spool.count, progress=report
+        )
+        ctx.statistics.increment("committer_files_committed", outcome.completed + outcome.recovered)
+        ctx.statistics.increment("committer_bytes_committed", outcome.completed_bytes)
+        try:
+            outcome.checked()
+        except UploadGoneError as error:
+            raise CommitError(f"job {ctx.job_id}: {error}") from error
+        return outcome.completed + outcome.recovered
 
-    def __call__(self, ctx: JobContext, entry: CommitEntry) -> None:
-        self.finish(ctx, entry, self.start(ctx, entry))
+
+complete_uploads = CompleteUploads()
 
 
-def _start_completion(ctx: JobContext, entry: CommitEntry) -> Future[object]:
+def _to_complete(entry: CommitEntry) -> UploadToComplete:
     assert entry.upload_id is not None
-    request = ctx.store.start_complete_multipart_upload(
-        StorePath.from_uri(entry.dest), entry.upload_id, list(entry.etags)
-    )
-    return ctx.statistics.timed_future("committer_materialize_file", request)
-
-
-def _finish_completion(ctx: JobContext, entry: CommitEntry, completion: Future[object]) -> None:
-    try:
-        completion.result()
-    except NoSuchUploadError:
-        _recover(ctx, entry, StorePath.from_uri(entry.dest), f"upload {entry.upload_id}")
-
-
-complete_upload = PipelinedAction(_start_completion, _finish_completion)
+    return UploadToComplete(StorePath.from_uri(entry.dest), entry.upload_id, entry.etags, entry.size)
 
 
 def rename_entry(ctx: JobContext, entry: CommitEntry) -> None:
@@ -78,24 +71,18 @@ def _recover(ctx: JobContext, entry: CommitEntry, dest: StorePath, what: str) ->
     ctx.statistics.increment("commit_file_recovered")
 
 
-def commit_entries(ctx: JobContext, spool: EntrySpool, action: EntryAction) -> int:
-    def commit(entry: CommitEntry) -> None:
-        action(ctx, entry)
-        ctx.statistics.increment("committer_files_committed")
-        ctx.statistics.increment("committer_bytes_committed", entry.size)
-
+def commit_entries(ctx: JobContext, spool: EntrySpool, action: EntryAction | CompleteUploads) -> int:
     def report(done: int, total: int) -> None:
         log.info("job %s: committed %d/%d files", ctx.job_id, done, total)
         if ctx.progress:
             ctx.progress(done, total)
 
-    if isinstance(action, PipelinedAction) and ctx.store.pipelines_requests:
+    if isinstance(action, CompleteUploads):
+        return action.commit_all(ctx, spool, report)
 
-        def finish(entry: CommitEntry, request: Future[object]) -> None:
-            action.finish(ctx, entry, request)
-            ctx.statistics.increment("committer_files_committed")
-            ctx.statistics.increment("committer_bytes_committed", entry.size)
+    def commit(entry: CommitEntry) -> None:
+        action(ctx, entry)
+        ctx.statistics.increment("committer_files_committed")
+        ctx.statistics.increment("committer_bytes_committed", entry.size)
 
-        start = functools.partial(action.start, ctx)
-        return run_pipelined(spool, start, finish, ctx.options.threads, total=spool.count, progress=report)
     return run_parallel(spool, commit, ctx.options.threads, total=spool.count, progress=report)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from airflow_commit_provider.core.commit_operations import CommitOperations
 from airflow_commit_provider.core.formats.jsonio import now_millis
 from airflow_commit_provider.core.formats.phases import CommitPhase, request_counts
 from airflow_commit_provider.core.iostats import IOStatistics
@@ -37,6 +38,13 @@ class JobContext:
     @property
     def job_id(self) -> str:
         return self.layout.job_id
+
+    @property
+    def operations(self) -> CommitOperations:
+        """The store's commit operations (initiate, parts, complete, abort, list pending): the only
+        way the stages and committers make those calls, counted in the job's statistics and run on
+        its threads."""
+        return CommitOperations(self.store, self.statistics, self.options.threads)
 
     def count_store_requests_from_here(self) -> None:
         """Start the store request count that `_SUCCESS` reports at the start of job commit.

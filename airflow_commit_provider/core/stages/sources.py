@@ -70,7 +70,7 @@ def _check_uploads(ctx: JobContext, spool: EntrySpool) -> None:
     with spooled(
         (
             (key_order(upload.path.relative_to(root)), upload.upload_id)
-            for upload in ctx.store.list_multipart_uploads(root)
+            for upload in ctx.operations.list_pending(root)
         ),
         prefix="commit-uploads-",
     ) as pending:

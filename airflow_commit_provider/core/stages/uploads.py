@@ -1,4 +1,7 @@
-"""Multipart uploads that stay pending until job commit, and the records that find them again.
+"""The records of multipart uploads that stay pending until job commit, and which of them to abort.
+
+The requests themselves go through the store's commit operations (`ctx.operations`,
+`core.commit_operations`); this module decides what they act on.
 
 Every upload an attempt starts is recorded under the job directory before data is sent, so
 abort and cleanup can cancel exactly this job's uploads, including those of crashed
@@ -7,18 +10,16 @@ attempts, without listing (and endangering) anyone else's under the destination.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import uuid
 from collections.abc import Collection, Iterable, Iterator
-from concurrent.futures import Future
 from typing import TypeVar
 
+from airflow_commit_provider.core.commit_operations import CommitOperations
 from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
-from airflow_commit_provider.core.formats.pending import PendingCommit, is_pending_file, read_pending_commits
+from airflow_commit_provider.core.formats.pending import is_pending_file, read_pending_commits
 from airflow_commit_provider.core.layout import JobLayout, validate_job_id
-from airflow_commit_provider.core.parallel import run_parallel, run_pipelined
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.sorted_spool import (
     SortedSpool,
@@ -30,7 +31,7 @@ from airflow_commit_provider.core.sorted_spool import (
 )
 from airflow_commit_provider.core.stages.context import JobContext, log
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
-from airflow_commit_provider.core.store.base import NoSuchUploadError, Store, StoreError
+from airflow_commit_provider.core.store.base import Store, StoreError
 
 T = TypeVar("T")
 
@@ -137,8 +138,9 @@ def abort_hadoop_magic_uploads(store: Store, destination: str | StorePath, job_i
 
     Only uploads the store still lists as pending are aborted and counted: S3 (and SeaweedFS)
     answer an abort of an upload already completed or aborted with success too, so counting the
-    answers would report uploads that were never there. Must run before the job's ``__magic_job-``
-    directory is deleted: its ``.pending``/``.pendingset`` files are the only list of them.
+    answers would report uploads that were never there. Every one is tried; one that fails is left
+    (and not counted). Must run before the job's ``__magic_job-`` directory is deleted: its
+    ``.pending``/``.pendingset`` files are the only list of them.
     """
     if not store.capabilities.multipart_upload:
         return 0
@@ -146,31 +148,9 @@ def abort_hadoop_magic_uploads(store: Store, destination: str | StorePath, job_i
     listed = hadoop_pending_uploads(store, JobLayout(root, validate_job_id(job_id), magic=True).job_dir)
     if not listed:
         return 0
-    pending = {(upload.path, upload.upload_id) for upload in store.list_multipart_uploads(root)}
-    aborted = 0
-    for path, upload_id in sorted(listed & pending):
-        with contextlib.suppress(StoreError):
-            store.abort_multipart_upload(path, upload_id)
-            aborted += 1
-    return aborted
-
-
-def abort_uploads(ctx: JobContext, uploads: Iterable[tuple[StorePath, str]]) -> int:
-    """Abort uploads in parallel; ones already gone (completed or aborted) are fine."""
-
-    def finish(_upload: tuple[StorePath, str], request: Future[None]) -> None:
-        try:
-            request.result()
-            ctx.statistics.increment("committer_uploads_aborted")
-        except NoSuchUploadError:
-            ctx.statistics.increment("committer_uploads_already_gone")
-
-    def start(upload: tuple[StorePath, str]) -> Future[None]:
-        return ctx.store.start_abort_multipart_upload(*upload)
-
-    if ctx.store.pipelines_requests:
-        return run_pipelined(uploads, start, finish, ctx.options.threads)
-    return run_parallel(uploads, lambda upload: finish(upload, start(upload)), ctx.options.threads)
+    operations = CommitOperations(store)
+    pending = {(upload.path, upload.upload_id) for upload in operations.list_pending(root)}
+    return operations.abort_uploads(sorted(listed & pending), keep_going=True).aborted
 
 
 def discard_attempt_uploads(
@@ -191,11 +171,13 @@ def discard_attempt_uploads(
             record = ((path.uri(), upload),)
             found.add(record, record_size(record))
         found.sort(lambda first, _again: first)
-        aborted = abort_uploads(ctx, ((StorePath.from_uri(uri), upload) for ((uri, upload),) in found))
+        aborted = ctx.operations.abort_uploads(
+            (StorePath.from_uri(uri), upload) for ((uri, upload),) in found
+        ).checked()
     finally:
         found.close()
     ctx.store.delete_tree(ctx.layout.upload_records_dir(task_attempt_id))
-    return aborted
+    return aborted.settled
 
 
 def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, job_committed: bool) -> int:
@@ -210,7 +192,7 @@ def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, 
     merged with that listing, both sorted through spools, so nothing is held per upload.
     """
     root = ctx.layout.destination
-    listing = ctx.store.list_multipart_uploads(root) if job_committed and committed_attempts else iter(())
+    listing = ctx.operations.list_pending(root) if job_committed and committed_attempts else iter(())
     first = next(listing, None)
 
     def doomed() -> Iterator[tuple[StorePath, str]]:
@@ -244,26 +226,7 @@ def abort_uncommitted_uploads(ctx: JobContext, committed_attempts: set[str], *, 
         finally:
             committed.close()
 
-    aborted = abort_uploads(ctx, doomed())
+    aborted = ctx.operations.abort_uploads(doomed()).checked().settled
     if aborted:
         log.info("job %s: aborted %d uploads it did not commit", ctx.job_id, aborted)
     return aborted
-
-
-def upload_pending(store: Store, dest: StorePath, upload_id: str, chunks: Iterable[bytes]) -> PendingCommit:
-    """Upload `chunks` as consecutive parts of an existing upload, leaving it pending."""
-    etags = []
-    length = 0
-    for number, chunk in enumerate(chunks, start=1):
-        etags.append(store.upload_part(dest, upload_id, number, chunk))
-        length += len(chunk)
-    if not etags:
-        etags.append(store.upload_part(dest, upload_id, 1, b""))
-    return PendingCommit(
-        uri=dest.uri(),
-        bucket=dest.bucket,
-        destination_key=dest.key,
-        upload_id=upload_id,
-        etags=tuple(etags),
-        length=length,
-    )

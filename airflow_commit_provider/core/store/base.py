@@ -94,8 +94,9 @@ class Store(abc.ABC):
 
     @property
     def pipelines_requests(self) -> bool:
-        """Whether `start_*` calls overlap their requests without a thread each; the commit and abort
-        stages then keep many in flight from one thread (`parallel.run_pipelined`)."""
+        """Whether `start_*` calls overlap their requests without a thread each; the commit operations'
+        batches (`commit_operations.CommitOperations`) then keep many in flight from one thread
+        (`parallel.run_pipelined`)."""
         return False
 
     # Objects -------------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class Store(abc.ABC):
         """
 
     # Multipart uploads ---------------------------------------------------------------------
+    # The stages and committers make these calls only through `commit_operations.CommitOperations`.
     def create_multipart_upload(self, path: StorePath) -> str:
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
 

@@ -88,7 +88,8 @@ class S3Store(Store):
 
     The hot calls (complete, abort, part, put) go by `request_path` (see
     :mod:`airflow_commit_provider.core.store.s3_requests`): through AWS's CRT when it is installed,
-    else through the boto3 client. A client passed in is always used as it is.
+    else through the boto3 client. A client passed in is always used as it is. Job commit, task
+    commit and abort send them through `commit_operations.CommitOperations`, whichever path it is.
     """
 
     capabilities = StoreCapabilities(
