@@ -39,6 +39,7 @@ from airflow_commit_provider.core.store.base import (
 from airflow_commit_provider.core.store.lifecycle import (
     UploadAbortRule,
     lifecycle_hours,
+    outlived_by,
     rules_for_destination,
     upload_abort_rules,
 )
@@ -69,6 +70,8 @@ class PropertyCheck:
     passed: bool
     reason: str
     """One line, never a credential."""
+    warning: bool = False
+    """Passed, but with something a person should know (a property that could not be checked)."""
 
 
 def chosen_conditional_create(requested: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -178,7 +181,7 @@ def require_uploads_outlive_job(
             shortest.describe(),
             lifecycle_hours(shortest.shortest_life),
         )
-    elif max_job_duration > shortest.shortest_life.total_seconds():
+    elif outlived_by(rules, max_job_duration):
         raise UploadsOutlivedError(
             f"{purpose} cannot write to {destination.uri()}: {shortest.describe()}, and the job may run "
             f"{lifecycle_hours(max_job_duration)} (its timeout); shorten the job's timeout or lengthen "

@@ -45,6 +45,7 @@ __all__ = [
     "UploadAbortRule",
     "earliest_abort",
     "lifecycle_hours",
+    "outlived_by",
     "rules_for_destination",
     "upload_abort_rules",
 ]
@@ -112,6 +113,12 @@ def upload_abort_rules(rules: Iterable[Mapping[str, Any]]) -> list[UploadAbortRu
 def rules_for_destination(rules: Iterable[UploadAbortRule], destination: StorePath) -> list[UploadAbortRule]:
     """The rules that can abort uploads of files under `destination`, shortest first."""
     return sorted((rule for rule in rules if rule.reaches(destination)), key=lambda r: (r.days, r.rule_id))
+
+
+def outlived_by(rules: Iterable[UploadAbortRule], max_job_duration: float) -> list[UploadAbortRule]:
+    """The rules that could abort an upload before a job of `max_job_duration` seconds ends: those
+    whose `shortest_life` is shorter (the one comparison the doctor and job setup both make)."""
+    return [rule for rule in rules if max_job_duration > rule.shortest_life.total_seconds()]
 
 
 def earliest_abort(initiated: datetime, days: int) -> datetime:
