@@ -1,4 +1,5 @@
-"""Which jobs are past their commit point but not yet committed: what cleanup must never touch.
+"""Which jobs cleanup must never touch: those past their commit point but not yet committed, and
+those still live.
 
 A job whose outcome says *commit* but which has no record yet (COMMITTING, see
 `stages.job_state`) is committed: whoever comes next (a resumed driver, an abort, an Airflow
@@ -10,21 +11,41 @@ and leave such jobs alone, reporting them instead, however old they are.
 
 Cost: one listing of `<destination>/_airflow_commit/` per destination asked about, plus one
 read of the outcome (and a status or two) for each job found with an outcome and no record.
+
+A live job (`live_jobs`) is one that is set up and not decided (ACTIVE: its job marker, no
+outcome) and set up less than its longest duration ago: the `maxJobSeconds` its marker records
+(the task's ``execution_timeout``, `CommitOptions.max_job_duration`), else the cleanup's
+`max_job_duration` (default `DEFAULT_MAX_JOB_DURATION`, 7 days). Its uploads are spared however
+old: a job that runs longer than the cleanup's age threshold still needs them at job commit. Past
+that fence the job is taken as abandoned (its driver gone without aborting): if it ever came back,
+job commit would find its uploads gone before its commit point and fail, leaving nothing visible.
+Cost: two one-level listings per destination (its ``_temporary/`` and its ``__magic_job-*``
+folders), then a read of the marker and a status of the outcome for each job found there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from airflow_commit_provider.cleanup.spool import batches
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
+from airflow_commit_provider.core.formats.jsonio import load_json, read_json_bytes
 from airflow_commit_provider.core.job_control import JobState, inspect_job
-from airflow_commit_provider.core.layout import RECORDS_DIR, parse_record_name
+from airflow_commit_provider.core.layout import (
+    MAGIC_PREFIX,
+    RECORDS_DIR,
+    TEMPORARY_DIR,
+    JobLayout,
+    is_job_id,
+    parse_record_name,
+)
 from airflow_commit_provider.core.parallel import parallel_map
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import Store, StoreError
+from airflow_commit_provider.core.stages.job_state import MAX_JOB_SECONDS
+from airflow_commit_provider.core.store.base import FileNotFoundInStoreError, Store, StoreError
 
-__all__ = ["committing_jobs", "undecided_jobs"]
+__all__ = ["committing_jobs", "live_jobs", "undecided_jobs"]
 
 #: Destinations whose records are listed at once.
 _BATCH = 256
@@ -73,5 +94,57 @@ def committing_jobs(
                 candidates, parallel_map(candidates, is_committing, threads), strict=True
             )
             if committing
+        )
+    return found
+
+
+def live_jobs(
+    store: Store,
+    destinations: Iterable[StorePath],
+    now: datetime,
+    max_job_duration: timedelta,
+    threads: int = 8,
+) -> set[tuple[StorePath, str]]:
+    """(destination, job ID) of every live job in the given (distinct) destinations: set up, not
+    decided, and set up less than its longest duration before `now` (see the module doc).
+
+    A job whose marker or outcome cannot be read counts as live: when in doubt, cleanup keeps.
+    """
+    clock = now.timestamp()
+
+    def set_up_here(destination: StorePath) -> list[tuple[StorePath, str, bool]]:
+        """(destination, job ID, magic layout) of every job folder directly under `destination`."""
+        staged = [job for job in store.list_child_dirs(destination.join(TEMPORARY_DIR)) if is_job_id(job)]
+        magic = [
+            name.removeprefix(MAGIC_PREFIX)
+            for name in store.list_child_dirs(destination)
+            if name.startswith(MAGIC_PREFIX) and is_job_id(name.removeprefix(MAGIC_PREFIX))
+        ]
+        return [(destination, job, False) for job in staged] + [(destination, job, True) for job in magic]
+
+    def is_live(candidate: tuple[StorePath, str, bool]) -> bool:
+        destination, job, magic = candidate
+        layout = JobLayout(destination, job, magic)
+        try:
+            marker = load_json(read_json_bytes(store, layout.job_marker), str(layout.job_marker))
+            if store.get_status(layout.outcome) is not None:
+                return False
+            created = float(marker["created"]) / 1000
+            longest = float(marker.get(MAX_JOB_SECONDS) or max_job_duration.total_seconds())
+        except FileNotFoundInStoreError:
+            return False  # no marker: never set up by us, or cleaned up since
+        except (InvalidCommitDataError, StoreError, KeyError, TypeError, ValueError, AttributeError):
+            return True
+        return clock - created < longest
+
+    found: set[tuple[StorePath, str]] = set()
+    for places in batches(destinations, _BATCH):
+        candidates = [job for jobs in parallel_map(places, set_up_here, threads) for job in jobs]
+        found.update(
+            (destination, job)
+            for (destination, job, _magic), live in zip(
+                candidates, parallel_map(candidates, is_live, threads), strict=True
+            )
+            if live
         )
     return found

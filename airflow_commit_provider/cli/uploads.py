@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.cleanup import (
+    DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     Progress,
     UploadInfo,
@@ -17,7 +18,7 @@ from airflow_commit_provider.cleanup import (
     format_size,
     list_pending_uploads,
 )
-from airflow_commit_provider.cli.arguments import Parents
+from airflow_commit_provider.cli.arguments import Parents, duration
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
@@ -25,6 +26,15 @@ from airflow_commit_provider.core.store import Store
 
 def add_commands(groups: Any, parents: Parents) -> None:
     scoped = parents.scoped(DEFAULT_OLDER_THAN)
+    scoped.add_argument(
+        "--max-job-duration",
+        type=duration,
+        default=DEFAULT_MAX_JOB_DURATION,
+        metavar="DURATION",
+        help="an undecided job set up less than this long ago is live and its uploads are kept, however "
+        "old, unless the job recorded its own timeout or --job-id names it "
+        f"(default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
+    )
     commands = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
         dest="command", required=True
     )
@@ -59,7 +69,9 @@ def _find(args: argparse.Namespace, store: Store, progress: Progress) -> UploadL
     """Sizes cost a request per upload: a listing measures them, an abort only for a dry run or
     with --sizes."""
     sizes = args.command == "list" or args.sizes or args.dry_run
-    return list_pending_uploads(store, progress=progress, sizes=sizes, **selection(args))
+    return list_pending_uploads(
+        store, progress=progress, sizes=sizes, max_job_duration=args.max_job_duration, **selection(args)
+    )
 
 
 def _question(args: argparse.Namespace, listing: UploadListing) -> str:

@@ -58,6 +58,7 @@ def test_templated_scope_is_checked_after_rendering() -> None:
         "aws_conn_id",
         "region_name",
         "verify",
+        "max_job_duration",
     }
     op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
     with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
