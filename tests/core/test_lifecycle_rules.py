@@ -1,0 +1,265 @@
+"""Bucket lifecycle rules that abort incomplete uploads: which reach a destination, how soon they
+act, the doctor naming them, and job setup refusing a job that could outlive one before it uploads.
+
+The rules are real lifecycle configurations on the embedded SeaweedFS, which serves
+PutBucketLifecycleConfiguration and GetBucketLifecycleConfiguration (and stores filters AWS itself
+refuses beside AbortIncompleteMultipartUpload: tags, object sizes). It grants the lifecycle read to
+every identity that may read the bucket, so a missing s3:GetLifecycleConfiguration is the one
+recorded answer here: AWS's AccessDenied for that call alone, given to a real client by a botocore
+``before-call`` handler; every other request still reaches the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from airflow_commit_provider import cli
+from airflow_commit_provider.core.committers import CommitOptions, create_committer
+from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.base import LifecycleNotReadableError, Store
+from airflow_commit_provider.core.store.check import UploadsOutlivedError
+from airflow_commit_provider.core.store.lifecycle import (
+    earliest_abort,
+    rules_for_destination,
+    upload_abort_rules,
+)
+from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.store_doctor import LIFECYCLE, check_store
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+
+UPLOAD_COMMITTERS = ("magic", "directory", "partitioned")
+HOUR = 3600.0
+
+
+def abort_rule(rule_id: str, days: int, where: dict[str, Any] | None, **rest: Any) -> dict[str, Any]:
+    rule = {
+        "ID": rule_id,
+        "Status": "Enabled",
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": days},
+    }
+    return {**rule, **({"Filter": where} if where is not None else {}), **rest}
+
+
+def put_rules(embedded_s3: EmbeddedS3, bucket: str, *rules: dict[str, Any]) -> None:
+    embedded_s3.client().put_bucket_lifecycle_configuration(
+        Bucket=bucket, LifecycleConfiguration={"Rules": list(rules)}
+    )
+
+
+def everything_under(store: Store, directory: StorePath) -> list[str]:
+    """Every key and every pending upload under `directory`: what a job has left in the store."""
+    keys = [status.path.key for status in store.list_files(directory)]
+    return keys + [f"upload {upload.path.key}" for upload in store.list_multipart_uploads(directory)]
+
+
+# How soon a rule acts ----------------------------------------------------------------------------
+def test_earliest_abort_rounds_up_to_midnight_utc_as_aws_documents() -> None:
+    # AWS's example: created 1/15/2014 10:30 UTC, 3 days: acted on from 1/19/2014 00:00 UTC.
+    example = earliest_abort(datetime(2014, 1, 15, 10, 30, tzinfo=timezone.utc), 3)
+    assert example == datetime(2014, 1, 19, tzinfo=timezone.utc)
+    midnight = datetime(2014, 1, 15, tzinfo=timezone.utc)
+    assert earliest_abort(midnight, 1) == midnight + timedelta(days=1)  # the shortest life: days x 24 h
+    # Any time of day: at least days x 24 h, less than a day more; an offset-aware time is read as UTC.
+    for minutes in range(0, 24 * 60, 15):
+        started = midnight + timedelta(minutes=minutes, seconds=59)
+        life = earliest_abort(started.astimezone(timezone(timedelta(hours=-7))), 2) - started
+        assert timedelta(days=2) <= life < timedelta(days=3), started
+
+
+# Which rules reach a destination -----------------------------------------------------------------
+@pytest.mark.s3
+def test_the_rules_that_reach_a_destination(
+    embedded_s3: EmbeddedS3, s3_bucket: str, s3_store: S3Store
+) -> None:
+    destination = StorePath("s3", s3_bucket, "warehouse/events")
+    assert s3_store.lifecycle_rules(destination) == []  # NoSuchLifecycleConfiguration: no rules
+    put_rules(
+        embedded_s3,
+        s3_bucket,
+        abort_rule("covers", 2, {"Prefix": "warehouse/"}),
+        abort_rule("legacy-prefix", 3, None, Prefix="warehouse/ev"),
+        abort_rule("inside", 4, {"Prefix": "warehouse/events/day=2"}),
+        abort_rule("sized", 5, {"And": {"Prefix": "warehouse/", "ObjectSizeGreaterThan": 1024}}),
+        abort_rule("whole-bucket", 9, {}),
+        abort_rule("sibling-table", 1, {"Prefix": "warehouse/events1"}),
+        abort_rule("other-folder", 1, {"Prefix": "logs/"}),
+        abort_rule("tagged", 1, {"Tag": {"Key": "tier", "Value": "scratch"}}),
+        abort_rule(
+            "prefix-and-tags", 1, {"And": {"Prefix": "warehouse/", "Tags": [{"Key": "a", "Value": "b"}]}}
+        ),
+        {**abort_rule("disabled", 1, {}), "Status": "Disabled"},
+        {"ID": "expires-objects", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}},
+    )
+    rules = rules_for_destination(upload_abort_rules(s3_store.lifecycle_rules(destination)), destination)
+    assert [(rule.rule_id, rule.days) for rule in rules] == [
+        ("covers", 2),
+        ("legacy-prefix", 3),
+        ("inside", 4),
+        ("sized", 5),
+        ("whole-bucket", 9),
+    ]
+    assert [rule.rule_id for rule in rules if rule.sized] == ["sized"]
+    sibling = StorePath("s3", s3_bucket, "warehouse/events1")
+    assert "sibling-table" in {
+        r.rule_id
+        for r in rules_for_destination(upload_abort_rules(s3_store.lifecycle_rules(sibling)), sibling)
+    }
+
+
+def test_a_rule_without_whole_days_is_refused_naming_it() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"^lifecycle rule 'odd': .*DaysAfterInitiation must be a positive whole number, got 0$",
+    ):
+        upload_abort_rules([abort_rule("odd", 0, {})])
+
+
+# Job setup ---------------------------------------------------------------------------------------
+@pytest.mark.s3
+@pytest.mark.parametrize("committer", UPLOAD_COMMITTERS)
+def test_setup_refuses_a_job_that_would_outlive_a_rule_before_any_upload(
+    embedded_s3: EmbeddedS3, s3_bucket: str, s3_store: S3Store, committer: str
+) -> None:
+    put_rules(embedded_s3, s3_bucket, abort_rule("abort-after-1d", 1, {"Prefix": "warehouse/"}))
+    destination = StorePath("s3", s3_bucket, "warehouse/events")
+    long_job = create_committer(
+        committer, s3_store, destination, str(uuid.uuid4()), CommitOptions(max_job_duration=30 * HOUR)
+    )
+    with pytest.raises(UploadsOutlivedError) as refused:
+        long_job.setup_job()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert (
+        f"the {committer} committer cannot write to {destination.uri()}: lifecycle rule 'abort-after-1d'"
+        in message
+    )
+    assert "aborts incomplete uploads 1 day after initiation (at least 24 h)" in message
+    assert "the job may run 30 h (its timeout)" in message
+    assert everything_under(s3_store, destination) == []  # refused before it wrote or uploaded anything
+
+    job_id = str(uuid.uuid4())
+    job = create_committer(
+        committer, s3_store, destination, job_id, CommitOptions(max_job_duration=20 * HOUR)
+    )
+    job.setup_job()
+    assert json.loads(s3_store.read_bytes(job.layout.job_marker))["maxJobSeconds"] == 20 * HOUR  # for cleanup
+    attempt = job.task_attempt(0, 0)
+    with attempt.create_file(f"part-00000-{job_id}.csv") as stream:
+        stream.write(b"a,b\n")
+    job.commit_job([attempt.commit_task(rows=1)])
+    assert s3_store.read_bytes(destination.join(f"part-00000-{job_id}.csv")) == b"a,b\n"
+
+
+@pytest.mark.s3
+def test_a_job_of_unknown_length_is_warned_not_refused(
+    embedded_s3: EmbeddedS3, s3_bucket: str, s3_store: S3Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    put_rules(embedded_s3, s3_bucket, abort_rule("abort-after-1d", 1, {}))
+    destination = StorePath("s3", s3_bucket, "t")
+    before = s3_store.statistics.snapshot()
+    with caplog.at_level(logging.WARNING, logger="airflow_commit_provider.core.store.check"):
+        create_committer("magic", s3_store, destination, "unbounded").setup_job()
+    assert s3_store.statistics.counters_since(before).counters["op_get_lifecycle"] == 1  # once per job
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "lifecycle rule 'abort-after-1d' (the whole bucket)" in warning
+    assert "the job's longest duration is unknown" in warning and "must end within 24 h" in warning
+
+
+# Without permission to read the rules ------------------------------------------------------------
+@pytest.fixture
+def denied_store(embedded_s3: EmbeddedS3) -> Iterator[S3Store]:
+    """A store whose real client gets AWS's AccessDenied answer to GetBucketLifecycleConfiguration
+    alone (recorded, from a role without s3:GetLifecycleConfiguration); all else is real."""
+    client = embedded_s3.client()
+    calls: list[str] = []
+
+    def access_denied(**kwargs: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        calls.append(kwargs["model"].name)
+        body = {"Code": "AccessDenied", "Message": "Access Denied"}
+        return AWSResponse("", 403, {}, None), {"Error": body, "ResponseMetadata": {"HTTPStatusCode": 403}}
+
+    client.meta.events.register("before-call.s3.GetBucketLifecycleConfiguration", access_denied)
+    store = S3Store(client=client)
+    yield store
+    assert calls, "the lifecycle read reached the recorded answer"
+    client.close()
+
+
+@pytest.mark.s3
+def test_without_permission_the_check_says_so_once_and_goes_on(
+    denied_store: S3Store, embedded_s3: EmbeddedS3, s3_bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    destination = StorePath("s3", s3_bucket, "warehouse/events")
+    with pytest.raises(
+        LifecycleNotReadableError, match=r"AccessDenied \(s3:GetLifecycleConfiguration is not granted\)"
+    ):
+        denied_store.lifecycle_rules(destination)
+    with caplog.at_level(logging.WARNING, logger="airflow_commit_provider.core.store.check"):
+        for job_id in ("first", "second"):
+            create_committer(
+                "magic", denied_store, destination, job_id, CommitOptions(max_job_duration=30 * HOUR)
+            ).setup_job()
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert f"cannot read the lifecycle rules of bucket {s3_bucket}" in warning
+    assert "not checked whether its lifecycle rules abort uploads of the magic committer" in warning
+
+    report = check_store(denied_store, destination, writers=2, rounds=1, max_job_duration=30 * HOUR)
+    [lifecycle] = [check for check in report.checks if check.name == LIFECYCLE]
+    assert (lifecycle.passed, lifecycle.warning) == (True, True)
+    assert lifecycle.reason.startswith("not checked: cannot read the lifecycle rules")
+
+
+# The doctor --------------------------------------------------------------------------------------
+@pytest.mark.s3
+def test_doctor_flags_a_rule_shorter_than_the_longest_job(
+    embedded_s3: EmbeddedS3,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in embedded_s3.env().items():
+        monkeypatch.setenv(name, value)
+    put_rules(
+        embedded_s3,
+        s3_bucket,
+        abort_rule("abort-after-1d", 1, {"Prefix": "warehouse/"}),
+        abort_rule("abort-after-7d", 7, {}),
+        abort_rule("other-table", 1, {"Prefix": "warehouse/events1"}),
+    )
+
+    def doctor(*argv: str) -> tuple[int, dict[str, Any]]:
+        code = cli.main(
+            [
+                "doctor",
+                f"s3://{s3_bucket}/warehouse/events",
+                "--writers",
+                "2",
+                "--rounds",
+                "1",
+                "--json",
+                *argv,
+            ]
+        )
+        report = json.loads(capsys.readouterr().out)
+        return code, next(check for check in report["checks"] if check["property"] == LIFECYCLE) | {
+            "rules": [(rule["id"], rule["days_after_initiation"]) for rule in report["lifecycle_rules"]]
+        }
+
+    code, check = doctor("--max-job-duration", "30h")
+    assert (code, check["ok"], check["rules"]) == (1, False, [("abort-after-1d", 1), ("abort-after-7d", 7)])
+    assert "a job of 30 h (the longest) outlives 'abort-after-1d':" in check["reason"]
+    code, check = doctor("--max-job-duration", "2h")
+    assert (code, check["ok"], check["warning"]) == (0, True, False)
+    code, check = doctor()
+    assert (code, check["ok"], check["warning"]) == (0, True, True)
+    assert "the longest job is unknown" in check["reason"] and "a job must end within 24 h" in check["reason"]
