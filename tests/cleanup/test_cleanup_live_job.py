@@ -6,15 +6,18 @@ most dangerous moment, after listing and before acting, and waits until it has w
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from cleanup_support import run
 
 from airflow_commit_provider.cleanup import abort_pending_uploads, clean_stale_temp_trees
 from airflow_commit_provider.core.committers.magic import MagicCommitter, MagicTaskAttempt
+from airflow_commit_provider.core.options import CommitOptions
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.s3 import S3Store
 
@@ -99,3 +102,55 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
     assert success.file_count == len(live_attempts) == 5
     for key in live_keys:
         assert s3_store.get_status(StorePath("s3", s3_bucket, key)) is not None
+
+
+def test_a_live_jobs_uploads_outlive_a_threshold_shorter_than_the_job(
+    s3_store: S3Store, s3_bucket: str, s3_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that runs longer than the cleanup's age threshold keeps its uploads while it is live:
+    set up, undecided, and younger than its own timeout (recorded at setup), else the cleanup's
+    max_job_duration. The threshold is made small (0s), never the job old."""
+    table = StorePath("s3", s3_bucket, "warehouse/long")
+    long_id, orphan_id = str(uuid.uuid4()), str(uuid.uuid4())
+    long = MagicCommitter(s3_store, table, long_id, CommitOptions(max_job_duration=3 * 3600))
+    long.setup_job()
+    attempt = long.task_attempt(0, 0)
+    long_keys = {
+        _write(attempt, f"day=1/part-00000-{long_id}-c000.json"),
+        _write(attempt, "day=2/unnamed.json"),  # its job only through the job's upload records
+    }
+    orphan = MagicCommitter(s3_store, table, orphan_id)  # set up with no timeout, then its driver died
+    orphan.setup_job()
+    orphan_keys = {_write(orphan.task_attempt(0, 0), f"day=1/part-00000-{orphan_id}-c000.json")}
+
+    # Every upload is older than 0s; both jobs are live (the orphan within the default 7 days).
+    report = abort_pending_uploads(s3_store, table, older_than="0s")
+    assert (report.aborted, report.listing.live, report.listing.too_recent) == (0, 3, 0)
+    code, out, _ = run(
+        capsys,
+        "uploads",
+        "abort",
+        table.uri(),
+        "--older-than",
+        "0s",
+        "--yes",
+        "--json",
+        "--endpoint-url",
+        s3_env,
+    )
+    assert (code, json.loads(out)["aborted"], json.loads(out)["live"]) == (0, 0, 3)
+
+    # Two hours on: the long job is within its own 3 h; the orphan, which recorded none, is past a
+    # 1 h fence and taken as dead: only its upload goes.
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    report = abort_pending_uploads(
+        s3_store, table, older_than="1h", now=later, max_job_duration="1h", keep_outcomes=True
+    )
+    assert {o.upload.path.key for o in report.outcomes} == orphan_keys
+    assert (report.aborted, report.listing.live) == (1, 2)
+
+    # The long job never lost an upload: it commits every file it wrote.
+    long.commit_job([attempt.commit_task()])
+    for key in long_keys:
+        assert s3_store.get_status(StorePath("s3", s3_bucket, key)) is not None
+    assert [u.path.key for u in s3_store.list_multipart_uploads(table)] == []
