@@ -16,6 +16,7 @@ import json
 import re
 import textwrap
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -264,6 +265,28 @@ def test_the_driver_takes_the_operators_plan_without_validating_it_again(
     # Without the operator's digest (a user's own confs), the write is validated as given.
     plan_write(None, conf={k: v for k, v in conf.items() if k != cfg.CONF_PLAN_DIGEST}, environ={})
     assert len(calls) == 3
+
+
+def test_the_tasks_execution_timeout_reaches_the_drivers_commit_options() -> None:
+    """``execution_timeout`` is the longest the try's job may run: the driver's job setup compares it
+    with the bucket's lifecycle rules (`CommitOptions.max_job_duration`). Without one, a user's conf
+    or ``write_committed``'s option may say it; a value that is no duration is refused naming it."""
+    from airflow_commit_provider.spark.write_plan import plan_write
+
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://lake/events"}
+    timed = CommittedSparkSubmitOperator(**values, committer="magic", execution_timeout=timedelta(hours=30))
+    conf = timed.job_conf("job-1", 1)
+    assert conf[cfg.CONF_MAX_JOB_DURATION] == "108000"
+    assert plan_write(None, conf=conf, environ={}).commit_options.max_job_duration == 30 * 3600
+    untimed = CommittedSparkSubmitOperator(**values, committer="magic").job_conf("job-1", 1)
+    assert cfg.CONF_MAX_JOB_DURATION not in untimed
+    assert plan_write(None, conf=untimed, environ={}).commit_options.max_job_duration is None
+    by_option = plan_write(None, conf=untimed, options={"max_job_duration": timedelta(hours=2)}, environ={})
+    assert by_option.commit_options.max_job_duration == 7200
+    with pytest.raises(
+        ValueError, match=rf"^{cfg.CONF_MAX_JOB_DURATION} must be a positive number of seconds"
+    ):
+        plan_write(None, conf={**untimed, cfg.CONF_MAX_JOB_DURATION: "soon"}, environ={})
 
 
 @pytest.mark.parametrize(
