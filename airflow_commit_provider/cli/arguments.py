@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NoReturn
 
-from airflow_commit_provider.cleanup import format_duration, parse_duration, parse_scope
+from airflow_commit_provider.cleanup import (
+    DEFAULT_MAX_JOB_DURATION,
+    format_duration,
+    parse_duration,
+    parse_scope,
+)
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import Store, open_store
 
@@ -99,6 +104,19 @@ class Parents:
         scoped.add_argument("--job-id", help="only what belongs to this job")
         add_allow_bucket_root(scoped)
         return scoped
+
+
+def add_live_job_fence(parser: argparse.ArgumentParser) -> None:
+    """`--max-job-duration` of a cleanup that spares a live job (`uploads`), however old what it needs."""
+    parser.add_argument(
+        "--max-job-duration",
+        type=duration,
+        default=DEFAULT_MAX_JOB_DURATION,
+        metavar="DURATION",
+        help="an undecided job set up less than this long ago is live and what it needs is kept, however "
+        "old, unless the job recorded its own timeout or --job-id names it "
+        f"(default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
+    )
 
 
 def add_scope(parser: argparse.ArgumentParser, metavar: str, help: str) -> None:

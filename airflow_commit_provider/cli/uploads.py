@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_commit_provider.cleanup import (
-    DEFAULT_MAX_JOB_DURATION,
     DEFAULT_OLDER_THAN,
     Progress,
     UploadInfo,
@@ -18,7 +17,7 @@ from airflow_commit_provider.cleanup import (
     format_size,
     list_pending_uploads,
 )
-from airflow_commit_provider.cli.arguments import Parents, duration
+from airflow_commit_provider.cli.arguments import Parents, add_live_job_fence
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
@@ -26,15 +25,7 @@ from airflow_commit_provider.core.store import Store
 
 def add_commands(groups: Any, parents: Parents) -> None:
     scoped = parents.scoped(DEFAULT_OLDER_THAN)
-    scoped.add_argument(
-        "--max-job-duration",
-        type=duration,
-        default=DEFAULT_MAX_JOB_DURATION,
-        metavar="DURATION",
-        help="an undecided job set up less than this long ago is live and its uploads are kept, however "
-        "old, unless the job recorded its own timeout or --job-id names it "
-        f"(default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
-    )
+    add_live_job_fence(scoped)
     commands = groups.add_parser("uploads", help="pending multipart uploads").add_subparsers(
         dest="command", required=True
     )
