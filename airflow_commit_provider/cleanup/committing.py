@@ -108,7 +108,9 @@ def live_jobs(
     """(destination, job ID) of every live job in the given (distinct) destinations: set up, not
     decided, and set up less than its longest duration before `now` (see the module doc).
 
-    A job whose marker or outcome cannot be read counts as live: when in doubt, cleanup keeps.
+    A marker that is not ours to read (not our JSON) dates the job by when it was written, so it
+    shields the job only until the fence; a job the store cannot answer about counts as live: when
+    in doubt, cleanup keeps.
     """
     clock = now.timestamp()
 
@@ -126,16 +128,16 @@ def live_jobs(
         destination, job, magic = candidate
         layout = JobLayout(destination, job, magic)
         try:
-            marker = load_json(read_json_bytes(store, layout.job_marker), str(layout.job_marker))
             if store.get_status(layout.outcome) is not None:
-                return False
-            created = float(marker["created"]) / 1000
-            longest = float(marker.get(MAX_JOB_SECONDS) or max_job_duration.total_seconds())
+                return False  # decided: committed, committing (kept for that reason) or aborted
+            data = read_json_bytes(store, layout.job_marker)
+        except InvalidCommitDataError:
+            data = b""  # too large to be ours: dated by when it was written
         except FileNotFoundInStoreError:
             return False  # no marker: never set up by us, or cleaned up since
-        except (InvalidCommitDataError, StoreError, KeyError, TypeError, ValueError, AttributeError):
-            return True
-        return clock - created < longest
+        except StoreError:
+            return True  # cannot tell: when in doubt, keep
+        return clock - _set_up_at(store, layout, data) < _longest(data, max_job_duration)
 
     found: set[tuple[StorePath, str]] = set()
     for places in batches(destinations, _BATCH):
@@ -148,3 +150,22 @@ def live_jobs(
             if live
         )
     return found
+
+
+def _set_up_at(store: Store, layout: JobLayout, data: bytes) -> float:
+    """When the job was set up (epoch seconds): its marker's ``created``, else (a marker that is not
+    ours to read) when the marker was written, so no unreadable marker shields a job for ever."""
+    try:
+        return float(load_json(data, str(layout.job_marker))["created"]) / 1000
+    except (InvalidCommitDataError, KeyError, TypeError, ValueError):
+        status = store.get_status(layout.job_marker)
+        return status.modified if status is not None else 0.0
+
+
+def _longest(data: bytes, fallback: timedelta) -> float:
+    """The job's own longest duration from its marker (`MAX_JOB_SECONDS`), else `fallback`."""
+    try:
+        seconds = load_json(data, "job marker").get(MAX_JOB_SECONDS)
+        return float(seconds) if seconds else fallback.total_seconds()
+    except (InvalidCommitDataError, AttributeError, TypeError, ValueError):
+        return fallback.total_seconds()

@@ -154,3 +154,20 @@ def test_a_live_jobs_uploads_outlive_a_threshold_shorter_than_the_job(
     for key in long_keys:
         assert s3_store.get_status(StorePath("s3", s3_bucket, key)) is not None
     assert [u.path.key for u in s3_store.list_multipart_uploads(table)] == []
+
+
+def test_a_marker_that_is_not_ours_dates_the_job_by_when_it_was_written(
+    s3_store: S3Store, s3_bucket: str
+) -> None:
+    """A job folder whose job.json is not our JSON is still a job: live until the fence, counted from
+    when its marker was written, and no longer; it never shields its uploads for ever."""
+    table = StorePath("s3", s3_bucket, "warehouse/odd")
+    s3_store.write_bytes(table.join("_temporary", "odd-job", "job.json"), b"not json")
+    upload = table.join("day=1", "part-00000-odd-job-c000.json")
+    s3_store.upload_part(upload, upload_id := s3_store.create_multipart_upload(upload), 1, b"x")
+    kept = abort_pending_uploads(s3_store, table, older_than="0s")
+    assert (kept.aborted, kept.listing.live) == (0, 1)
+    later = datetime.now(timezone.utc) + timedelta(days=8)  # past the default 7-day fence
+    gone = abort_pending_uploads(s3_store, table, older_than="0s", now=later)
+    assert (gone.aborted, gone.listing.live) == (1, 0)
+    assert upload_id not in {u.upload_id for u in s3_store.list_multipart_uploads(table)}
