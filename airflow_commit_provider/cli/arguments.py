@@ -107,7 +107,8 @@ class Parents:
 
 
 def add_live_job_fence(parser: argparse.ArgumentParser) -> None:
-    """`--max-job-duration` of a cleanup that spares a live job (`uploads`), however old what it needs."""
+    """`--max-job-duration` of the cleanups that spare a live job (`uploads`, `temp`), however old
+    what it needs."""
     parser.add_argument(
         "--max-job-duration",
         type=duration,

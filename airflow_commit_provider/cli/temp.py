@@ -16,7 +16,7 @@ from airflow_commit_provider.cleanup import (
     format_duration,
     format_size,
 )
-from airflow_commit_provider.cli.arguments import Parents, Parser
+from airflow_commit_provider.cli.arguments import Parents, Parser, add_live_job_fence
 from airflow_commit_provider.cli.cleanup import Cleanup, selection
 from airflow_commit_provider.cli.output import Table
 from airflow_commit_provider.core.store import Store
@@ -24,6 +24,7 @@ from airflow_commit_provider.core.store import Store
 
 def add_commands(groups: Any, parents: Parents) -> None:
     scoped = parents.scoped(DEFAULT_OLDER_THAN)
+    add_live_job_fence(scoped)
     nested = Parser(add_help=False)
     nested.add_argument("--nested", action="store_true", help="also search below subdirectories")
     commands = groups.add_parser("temp", help="temporary trees of failed jobs").add_subparsers(
@@ -38,7 +39,13 @@ def add_commands(groups: Any, parents: Parents) -> None:
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> TempTreeListing:
-    return find_temp_trees(store, nested=args.nested, progress=progress, **selection(args))
+    return find_temp_trees(
+        store,
+        nested=args.nested,
+        progress=progress,
+        max_job_duration=args.max_job_duration,
+        **selection(args),
+    )
 
 
 def _row(tree: TempTree) -> str:

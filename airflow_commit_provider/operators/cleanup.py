@@ -200,21 +200,37 @@ class CleanupTemporaryOperator(_CleanupOperator):
 
     A tree is stale when its newest write is older than `older_than`; trees with recent writes,
     or written to while the cleanup runs, belong to live jobs and are left alone, and so are the
-    trees of jobs past their commit point (rolling them forward needs them), however old. Nothing outside
-    those trees is touched. Works on `s3://` and `file://`. Returns counts, bytes, sample trees.
+    trees of jobs past their commit point (rolling them forward needs them), however old, and
+    (unless `job_id` names it) of a live job: set up, undecided, and set up less than its own
+    timeout or else `max_job_duration` ago. Nothing outside those trees is touched. Works on
+    `s3://` and `file://`. Returns counts, bytes, sample trees.
 
     :param scope: the table root (templated); the bucket root needs `allow_bucket_root`.
     :param nested: also look for trees below the scope's subdirectories (lists everything).
+    :param max_job_duration: how long an undecided job that recorded no timeout stays live after its
+        setup (templated; default 7 days).
     """
 
+    template_fields: Sequence[str] = (*_CleanupOperator.template_fields, "max_job_duration")
     ui_color = "#e6dcf4"
 
-    def __init__(self, *, nested: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        nested: bool = False,
+        max_job_duration: str | float | timedelta = DEFAULT_MAX_JOB_DURATION,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.nested = nested
+        self.max_job_duration = max_job_duration
+        if not is_template(max_job_duration):
+            as_timedelta(max_job_duration, "max_job_duration")  # refused at DAG parse time
 
     def _clean(self, store: Store, path: StorePath, **options: Any) -> TempCleanReport:
-        return clean_stale_temp_trees(store, path, nested=self.nested, **options)
+        return clean_stale_temp_trees(
+            store, path, nested=self.nested, max_job_duration=self.max_job_duration, **options
+        )
 
 
 class PruneCommitRecordsOperator(_CleanupOperator):

@@ -56,9 +56,16 @@ def test_a_committing_job_keeps_its_uploads_and_tree(store_root: tuple[Store, St
     assert [u.path.relative_to(dest) for u in store.list_multipart_uploads(dest)] == ["dt=9/part-job-c.csv"]
 
     trees = {tree.job_id: tree for tree in find_temp_trees(store, dest, older_than="1d", now=later).trees}
+    assert (trees["job-dead"].stale, trees["job-dead"].live) == (False, True)  # within 7 days: live
+    past_fence = find_temp_trees(store, dest, older_than="1d", now=later, max_job_duration="2d")
+    trees = {tree.job_id: tree for tree in past_fence.trees}
     assert (trees["job-c"].stale, trees["job-c"].committing) == (False, True)
-    assert (trees["job-dead"].stale, trees["job-dead"].committing) == (True, False)
-    report = clean_stale_temp_trees(store, dest, older_than="1d", now=later).to_json()
+    assert (trees["job-dead"].stale, trees["job-dead"].committing, trees["job-dead"].live) == (
+        True,
+        False,
+        False,
+    )
+    report = clean_stale_temp_trees(store, dest, older_than="1d", now=later, max_job_duration="2d").to_json()
     assert (report["deleted"], report["kept_committing"]) == (1, 1)
     assert not any("job-dead" in key for key in keys_under(store, dest)), "the dead job is gone"
 

@@ -87,11 +87,18 @@ def test_live_job_survives_concurrent_cleanups(s3_store: S3Store, s3_bucket: str
     assert (report.aborted, report.listing.other_jobs) == (2, 3)  # the live job had three when listed
     assert not dead_keys & {u.path.key for u in s3_store.list_multipart_uploads(table)}
 
-    # 3. A clock far ahead makes every tree look stale; the live job writes after the listing,
-    #    so its tree is recognised as active at delete time. The dead job's tree goes.
+    # 3. A clock far ahead, past a 1-day fence for jobs that recorded no timeout, makes every tree
+    #    look stale; the live job writes after the listing, so its tree is recognised as active at
+    #    delete time. The dead job's tree goes.
     later = datetime.now(timezone.utc) + timedelta(days=3)
     trees = clean_stale_temp_trees(
-        s3_store, table, older_than="1d", now=later, progress=progress, keep_outcomes=True
+        s3_store,
+        table,
+        older_than="1d",
+        now=later,
+        max_job_duration="1d",
+        progress=progress,
+        keep_outcomes=True,
     )
     assert {o.tree.job_id: o.status for o in trees.outcomes} == {dead_id: "deleted", live_id: "active"}
     assert progress.steps == 4

@@ -113,7 +113,7 @@ def test_every_listing_says_what_it_found_and_hands_out_what_its_cleanup_acts_on
         )
         assert trees.describe() == (
             f"3 temporary trees under {SCOPE}; 1 stale (no writes for 1h): 3.0 KiB in 3 files; "
-            "1 kept for jobs past their commit point"
+            "1 kept for jobs past their commit point, 0 for live jobs"
         )
         assert records.describe() == (
             f"2 jobs with records in {SCOPE.join('_airflow_commit')}; 1 may go (1.5 KiB); kept: 1 younger "
