@@ -15,6 +15,10 @@ it shares this module's scratch prefix and conditional-create check. A probe wor
 scratch prefix inside the directory it is given (``_airflow_commit_store_check-<id>/``, hidden
 from Spark's readers) and removes everything it created there, uploads included, even when a check
 fails; it never touches anything else.
+
+`require_uploads_outlive_job` (job setup of the upload committers) reads the bucket's lifecycle
+rules once per job and refuses a job that could outlive one of them (`lifecycle` says which rules
+apply and how soon); the doctor reports the same rules (docs/lifecycle-rules.md).
 """
 
 from __future__ import annotations
