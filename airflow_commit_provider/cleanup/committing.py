@@ -19,8 +19,8 @@ outcome) and set up less than its longest duration ago: the `maxJobSeconds` its 
 old: a job that runs longer than the cleanup's age threshold still needs them at job commit. Past
 that fence the job is taken as abandoned (its driver gone without aborting): if it ever came back,
 job commit would find its uploads gone before its commit point and fail, leaving nothing visible.
-Cost: two one-level listings per destination (its ``_temporary/`` and its ``__magic_job-*``
-folders), then a read of the marker and a status of the outcome for each job found there.
+Cost: a one-level listing per destination (and one of its ``_temporary/`` where there is one),
+then a status of the outcome and a read of the marker for each job found there.
 """
 
 from __future__ import annotations
@@ -115,14 +115,18 @@ def live_jobs(
     clock = now.timestamp()
 
     def set_up_here(destination: StorePath) -> list[tuple[StorePath, str, bool]]:
-        """(destination, job ID, magic layout) of every job folder directly under `destination`."""
-        staged = [job for job in store.list_child_dirs(destination.join(TEMPORARY_DIR)) if is_job_id(job)]
+        """(destination, job ID, magic layout) of every job folder directly under `destination`:
+        one listing of it, and one of its ``_temporary/`` when it has one."""
+        names = store.list_child_dirs(destination)
         magic = [
             name.removeprefix(MAGIC_PREFIX)
-            for name in store.list_child_dirs(destination)
+            for name in names
             if name.startswith(MAGIC_PREFIX) and is_job_id(name.removeprefix(MAGIC_PREFIX))
         ]
-        return [(destination, job, False) for job in staged] + [(destination, job, True) for job in magic]
+        staged = store.list_child_dirs(destination.join(TEMPORARY_DIR)) if TEMPORARY_DIR in names else []
+        return [(destination, job, False) for job in staged if is_job_id(job)] + [
+            (destination, job, True) for job in magic
+        ]
 
     def is_live(candidate: tuple[StorePath, str, bool]) -> bool:
         destination, job, magic = candidate
