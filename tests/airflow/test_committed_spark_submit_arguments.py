@@ -314,3 +314,35 @@ def test_a_conf_changed_after_the_operator_planned_is_refused_in_one_line(change
     assert "\n" not in str(refused.value)
     with pytest.raises(ValueError, match=re.escape(cfg.CONF_PLAN_DIGEST)):
         plan_write("s3://lake/elsewhere", conf=conf, environ={})  # whatever the write
+
+
+def test_a_hadoop_try_is_refused_before_spark_submit_when_a_lifecycle_rule_is_shorter(
+    aws_default: Any, spark_default: None, s3_bucket: str
+) -> None:
+    """engine="hadoop": Hadoop's S3A committers read none of our confs, so the try itself compares
+    the bucket's lifecycle rules with its ``execution_timeout`` and never starts spark-submit."""
+    from airflow_commit_provider.core.store.check import UploadsOutlivedError
+
+    aws_default.client().put_bucket_lifecycle_configuration(
+        Bucket=s3_bucket,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "abort-after-1d",
+                    "Status": "Enabled",
+                    "Filter": {},
+                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+                }
+            ]
+        },
+    )
+    values = {"task_id": "write", "application": "job.py", "destination": f"s3a://{s3_bucket}/events"}
+    op = CommittedSparkSubmitOperator(
+        **values, committer="magic", engine="hadoop", execution_timeout=timedelta(hours=30)
+    )
+    with pytest.raises(
+        UploadsOutlivedError, match=r"rule 'abort-after-1d' .* the job may run 30 h \(its timeout\)"
+    ):
+        op.execute(context={})
+    assert op._try is not None and op._try.spark_submits == [] and op._try.job_id is None
+    assert "Contents" not in aws_default.client().list_objects_v2(Bucket=s3_bucket)
