@@ -181,45 +181,59 @@ def test_a_job_of_unknown_length_is_warned_not_refused(
     assert "the job's longest duration is unknown" in warning and "must end within 24 h" in warning
 
 
-# Without permission to read the rules ------------------------------------------------------------
-@pytest.fixture
-def denied_store(embedded_s3: EmbeddedS3) -> Iterator[S3Store]:
-    """A store whose real client gets AWS's AccessDenied answer to GetBucketLifecycleConfiguration
-    alone (recorded, from a role without s3:GetLifecycleConfiguration); all else is real."""
+# Without permission to read the rules, or a store that does not serve them ----------------------
+#: Recorded answers to GetBucketLifecycleConfiguration: AWS's to a role without
+#: s3:GetLifecycleConfiguration, and an S3-compatible store's without lifecycle support.
+UNREADABLE = {
+    "AccessDenied": (403, r"AccessDenied \(s3:GetLifecycleConfiguration is not granted\)"),
+    "NotImplemented": (501, r"NotImplemented \(the store does not serve GetBucketLifecycleConfiguration\)"),
+}
+
+
+@pytest.fixture(params=sorted(UNREADABLE))
+def denied_store(embedded_s3: EmbeddedS3, request: pytest.FixtureRequest) -> Iterator[tuple[S3Store, str]]:
+    """A store whose real client gets a recorded refusal to GetBucketLifecycleConfiguration alone
+    (`UNREADABLE`); all else is real. With the message the refusal must give."""
+    code = request.param
+    status, message = UNREADABLE[code]
     client = embedded_s3.client()
     calls: list[str] = []
 
-    def access_denied(**kwargs: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    def refused(**kwargs: Any) -> tuple[AWSResponse, dict[str, Any]]:
         calls.append(kwargs["model"].name)
-        body = {"Code": "AccessDenied", "Message": "Access Denied"}
-        return AWSResponse("", 403, {}, None), {"Error": body, "ResponseMetadata": {"HTTPStatusCode": 403}}
+        body = {"Code": code, "Message": "refused"}
+        return AWSResponse("", status, {}, None), {
+            "Error": body,
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
 
-    client.meta.events.register("before-call.s3.GetBucketLifecycleConfiguration", access_denied)
-    store = S3Store(client=client)
-    yield store
+    client.meta.events.register("before-call.s3.GetBucketLifecycleConfiguration", refused)
+    yield S3Store(client=client), message
     assert calls, "the lifecycle read reached the recorded answer"
     client.close()
 
 
 @pytest.mark.s3
 def test_without_permission_the_check_says_so_once_and_goes_on(
-    denied_store: S3Store, embedded_s3: EmbeddedS3, s3_bucket: str, caplog: pytest.LogCaptureFixture
+    denied_store: tuple[S3Store, str],
+    embedded_s3: EmbeddedS3,
+    s3_bucket: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    store, message = denied_store
     destination = StorePath("s3", s3_bucket, "warehouse/events")
-    with pytest.raises(
-        LifecycleNotReadableError, match=r"AccessDenied \(s3:GetLifecycleConfiguration is not granted\)"
-    ):
-        denied_store.lifecycle_rules(destination)
+    with pytest.raises(LifecycleNotReadableError, match=message):
+        store.lifecycle_rules(destination)
     with caplog.at_level(logging.WARNING, logger="airflow_commit_provider.core.store.check"):
         for job_id in ("first", "second"):
             create_committer(
-                "magic", denied_store, destination, job_id, CommitOptions(max_job_duration=30 * HOUR)
+                "magic", store, destination, job_id, CommitOptions(max_job_duration=30 * HOUR)
             ).setup_job()
     [warning] = [r.getMessage() for r in caplog.records]
     assert f"cannot read the lifecycle rules of bucket {s3_bucket}" in warning
     assert "not checked whether its lifecycle rules abort uploads of the magic committer" in warning
 
-    report = check_store(denied_store, destination, writers=2, rounds=1, max_job_duration=30 * HOUR)
+    report = check_store(store, destination, writers=2, rounds=1, max_job_duration=30 * HOUR)
     [lifecycle] = [check for check in report.checks if check.name == LIFECYCLE]
     assert (lifecycle.passed, lifecycle.warning) == (True, True)
     assert lifecycle.reason.startswith("not checked: cannot read the lifecycle rules")

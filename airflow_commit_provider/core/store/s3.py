@@ -76,6 +76,8 @@ CRT_FOLLOWS = frozenset({"retries", "max_pool_connections"})
 log = logging.getLogger(__name__)
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+#: How S3-compatible stores without lifecycle configuration answer GetBucketLifecycleConfiguration.
+_NOT_SERVED = {"NotImplemented", "MethodNotAllowed", "501"}
 
 
 class S3Store(Store):
@@ -642,6 +644,11 @@ class S3Store(Store):
                 raise LifecycleNotReadableError(
                     f"cannot read the lifecycle rules of bucket {bucket} at {self.endpoint_label()}: "
                     "AccessDenied (s3:GetLifecycleConfiguration is not granted)"
+                ) from error
+            if code in _NOT_SERVED:
+                raise LifecycleNotReadableError(
+                    f"cannot read the lifecycle rules of bucket {bucket} at {self.endpoint_label()}: "
+                    f"{code} (the store does not serve GetBucketLifecycleConfiguration)"
                 ) from error
             raise
         return list(answer.get("Rules") or ())
