@@ -1,6 +1,12 @@
 """The store doctor (``airflow-commit doctor``): every property the committers rely on, probed under
 a scratch prefix of a destination, for a person choosing or debugging a store.
 
+The doctor also reads the bucket's lifecycle configuration (`LIFECYCLE`) and names every rule
+that would abort a job's incomplete uploads (`core.store.lifecycle` says which apply and how
+soon); it fails when one is shorter than `max_job_duration`, the longest job that writes there,
+and warns when that is not given. Job setup makes the same comparison with the job's own
+timeout (`core.store.check.require_uploads_outlive_job`).
+
 Run by the CLI, never by a job: job setup runs only the cheap sequential probe of conditional
 create (`core.store.check.require_conditional_create`, three requests, once per endpoint and bucket
 per process). The concurrent race stays here: a store that ignores ``If-None-Match: *`` fails the
@@ -16,10 +22,16 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from airflow_commit_provider.core.options import S3_MIN_PART_SIZE
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.core.store.base import FileAlreadyExistsError, Store, StoreError
+from airflow_commit_provider.core.store.base import (
+    FileAlreadyExistsError,
+    LifecycleNotReadableError,
+    Store,
+    StoreError,
+)
 from airflow_commit_provider.core.store.check import (
     CONDITIONAL_CREATE,
     ENFORCED,
@@ -31,6 +43,14 @@ from airflow_commit_provider.core.store.check import (
     scratch_prefix,
     store_label,
 )
+from airflow_commit_provider.core.store.lifecycle import (
+    UploadAbortRule,
+    earliest_abort,
+    lifecycle_hours,
+    outlived_by,
+    rules_for_destination,
+    upload_abort_rules,
+)
 
 __all__ = ["COMMIT_PROPERTIES", "PROPERTIES", "StoreReport", "check_store"]
 
@@ -39,7 +59,16 @@ CONCURRENT_CREATE = "concurrent-create"
 MULTIPART = "multipart"
 PART_SIZE = "part-size"
 LIST_AFTER_WRITE = "list-after-write"
-PROPERTIES = (ENDPOINT, CONDITIONAL_CREATE, CONCURRENT_CREATE, MULTIPART, PART_SIZE, LIST_AFTER_WRITE)
+LIFECYCLE = "lifecycle"
+PROPERTIES = (
+    ENDPOINT,
+    CONDITIONAL_CREATE,
+    CONCURRENT_CREATE,
+    MULTIPART,
+    PART_SIZE,
+    LIST_AFTER_WRITE,
+    LIFECYCLE,
+)
 #: The properties a committer refuses a store over.
 COMMIT_PROPERTIES = (CONDITIONAL_CREATE, CONCURRENT_CREATE)
 
@@ -53,14 +82,31 @@ class StoreReport:
     requests: int
     """Store requests the checks and their clean-up made."""
     note: str | None = None
+    lifecycle_rules: tuple[UploadAbortRule, ...] = ()
+    """The bucket's lifecycle rules that abort incomplete uploads under the destination, shortest first."""
 
     @property
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
 
 
-def check_store(store: Store, destination: StorePath, *, writers: int = 8, rounds: int = 3) -> StoreReport:
-    """Check every property in `PROPERTIES` under a scratch prefix of `destination`; see the module doc."""
+def check_store(
+    store: Store,
+    destination: StorePath,
+    *,
+    writers: int = 8,
+    rounds: int = 3,
+    max_job_duration: float | None = None,
+    now: datetime | None = None,
+) -> StoreReport:
+    """Check every property in `PROPERTIES` under a scratch prefix of `destination`; see the module doc.
+
+    `max_job_duration`: the longest job that writes to `destination`, in seconds (None: unknown),
+    against the bucket's lifecycle rules; `now` is when a job started now would begin (the default:
+    the clock), for the earliest abort the report shows.
+    """
+    if max_job_duration is not None and not max_job_duration > 0:
+        raise ValueError(f"max_job_duration must be positive, got {max_job_duration!r}")
     if writers < 2 or rounds < 1:
         raise ValueError(f"need at least 2 racing writers and 1 round, got {writers} and {rounds}")
     mark = store.statistics.snapshot()
@@ -82,6 +128,17 @@ def check_store(store: Store, destination: StorePath, *, writers: int = 8, round
                 checks.append(step())
             except StoreError as error:
                 checks.append(PropertyCheck(name, False, one_line(str(error))))
+    rules: tuple[UploadAbortRule, ...] = ()
+    if checks[0].passed:
+        try:
+            lifecycle, rules = _lifecycle(
+                store, destination, max_job_duration, now or datetime.now(timezone.utc)
+            )
+        except StoreError as error:
+            lifecycle = PropertyCheck(LIFECYCLE, False, one_line(str(error)))
+    else:
+        lifecycle = PropertyCheck(LIFECYCLE, False, "not checked: the endpoint is not usable")
+    checks.append(lifecycle)
     requests = sum(
         value
         for name, value in store.statistics.counters_since(mark).counters.items()
@@ -93,7 +150,7 @@ def check_store(store: Store, destination: StorePath, *, writers: int = 8, round
             "local filesystem: create-if-absent is link(2), which the kernel refuses on an existing name "
             "(as O_EXCL); it holds wherever O_EXCL does (not on some network filesystems)"
         )
-    return StoreReport(store_label(store, destination), scratch.root, tuple(checks), requests, note)
+    return StoreReport(store_label(store, destination), scratch.root, tuple(checks), requests, note, rules)
 
 
 def _endpoint(store: Store, scratch: Scratch) -> PropertyCheck:
@@ -224,6 +281,58 @@ def _list_after_write(store: Store, scratch: Scratch) -> PropertyCheck:
     if "new-key" in _names(store, directory):
         return PropertyCheck(LIST_AFTER_WRITE, False, "a key just deleted was still listed")
     return PropertyCheck(LIST_AFTER_WRITE, True, "a new key was listed at once, and unlisted once deleted")
+
+
+def _lifecycle(
+    store: Store, directory: StorePath, max_job_duration: float | None, now: datetime
+) -> tuple[PropertyCheck, tuple[UploadAbortRule, ...]]:
+    """The lifecycle rules that abort uploads under `directory`, against the longest job."""
+    try:
+        configured = store.lifecycle_rules(directory)
+    except LifecycleNotReadableError as error:
+        return PropertyCheck(LIFECYCLE, True, f"not checked: {error}", warning=True), ()
+    try:
+        rules = tuple(rules_for_destination(upload_abort_rules(configured), directory))
+    except ValueError as error:
+        return PropertyCheck(LIFECYCLE, False, f"bucket {directory.bucket}: {error}"), ()
+    if not rules:
+        return (
+            PropertyCheck(
+                LIFECYCLE, True, "no enabled lifecycle rule aborts incomplete uploads under the destination"
+            ),
+            rules,
+        )
+    shortest = rules[0]
+    named = "; ".join(rule.describe() for rule in rules)
+    kept = f"uploads a job starts now are kept until at least {earliest_abort(now, shortest.days):%Y-%m-%d %H:%M} UTC"
+    if max_job_duration is None:
+        return (
+            PropertyCheck(
+                LIFECYCLE,
+                True,
+                f"{named}; the longest job is unknown (give --max-job-duration, the longest execution_timeout "
+                f"of the tasks writing here): a job must end within {lifecycle_hours(shortest.shortest_life)} "
+                f"or lose its pending uploads ({kept})",
+                warning=True,
+            ),
+            rules,
+        )
+    job = lifecycle_hours(max_job_duration)
+    short = outlived_by(rules, max_job_duration)
+    if short:
+        names = ", ".join(repr(rule.rule_id) for rule in short)
+        return (
+            PropertyCheck(
+                LIFECYCLE,
+                False,
+                f"{named}; a job of {job} (the longest) outlives {names}: the upload committers would lose "
+                "its pending uploads before job commit, and job setup refuses such a job",
+            ),
+            rules,
+        )
+    return PropertyCheck(
+        LIFECYCLE, True, f"{named}; a job of {job} (the longest) ends before any of them"
+    ), rules
 
 
 def _upload_ids(store: Store, scratch: Scratch) -> set[str]:

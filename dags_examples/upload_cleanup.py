@@ -3,9 +3,11 @@
 Pending multipart uploads are billed yet invisible, and `_temporary`, `__magic*` and
 `.spark-staging-*` trees pile up in table roots. For every table root this DAG aborts uploads
 older than `older_than`, then deletes temporary trees with no writes for as long. Live jobs are
-safe: their uploads and trees are younger than the threshold, and a tree written to while the
-cleanup runs is left alone. A job past its commit point keeps its uploads and tree whatever their
-age, since rolling it forward needs them (the report counts them: finish such jobs).
+safe, however long they run: a job set up and not yet decided keeps its uploads and tree whatever
+their age, within its own timeout (the `execution_timeout` its task recorded) or else 7 days (then
+it is taken as abandoned), and a tree written to while the cleanup runs is left alone. A job past
+its commit point keeps its uploads and tree whatever their age, since rolling it forward needs
+them (the report counts both kinds: finish jobs past their commit point).
 
 It also prunes the per-job commit records in each root's `_airflow_commit/` by a policy: a job's
 files go once they are older than `records_older_than` (30 days by default), except the
@@ -150,11 +152,13 @@ with DAG(
             "upload_bytes": sum(r["bytes"] for r in uploads_done),
             "uploads_vanished": sum(r["vanished"] for r in uploads_done),
             "uploads_kept_committing": sum(r["committing"] for r in uploads_done),
+            "uploads_kept_live": sum(r["live"] for r in uploads_done),
             "trees_deleted": sum(r["deleted"] + r["would_delete"] for r in trees_done),
             "tree_files": sum(r["files"] for r in trees_done),
             "tree_bytes": sum(r["bytes"] for r in trees_done),
             "trees_active": sum(r["skipped_active"] for r in trees_done),
             "trees_kept_committing": sum(r["kept_committing"] for r in trees_done),
+            "trees_kept_live": sum(r["kept_live"] for r in trees_done),
             "record_jobs_pruned": sum(r["pruned"] + r["would_prune"] for r in records_done),
             "record_bytes": sum(r["bytes"] for r in records_done),
             "record_jobs_kept_committing": sum(r["kept_committing"] for r in records_done),

@@ -7,7 +7,11 @@ tree is listed again: if anything changed since the first listing, a job is stil
 it and it is left alone. Nothing outside these trees is ever deleted.
 
 The tree of a job past its commit point but not yet committed (COMMITTING) is never deleted,
-however old: it holds the manifests that rolling the job forward needs (see `committing`).
+however old: it holds the manifests that rolling the job forward needs (see `committing`). Nor,
+unless `job_id` names the job, is the tree of a live job (set up, undecided, younger than its own
+timeout or `max_job_duration`: `committing.live_jobs`), however long since its last write: a task
+can run longer than the threshold without writing to its job's tree, and the job still needs its
+marker and upload records.
 Nor is `_airflow_commit/`, the records directory, ever a temporary tree.
 
 Memory does not grow with files: a tree is summed up as it is listed (counts, bytes, newest
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from airflow_commit_provider.cleanup.committing import committing_jobs
+from airflow_commit_provider.cleanup.committing import committing_jobs, live_jobs
 from airflow_commit_provider.cleanup.common import Breaker, iso, one_line
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import Spool, batches
@@ -37,7 +41,7 @@ from airflow_commit_provider.core.layout import MAGIC_PREFIX, TEMPORARY_DIR
 from airflow_commit_provider.core.parallel import parallel_map, run_parallel
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import FileStatus, PendingUpload, Store, StoreError
-from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.durations import DEFAULT_MAX_JOB_DURATION, DEFAULT_OLDER_THAN, as_timedelta
 from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 MAGIC_DIR = "__magic"
@@ -111,6 +115,8 @@ class TempTree:
     """Files directly inside a container (`_temporary/x`): only those files are deleted."""
     committing: bool = False
     """The tree's job is past its commit point: kept for rolling it forward, however old."""
+    live: bool = False
+    """The tree's job is live (`committing.live_jobs`): kept, however old its newest write."""
     fingerprint: tuple[int, int, int, int] = (0, 0, 0, 0)
     """Files, bytes, uploads and their digest when listed (`_Contents.fingerprint`)."""
 
@@ -127,6 +133,7 @@ class TempTree:
             "stale": self.stale,
             "loose": self.loose,
             "committing": self.committing,
+            "live": self.live,
         }
 
 
@@ -143,6 +150,7 @@ class TempTreeListing(ScopedListing):
     stale_files: int = 0
     stale_bytes: int = 0
     kept_committing: int = 0
+    kept_live: int = 0
 
     def stale(self) -> Iterator[TempTree]:
         return (tree for tree in self.trees if tree.stale)
@@ -161,6 +169,7 @@ class TempTreeListing(ScopedListing):
         self.trees.append(tree)
         self.count += 1
         self.kept_committing += tree.committing
+        self.kept_live += tree.live
         if tree.stale:
             self.stale_count += 1
             self.stale_files += tree.files
@@ -180,7 +189,7 @@ class TempTreeListing(ScopedListing):
         return (
             f"{self.count} temporary trees under {self.scope}; {self.stale_count} stale "
             f"(no writes for {self.age}): {format_size(self.stale_bytes)} in {self.stale_files} files; "
-            f"{self.kept_committing} kept for jobs past their commit point"
+            f"{self.kept_committing} kept for jobs past their commit point, {self.kept_live} for live jobs"
         )
 
     def close(self) -> None:
@@ -230,6 +239,7 @@ class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
             "would_delete": self.count(WOULD_DELETE),
             "skipped_active": self.count(ACTIVE) + listing.count - listing.stale_count,
             "kept_committing": listing.kept_committing,
+            "kept_live": listing.kept_live,
             "vanished": self.count(GONE),
             "failed": self.count(FAILED),
             "files": self.totals["files"],
@@ -241,7 +251,7 @@ class TempCleanReport(CleanupReport[TempTreeListing, TreeOutcome]):
         return (
             f"{counts['files']} files, {format_size(counts['bytes'])}, {counts['uploads_aborted']} uploads "
             f"aborted; {counts['skipped_active']} active left alone ({counts['kept_committing']} of jobs "
-            "past their commit point)"
+            f"past their commit point, {counts['kept_live']} of live jobs)"
         )
 
 
@@ -267,11 +277,15 @@ def find_temp_trees(
     allow_bucket_root: bool = False,
     threads: int = 8,
     progress: Progress | None = None,
+    max_job_duration: timedelta | str | float = DEFAULT_MAX_JOB_DURATION,
 ) -> TempTreeListing:
     """Every temporary tree directly in the `scope` directory (anywhere below it with `nested`).
 
-    Trees are reported stale or not; with `job_id`, only trees of that job are reported.
+    Trees are reported stale or not; with `job_id`, only trees of that job are reported. The old
+    tree of a job past its commit point, or (unless `job_id` names it) of a live job, is not stale
+    (`max_job_duration`: how long a job that recorded no duration of its own is live after setup).
     """
+    longest = as_timedelta(max_job_duration, "max_job_duration")
     listing = TempTreeListing.select(
         scope, older_than=older_than, job_id=job_id, now=now, allow_bucket_root=allow_bucket_root
     )
@@ -294,9 +308,15 @@ def find_temp_trees(
                 destinations.add(_destination(tree))
             found.append(tree)
     committing = committing_jobs(store, sorted(destinations), threads) if destinations else set()
+    live: set[tuple[StorePath, str]] = set()
+    if destinations and job_id is None:  # a job named by its ID is one a person says is over
+        live = live_jobs(store, sorted(destinations), listing.now, longest, threads)
     for tree in found:
-        if tree.stale and tree.job_id and not tree.loose and (_destination(tree), tree.job_id) in committing:
+        owner = (_destination(tree), tree.job_id) if tree.stale and tree.job_id and not tree.loose else None
+        if owner in committing:
             tree = replace(tree, stale=False, committing=True)
+        elif owner in live:
+            tree = replace(tree, stale=False, live=True)
         listing.add(tree)
     found.close()
     return listing

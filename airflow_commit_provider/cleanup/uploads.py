@@ -15,7 +15,11 @@ runs measure them, real aborts only when asked. Unmeasured bytes are null, never
 
 Uploads of a job past its commit point but not yet committed (COMMITTING) are never aborted,
 however old: rolling that job forward completes them (see `committing`). They are counted in
-`committing`; finishing the job (a retry, `job_control.finish_or_fence`) lets them go.
+`committing`; finishing the job (a retry, `job_control.finish_or_fence`) lets them go. Nor are
+the uploads of a live job (set up, undecided, younger than its longest duration: `live_jobs`),
+however old: a job may run longer than the age threshold. They are counted in `live`. A cleanup
+scoped to one job ID is a person's statement that the job is over (a killed driver that was never
+aborted), so there the job's liveness is not asked.
 
 At any count, memory stays flat: the listing streams page by page into a local spool (which the
 CLI shows from before asking), the uploads are aborted `ABORT_BATCH` at a time from it, and
@@ -34,7 +38,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, ClassVar
 
-from airflow_commit_provider.cleanup.committing import committing_jobs
+from airflow_commit_provider.cleanup.committing import committing_jobs, live_jobs
 from airflow_commit_provider.cleanup.common import Breaker, iso, one_line, with_retries
 from airflow_commit_provider.cleanup.reports import FAILED, NOT_TRIED, CleanupReport, ScopedListing
 from airflow_commit_provider.cleanup.spool import KeySet, Spool, batches
@@ -45,7 +49,7 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.stages.errors import InvalidCommitDataError
 from airflow_commit_provider.core.stages.uploads import hadoop_pending_uploads, parse_upload_records
 from airflow_commit_provider.core.store.base import NoSuchUploadError, PendingUpload, Store, StoreError
-from airflow_commit_provider.durations import DEFAULT_OLDER_THAN
+from airflow_commit_provider.durations import DEFAULT_MAX_JOB_DURATION, DEFAULT_OLDER_THAN, as_timedelta
 from airflow_commit_provider.progress import NoProgress, Progress, format_size
 
 ABORTED, VANISHED, WOULD_ABORT = "aborted", "vanished", "would-abort"
@@ -100,6 +104,8 @@ class UploadListing(ScopedListing):
     too_recent: int = 0
     committing: int = 0
     """Old uploads kept because their job is past its commit point and must be rolled forward."""
+    live: int = 0
+    """Old uploads kept because their job is still live (`committing.live_jobs`)."""
     vanished: int = 0
     """Uploads that disappeared between listing and ListParts."""
     sizes_measured: bool = False
@@ -144,6 +150,7 @@ class UploadListing(ScopedListing):
             "parts": self.total_parts,
             "too_recent": self.too_recent,
             "committing": self.committing,
+            "live": self.live,
             "other_jobs": self.other_jobs,
             "vanished": self.vanished,
         }
@@ -153,7 +160,7 @@ class UploadListing(ScopedListing):
             f"{self.count} pending uploads older than {self.age} under {self.scope}: "
             f"{format_size(self.total_bytes)} in {self.total_parts} parts "
             f"({self.too_recent} more recent, {self.other_jobs} of other jobs, "
-            f"{self.committing} of jobs past their commit point)"
+            f"{self.committing} of jobs past their commit point, {self.live} of live jobs)"
         )
 
     def close(self) -> None:
@@ -227,6 +234,7 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
             "parts": self.totals["parts"] if self.listing.sizes_measured else None,
             "too_recent": self.listing.too_recent,
             "committing": self.listing.committing,
+            "live": self.listing.live,
             "other_jobs": self.listing.other_jobs,
         }
 
@@ -239,7 +247,7 @@ class AbortReport(CleanupReport[UploadListing, AbortOutcome]):
         return (
             f"{sizes}; {counts['vanished']} vanished meanwhile, {counts['too_recent']} too recent, "
             f"{counts['other_jobs']} of other jobs, {counts['committing']} kept for jobs past their "
-            "commit point"
+            f"commit point, {counts['live']} kept for live jobs"
         )
 
 
@@ -254,8 +262,12 @@ def list_pending_uploads(
     sizes: bool = True,
     threads: int = 16,
     progress: Progress | None = None,
+    max_job_duration: timedelta | str | float = DEFAULT_MAX_JOB_DURATION,
 ) -> UploadListing:
-    """Pending uploads under the `scope` directory initiated at least `older_than` before `now`.
+    """Pending uploads under the `scope` directory initiated at least `older_than` before `now`,
+    but none of a job past its commit point or, unless `job_id` names the job, still live
+    (`max_job_duration`: how long a job that recorded no duration of its own counts as live after
+    its setup; see `committing.live_jobs`).
 
     With `job_id`, only uploads whose key contains it or that the job recorded under its job
     directory: our records, or the ``.pending``/``.pendingset`` files of Hadoop's S3A magic
@@ -267,6 +279,7 @@ def list_pending_uploads(
     )
     if job_id is not None:
         validate_job_id(job_id)
+    longest = as_timedelta(max_job_duration, "max_job_duration")
     progress = progress or NoProgress()
     directories = KeySet()  # where, below the scope, the job of a candidate can have written from
     candidates: Spool[UploadInfo] = Spool()
@@ -280,9 +293,12 @@ def list_pending_uploads(
             )
             recorded.close()
         if candidates:
-            candidates, listing.committing = _without_committing_jobs(
-                store, candidates, destinations(), threads
+            candidates, listing.committing = _without_jobs(
+                store, candidates, committing_jobs(store, destinations(), threads), threads
             )
+        if candidates and job_id is None:  # a job named by its ID is one a person says is over
+            live = live_jobs(store, destinations(), listing.now, longest, threads)
+            candidates, listing.live = _without_jobs(store, candidates, live, threads)
     finally:
         directories.close()
     if not sizes:
@@ -360,19 +376,19 @@ def _kept(uploads: Spool[UploadInfo], keep: Callable[[UploadInfo], bool]) -> tup
     return kept, refused
 
 
-def _without_committing_jobs(
-    store: Store, uploads: Spool[UploadInfo], destinations: Iterable[StorePath], threads: int
+def _without_jobs(
+    store: Store, uploads: Spool[UploadInfo], kept: set[tuple[StorePath, str]], threads: int
 ) -> tuple[Spool[UploadInfo], int]:
-    """The uploads minus those of jobs past their commit point (never aborted), and how many those are."""
-    committing = committing_jobs(store, destinations, threads)
-    if not committing:
+    """The uploads minus those of the `kept` jobs (destination, job ID), never aborted, and how many
+    those are: an upload is a job's when its key holds the job ID or the job recorded its ID."""
+    if not kept:
         return uploads, 0
     recorded = KeySet()
-    for destination, job_id in sorted(committing):
+    for destination, job_id in sorted(kept):
         found = _recorded_upload_ids(store, job_id, [destination], threads)
         recorded.update(found)
         found.close()
-    jobs = sorted({job_id for _destination, job_id in committing})
+    jobs = sorted({job_id for _destination, job_id in kept})
     try:
         return _kept(
             uploads,

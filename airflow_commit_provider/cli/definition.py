@@ -186,13 +186,26 @@ def _aged(default_age: timedelta) -> tuple[Arg, ...]:
     )
 
 
+#: The cleanups that spare a live job (`uploads`, `temp`), however old what it needs.
+_LIVE_JOB_FENCE = Arg.of(
+    "--max-job-duration",
+    type=duration,
+    default=DEFAULT_MAX_JOB_DURATION,
+    metavar="DURATION",
+    help="an undecided job set up less than this long ago is live and what it needs is kept, however "
+    "old, unless the job recorded its own timeout or --job-id names it "
+    f"(default {format_duration(DEFAULT_MAX_JOB_DURATION.total_seconds())})",
+)
+
+
 def _groups() -> tuple[Group | Command, ...]:
     """Every command, in the order `--help` lists them."""
     store = _store_options()
-    uploads = (*_place(SCOPE, _CLEANUP_SCOPE), *_aged(DEFAULT_OLDER_THAN), *store)
+    uploads = (*_place(SCOPE, _CLEANUP_SCOPE), *_aged(DEFAULT_OLDER_THAN), _LIVE_JOB_FENCE, *store)
     temp = (
         *_place(SCOPE, _CLEANUP_SCOPE),
         *_aged(DEFAULT_OLDER_THAN),
+        _LIVE_JOB_FENCE,
         Arg.of("--nested", action="store_true", help="also search below subdirectories"),
         *store,
     )
@@ -351,10 +364,19 @@ def _groups() -> tuple[Group | Command, ...]:
                 destination,
                 Arg.of("--writers", type=positive, default=8, help="concurrent creates per race (default 8)"),
                 Arg.of("--rounds", type=positive, default=3, help="races to run (default 3)"),
+                Arg.of(
+                    "--max-job-duration",
+                    type=duration,
+                    metavar="DURATION",
+                    help="the longest job that writes to DESTINATION (e.g. 30h: the longest "
+                    "execution_timeout of its tasks); FAIL if a lifecycle rule aborts incomplete uploads "
+                    "sooner, WARN when not given and a rule applies",
+                ),
                 *store,
             ),
             description="Probe the store under a scratch prefix of DESTINATION (removed afterwards) for "
-            "every property the committers rely on: each PASS or FAIL, with its reason.",
+            "every property the committers rely on, and the bucket's lifecycle rules against the longest "
+            "job: each PASS, WARN or FAIL, with its reason.",
         ),
         Command(
             "report",

@@ -1,5 +1,6 @@
-"""`doctor DESTINATION`: whether a store has what the committers rely on, probed under
-a scratch prefix of the destination (`store_doctor`)."""
+"""`doctor DESTINATION`: whether a store has what the committers rely on, probed under a scratch
+prefix of the destination, and whether the bucket's lifecycle rules abort uploads sooner than the
+longest job (`store_doctor`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,16 @@ def doctor(args: argparse.Namespace) -> int:
     if args.writers < 2:
         raise CliError("--writers must be at least 2 to race")
     with store_for(args, args.destination).session() as store:
-        report = check_store(store, destination, writers=args.writers, rounds=args.rounds)
+        longest = args.max_job_duration
+        if longest is not None and not longest.total_seconds() > 0:
+            raise CliError("--max-job-duration must be longer than 0s")
+        report = check_store(
+            store,
+            destination,
+            writers=args.writers,
+            rounds=args.rounds,
+            max_job_duration=longest.total_seconds() if longest is not None else None,
+        )
     if for_machines(args):
         emit(
             {
@@ -27,7 +37,20 @@ def doctor(args: argparse.Namespace) -> int:
                 "ok": report.passed,
                 "requests": report.requests,
                 "note": report.note,
-                "checks": [{"property": c.name, "ok": c.passed, "reason": c.reason} for c in report.checks],
+                "checks": [
+                    {"property": c.name, "ok": c.passed, "warning": c.warning, "reason": c.reason}
+                    for c in report.checks
+                ],
+                "lifecycle_rules": [
+                    {
+                        "id": rule.rule_id,
+                        "days_after_initiation": rule.days,
+                        "prefix": rule.prefix,
+                        "size_filter": rule.sized,
+                        "shortest_life_seconds": rule.shortest_life.total_seconds(),
+                    }
+                    for rule in report.lifecycle_rules
+                ],
             },
             args,
         )
@@ -41,7 +64,13 @@ def doctor(args: argparse.Namespace) -> int:
         console.print(f"note: {escape(report.note)}")
     width = max(len(name) for name in PROPERTIES)
     for check in report.checks:
-        verdict = "[green]PASS[/green]" if check.passed else "[bold red]FAIL[/bold red]"
+        verdict = (
+            "[bold red]FAIL[/bold red]"
+            if not check.passed
+            else "[yellow]WARN[/yellow]"
+            if check.warning
+            else "[green]PASS[/green]"
+        )
         console.print(f"{verdict}  {check.name:<{width}}  {escape(check.reason)}")
     failed = sum(not check.passed for check in report.checks)
     console.print(f"{len(report.checks)} properties, {failed} failed, {report.requests} requests")

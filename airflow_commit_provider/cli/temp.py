@@ -19,7 +19,13 @@ from airflow_commit_provider.progress import Progress, format_size
 
 
 def _find(args: argparse.Namespace, store: Store, progress: Progress) -> TempTreeListing:
-    return find_temp_trees(store, nested=args.nested, progress=progress, **selection(args))
+    return find_temp_trees(
+        store,
+        nested=args.nested,
+        progress=progress,
+        max_job_duration=args.max_job_duration,
+        **selection(args),
+    )
 
 
 def _row(tree: TempTree) -> str:

@@ -38,7 +38,9 @@ def _find(args: argparse.Namespace, store: Store, progress: Progress) -> UploadL
     """Sizes cost a request per upload: a listing (which has no --sizes) measures them, an abort only
     for a dry run or with --sizes."""
     sizes = not hasattr(args, "sizes") or args.sizes or args.dry_run
-    return list_pending_uploads(store, progress=progress, sizes=sizes, **selection(args))
+    return list_pending_uploads(
+        store, progress=progress, sizes=sizes, max_job_duration=args.max_job_duration, **selection(args)
+    )
 
 
 def _question(args: argparse.Namespace, listing: UploadListing) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -59,9 +60,17 @@ class CommitOptions:
     table: str | None = None
     """The catalog table being written: the commit decision records it, so whoever rolls the
     commit forward knows whose partitions to register."""
+    max_job_duration: float | None = None
+    """The longest the job may run, in seconds (the Airflow task's ``execution_timeout``): job setup
+    refuses a bucket whose lifecycle rules could abort its pending uploads sooner, and the job
+    marker records it, so upload cleanup knows how long the job can still be live. None: unknown."""
 
     def __post_init__(self) -> None:
         parse_conflict_mode(self.conflict_mode)
+        if self.max_job_duration is not None and not 0 < self.max_job_duration < math.inf:
+            raise ValueError(
+                f"max_job_duration must be a positive number of seconds, got {self.max_job_duration!r}"
+            )
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
         if self.parts_in_flight < 1:

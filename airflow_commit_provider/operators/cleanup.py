@@ -154,7 +154,9 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
     """Abort pending multipart uploads under `scope` (a directory) older than `older_than`.
 
     Uploads are billed but invisible; those of failed or killed jobs stay forever. Uploads of a job
-    past its commit point (to be rolled forward) are never aborted, however old. Each upload
+    past its commit point (to be rolled forward) are never aborted, however old, nor (unless
+    `job_id` names it) those of a live job: set up, undecided, and set up less than its own timeout
+    (the ``execution_timeout`` its task recorded) or else `max_job_duration` ago. Each upload
     gets one abort; the scope is then listed again and uploads still pending are aborted again.
     An upload that vanished meanwhile (NoSuchUpload) is counted, not an error; any other failure
     fails the task after all others were tried. Returns a small report (counts, bytes, sample keys).
@@ -162,20 +164,34 @@ class AbortMultipartUploadsOperator(_CleanupOperator):
     :param scope: `s3://bucket/prefix` (templated); the bucket root needs `allow_bucket_root`.
     :param older_than: `90s`, `15m`, `6h`, `2d`, seconds or a timedelta (templated; default 24 h).
     :param job_id: only uploads of that job (templated).
+    :param max_job_duration: how long an undecided job that recorded no timeout stays live after its
+        setup (templated; default 7 days).
     :param dry_run: report what would be aborted and change nothing.
     :param measure_sizes: measure each upload's parts and bytes first (one ListParts per upload,
         which doubles the requests). None (the default) measures only in a dry run; unmeasured,
         the report's `bytes` and `parts` are null.
     """
 
+    template_fields: Sequence[str] = (*_CleanupOperator.template_fields, "max_job_duration")
     ui_color = "#f4d9c6"
 
-    def __init__(self, *, measure_sizes: bool | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        measure_sizes: bool | None = None,
+        max_job_duration: str | float | timedelta = DEFAULT_MAX_JOB_DURATION,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.measure_sizes = measure_sizes
+        self.max_job_duration = max_job_duration
+        if not is_template(max_job_duration):
+            as_timedelta(max_job_duration, "max_job_duration")  # refused at DAG parse time
 
     def _clean(self, store: Store, scope: StorePath, **options: Any) -> AbortReport:
-        return abort_pending_uploads(store, scope, sizes=self.measure_sizes, **options)
+        return abort_pending_uploads(
+            store, scope, sizes=self.measure_sizes, max_job_duration=self.max_job_duration, **options
+        )
 
 
 class CleanupTemporaryOperator(_CleanupOperator):
@@ -183,21 +199,37 @@ class CleanupTemporaryOperator(_CleanupOperator):
 
     A tree is stale when its newest write is older than `older_than`; trees with recent writes,
     or written to while the cleanup runs, belong to live jobs and are left alone, and so are the
-    trees of jobs past their commit point (rolling them forward needs them), however old. Nothing outside
-    those trees is touched. Works on `s3://` and `file://`. Returns counts, bytes, sample trees.
+    trees of jobs past their commit point (rolling them forward needs them), however old, and
+    (unless `job_id` names it) of a live job: set up, undecided, and set up less than its own
+    timeout or else `max_job_duration` ago. Nothing outside those trees is touched. Works on
+    `s3://` and `file://`. Returns counts, bytes, sample trees.
 
     :param scope: the table root (templated); the bucket root needs `allow_bucket_root`.
     :param nested: also look for trees below the scope's subdirectories (lists everything).
+    :param max_job_duration: how long an undecided job that recorded no timeout stays live after its
+        setup (templated; default 7 days).
     """
 
+    template_fields: Sequence[str] = (*_CleanupOperator.template_fields, "max_job_duration")
     ui_color = "#e6dcf4"
 
-    def __init__(self, *, nested: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        nested: bool = False,
+        max_job_duration: str | float | timedelta = DEFAULT_MAX_JOB_DURATION,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.nested = nested
+        self.max_job_duration = max_job_duration
+        if not is_template(max_job_duration):
+            as_timedelta(max_job_duration, "max_job_duration")  # refused at DAG parse time
 
     def _clean(self, store: Store, scope: StorePath, **options: Any) -> TempCleanReport:
-        return clean_stale_temp_trees(store, scope, nested=self.nested, **options)
+        return clean_stale_temp_trees(
+            store, scope, nested=self.nested, max_job_duration=self.max_job_duration, **options
+        )
 
 
 class PruneCommitRecordsOperator(_CleanupOperator):

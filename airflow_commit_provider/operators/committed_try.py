@@ -28,6 +28,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_commit_provider.assets import commit_extra, emit_commit_event
 from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.layout import JobLayout
+from airflow_commit_provider.core.store.check import require_uploads_outlive_job
 from airflow_commit_provider.core.task_key import TaskKey
 from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
 from airflow_commit_provider.operators.report_link import push_report_target
@@ -51,6 +52,7 @@ from airflow_commit_provider.tries.workdirs import TryWorkdir, open_try_workdir
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from datetime import timedelta
 
     from airflow.sdk import Asset, Context
 
@@ -89,6 +91,8 @@ class TriedOperator(Protocol):
     def aws_conn_id(self) -> str | None: ...
     @property
     def dag_id(self) -> str: ...
+    @property
+    def execution_timeout(self) -> timedelta | None: ...
     @property
     def task_id(self) -> str: ...
     @property
@@ -159,6 +163,7 @@ class CommittedTry:
                 return self._adopt(tries.adopted), tries.adopted.job_id, tries.adopted.try_number
             job_id = tries.job_id
         else:
+            self._refuse_short_lifecycle(plan)
             job_id = str(uuid.uuid4())
             self._report_target(job_id)
         self.job_id = job_id
@@ -179,6 +184,21 @@ class CommittedTry:
         if plan.engine == "python":
             self._mark_delivered(job_id)
         return data, job_id, None
+
+    def _refuse_short_lifecycle(self, plan: WritePlan) -> None:
+        """engine="hadoop": Hadoop's S3A committers keep pending uploads until job commit too, but
+        read none of our confs, so the try checks the bucket's lifecycle rules against the task's
+        ``execution_timeout`` before spark-submit (with engine="python" the driver's job setup does)."""
+        if plan.traits.family != "upload" or plan.destination.root.is_local:
+            return
+        timeout = self.operator.execution_timeout
+        with self._store() as store:
+            require_uploads_outlive_job(
+                store,
+                plan.destination.root,
+                timeout.total_seconds() if timeout is not None else None,
+                f"the {plan.committer} committer",
+            )
 
     def _adopt(self, job: TriedJob) -> SuccessData:
         """Verify and deliver an earlier try's committed job as this try's result, running no application."""

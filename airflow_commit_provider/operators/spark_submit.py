@@ -186,7 +186,13 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
             # Where S3A finds the store; its credentials travel in the environment only.
             jvm_options.setdefault("store", self.hook.s3_settings)
         return try_confs(
-            plan, job_id, table=self.table, key=key, try_number=try_number, jvm_options=jvm_options
+            plan,
+            job_id,
+            table=self.table,
+            key=key,
+            try_number=try_number,
+            jvm_options=jvm_options,
+            max_job_duration=self.execution_timeout,
         )
 
     def _get_hook(self, **for_this_try: Any) -> CommittedSparkSubmitHook:

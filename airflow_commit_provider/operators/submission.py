@@ -18,6 +18,7 @@ import logging
 import os
 import zipfile
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,7 @@ def try_confs(
     key: TaskKey | None,
     try_number: int | None,
     jvm_options: dict[str, Any],
+    max_job_duration: timedelta | None = None,
 ) -> dict[str, str]:
     """The ``spark.airflow_commit.*`` confs of one try (for engine="hadoop", with the JVM committer conf).
 
@@ -113,6 +115,9 @@ def try_confs(
     decision when both are known. A table is written by ``write_committed``, which registers its
     partitions (engine="python"); the destination stays the table's root folder, which the
     operator's store checks need without Spark, and the driver refuses a table that is elsewhere.
+    `max_job_duration` (the task's ``execution_timeout``) tells job setup how long the job may run,
+    against the bucket's lifecycle rules; it is not planned (a user's conf may set it when the task
+    has no timeout).
     """
     conf = {
         cfg.CONF_JOB_ID: job_id,
@@ -132,6 +137,8 @@ def try_confs(
         if key is not None:
             conf[cfg.CONF_ORIGIN] = json.dumps(origin_json(TryOrigin(key, try_number)))
     conf[cfg.CONF_PLAN_DIGEST] = cfg.plan_digest(conf)
+    if max_job_duration is not None:
+        conf[cfg.CONF_MAX_JOB_DURATION] = f"{max_job_duration.total_seconds():g}"
     if plan.engine == "hadoop":
         from airflow_commit_provider.spark.jvm_committers import plan_conf
 

@@ -29,6 +29,10 @@ CONF_COMMITTER = PREFIX + "committer"
 CONF_CONFLICT_MODE = PREFIX + "conflict_mode"
 #: A fixed job ID for the next write(s); read from the thread's local property first, then the session.
 CONF_JOB_ID = PREFIX + "job_id"
+#: The longest a job may run, in seconds: the operator sets the task's ``execution_timeout``. Job
+#: setup refuses a bucket whose lifecycle rules could abort the job's uploads sooner
+#: (`core.store.check.require_uploads_outlive_job`).
+CONF_MAX_JOB_DURATION = PREFIX + "max_job_duration"
 # The committer options of the same names (`core.options.CommitOptions` says what each means).
 CONF_THREADS = PREFIX + "threads"
 CONF_PART_SIZE = PREFIX + "part_size"

@@ -4,9 +4,11 @@ the committer's and the S3 store's, each falling back to the Spark conf (``spark
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from airflow_commit_provider.core.formats.errors import InvalidCommitDataError
@@ -17,6 +19,7 @@ from airflow_commit_provider.core.store.settings import S3Settings
 from airflow_commit_provider.core.task_key import TryOrigin
 from airflow_commit_provider.spark.config import (
     CONF_LOCAL_STAGING_DIR,
+    CONF_MAX_JOB_DURATION,
     CONF_ORIGIN,
     CONF_PART_SIZE,
     CONF_PARTS_IN_FLIGHT,
@@ -86,6 +89,7 @@ _COMMITTER_KEYS = (
     "allow_unsafe_v2",
     "local_staging_dir",
     "skip_cleanup",
+    "max_job_duration",
 )
 
 _SIZE = re.compile(r"\s*([0-9]+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
@@ -114,6 +118,25 @@ def whole_number(value: object, name: str) -> int:
         return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def job_seconds(value: object, name: str) -> float | None:
+    """A job's longest duration in seconds, from a `timedelta` or a number of seconds (as text
+    too); None or empty for unknown. Anything else, or not positive, is refused naming `name`."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        seconds = math.nan
+    else:
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{name} must be a positive number of seconds or a timedelta, got {value!r}")
+    return seconds
 
 
 def resolve_s3_settings(
@@ -228,6 +251,10 @@ def commit_options(committer_options: Mapping[str, Any], conf: ConfSource) -> Co
         local_staging_dir=str(staging) if staging else None,
         skip_cleanup=parse_bool(committer_options.get("skip_cleanup", False), "skip_cleanup"),
         origin=_origin(conf.get(CONF_ORIGIN)),
+        max_job_duration=job_seconds(
+            committer_options.get("max_job_duration", conf.get(CONF_MAX_JOB_DURATION)),
+            "max_job_duration" if "max_job_duration" in committer_options else CONF_MAX_JOB_DURATION,
+        ),
     )
 
 

@@ -41,6 +41,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.catalog import Catalog, CatalogError, register_table_partitions
@@ -88,6 +89,7 @@ def write_committed(
     committer: str | None = None,
     conflict_mode: str | None = None,
     options: Mapping[str, Any] | None = None,
+    max_job_duration: timedelta | float | None = None,
 ) -> WriteSummary:
     """Write ``df`` to ``destination`` (``s3://``/``s3a://``/``file://`` URL or local path), or to the
     catalog table ``table``, and commit it.
@@ -110,7 +112,17 @@ def write_committed(
     ``s3.request_path`` (auto, crt or boto3); else ``spark.airflow_commit.s3.*`` confs, else the driver's
     environment: ``AWS_*``, ``AIRFLOW_COMMIT_S3_VERIFY`` or ``AWS_CA_BUNDLE`` for ``s3.verify``, and
     ``AIRFLOW_COMMIT_S3_REQUEST_PATH``).
+
+    ``max_job_duration`` (a timedelta or seconds; else the option of that name, else the conf
+    ``spark.airflow_commit.max_job_duration``, which ``CommittedSparkSubmitOperator`` sets from the
+    task's ``execution_timeout``): the longest the write may take. The upload committers (magic,
+    directory, partitioned) refuse, before any upload, a bucket whose lifecycle rules could abort
+    the job's pending uploads sooner (docs/lifecycle-rules.md).
     """
+    if max_job_duration is not None:
+        if any(str(key).lower() == "max_job_duration" for key in options or {}):
+            raise ValueError("give max_job_duration as the argument or as an option, not both")
+        options = {**(options or {}), "max_job_duration": max_job_duration}
     plan = plan_committed_write(
         df,
         destination,

@@ -16,6 +16,7 @@ import json
 import re
 import textwrap
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -266,6 +267,28 @@ def test_the_driver_takes_the_operators_plan_without_validating_it_again(
     assert len(calls) == 3
 
 
+def test_the_tasks_execution_timeout_reaches_the_drivers_commit_options() -> None:
+    """``execution_timeout`` is the longest the try's job may run: the driver's job setup compares it
+    with the bucket's lifecycle rules (`CommitOptions.max_job_duration`). Without one, a user's conf
+    or ``write_committed``'s option may say it; a value that is no duration is refused naming it."""
+    from airflow_commit_provider.spark.write_plan import plan_write
+
+    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://lake/events"}
+    timed = CommittedSparkSubmitOperator(**values, committer="magic", execution_timeout=timedelta(hours=30))
+    conf = timed.job_conf("job-1", 1)
+    assert conf[cfg.CONF_MAX_JOB_DURATION] == "108000"
+    assert plan_write(None, conf=conf, environ={}).commit_options.max_job_duration == 30 * 3600
+    untimed = CommittedSparkSubmitOperator(**values, committer="magic").job_conf("job-1", 1)
+    assert cfg.CONF_MAX_JOB_DURATION not in untimed
+    assert plan_write(None, conf=untimed, environ={}).commit_options.max_job_duration is None
+    by_option = plan_write(None, conf=untimed, options={"max_job_duration": timedelta(hours=2)}, environ={})
+    assert by_option.commit_options.max_job_duration == 7200
+    with pytest.raises(
+        ValueError, match=rf"^{cfg.CONF_MAX_JOB_DURATION} must be a positive number of seconds"
+    ):
+        plan_write(None, conf={**untimed, cfg.CONF_MAX_JOB_DURATION: "soon"}, environ={})
+
+
 @pytest.mark.parametrize(
     "changed",
     [
@@ -291,3 +314,35 @@ def test_a_conf_changed_after_the_operator_planned_is_refused_in_one_line(change
     assert "\n" not in str(refused.value)
     with pytest.raises(ValueError, match=re.escape(cfg.CONF_PLAN_DIGEST)):
         plan_write("s3://lake/elsewhere", conf=conf, environ={})  # whatever the write
+
+
+def test_a_hadoop_try_is_refused_before_spark_submit_when_a_lifecycle_rule_is_shorter(
+    aws_default: Any, spark_default: None, s3_bucket: str
+) -> None:
+    """engine="hadoop": Hadoop's S3A committers read none of our confs, so the try itself compares
+    the bucket's lifecycle rules with its ``execution_timeout`` and never starts spark-submit."""
+    from airflow_commit_provider.core.store.check import UploadsOutlivedError
+
+    aws_default.client().put_bucket_lifecycle_configuration(
+        Bucket=s3_bucket,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "abort-after-1d",
+                    "Status": "Enabled",
+                    "Filter": {},
+                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+                }
+            ]
+        },
+    )
+    values = {"task_id": "write", "application": "job.py", "destination": f"s3a://{s3_bucket}/events"}
+    op = CommittedSparkSubmitOperator(
+        **values, committer="magic", engine="hadoop", execution_timeout=timedelta(hours=30)
+    )
+    with pytest.raises(
+        UploadsOutlivedError, match=r"rule 'abort-after-1d' .* the job may run 30 h \(its timeout\)"
+    ):
+        op.execute(context={})
+    assert op._try is not None and op._try.spark_submits == [] and op._try.job_id is None
+    assert "Contents" not in aws_default.client().list_objects_v2(Bucket=s3_bucket)

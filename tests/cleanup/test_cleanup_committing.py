@@ -47,17 +47,25 @@ def test_a_committing_job_keeps_its_uploads_and_tree(store_root: tuple[Store, St
         "dt=8/part-job-dead.csv",
     }
 
-    listing = list_pending_uploads(store, dest, older_than="1d", now=later)
+    # The dead job is undecided: live for `max_job_duration` after its setup, taken as dead after.
+    listing = list_pending_uploads(store, dest, older_than="1d", now=later, max_job_duration="2d")
     assert [u.path.relative_to(dest) for u in listing.uploads] == ["dt=8/part-job-dead.csv"]
-    assert listing.committing == 1
-    report = abort_pending_uploads(store, dest, older_than="1d", now=later).to_json()
+    assert (listing.committing, listing.live) == (1, 0)
+    report = abort_pending_uploads(store, dest, older_than="1d", now=later, max_job_duration="2d").to_json()
     assert (report["aborted"], report["committing"]) == (1, 1)
     assert [u.path.relative_to(dest) for u in store.list_multipart_uploads(dest)] == ["dt=9/part-job-c.csv"]
 
     trees = {tree.job_id: tree for tree in find_temp_trees(store, dest, older_than="1d", now=later).trees}
+    assert (trees["job-dead"].stale, trees["job-dead"].live) == (False, True)  # within 7 days: live
+    past_fence = find_temp_trees(store, dest, older_than="1d", now=later, max_job_duration="2d")
+    trees = {tree.job_id: tree for tree in past_fence.trees}
     assert (trees["job-c"].stale, trees["job-c"].committing) == (False, True)
-    assert (trees["job-dead"].stale, trees["job-dead"].committing) == (True, False)
-    report = clean_stale_temp_trees(store, dest, older_than="1d", now=later).to_json()
+    assert (trees["job-dead"].stale, trees["job-dead"].committing, trees["job-dead"].live) == (
+        True,
+        False,
+        False,
+    )
+    report = clean_stale_temp_trees(store, dest, older_than="1d", now=later, max_job_duration="2d").to_json()
     assert (report["deleted"], report["kept_committing"]) == (1, 1)
     assert not any("job-dead" in key for key in keys_under(store, dest)), "the dead job is gone"
 

@@ -58,6 +58,7 @@ def test_templated_scope_is_checked_after_rendering() -> None:
         "aws_conn_id",
         "region_name",
         "verify",
+        "max_job_duration",
     }
     op.scope, op.older_than = "s3://lake", "1h"  # what rendering an empty prefix gives
     with pytest.raises(ValueError, match=r"^scope: .*empty prefix"):
@@ -292,6 +293,7 @@ def test_example_dag_reclaims_and_reports(example_dag_run: ExampleDagRun) -> Non
     assert summary["uploads_aborted"] == 1 + 2 and summary["upload_bytes"] == 2000 + 3000
     assert summary["trees_deleted"] == 1 + 5 and summary["tree_bytes"] == 10 + 50
     assert (summary["uploads_kept_committing"], summary["trees_kept_committing"]) == (1, 1)
+    assert (summary["uploads_kept_live"], summary["trees_kept_live"]) == (0, 0)
     assert summary["record_jobs_pruned"] == 1 + 1 and summary["record_jobs_kept_committing"] == 1
     assert summary["record_jobs_indexed"] == 1, "the job whose driver died before its entry was indexed"
     assert summary["bytes_reclaimed"] == 5060 + summary["record_bytes"] and summary["record_bytes"] > 0

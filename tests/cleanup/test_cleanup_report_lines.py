@@ -70,7 +70,9 @@ def test_an_abort_report_says_whether_sizes_were_measured() -> None:
         report = AbortReport.from_outcomes(listing, False, [AbortOutcome(upload, ABORTED)], seconds=0.5)
         line = report.describe()
         assert line.startswith(f"Aborted 1 uploads older than 1m under {SCOPE}{sizes}"), line
-        assert line.endswith("0 kept for jobs past their commit point; 0 failed in 0.5s")
+        assert line.endswith(
+            "0 kept for jobs past their commit point, 0 kept for live jobs; 0 failed in 0.5s"
+        )
 
 
 def _tree(name: str, *, stale: bool, committing: bool = False) -> TempTree:
@@ -107,11 +109,11 @@ def test_every_listing_says_what_it_found_and_hands_out_what_its_cleanup_acts_on
     try:
         assert uploads.describe() == (
             f"1 pending uploads older than 6h under {SCOPE}: 20 B in 2 parts "
-            "(1 more recent, 0 of other jobs, 0 of jobs past their commit point)"
+            "(1 more recent, 0 of other jobs, 0 of jobs past their commit point, 0 of live jobs)"
         )
         assert trees.describe() == (
             f"3 temporary trees under {SCOPE}; 1 stale (no writes for 1h): 3.0 KiB in 3 files; "
-            "1 kept for jobs past their commit point"
+            "1 kept for jobs past their commit point, 0 for live jobs"
         )
         assert records.describe() == (
             f"2 jobs with records in {SCOPE.join('_airflow_commit')}; 1 may go (1.5 KiB); kept: 1 younger "

@@ -29,6 +29,9 @@ NESTED = ["db/events/_temporary/job-e/00/f"]
 NEIGHBOUR = ["_temporary/job-f/00/f", ".spark-staging-g/f"]  # in table10, next to table1
 
 Root = tuple[Store, StorePath]
+#: The trees here are left by jobs that died (job-a's holds a job marker, written as the test
+#: starts): the cleanups that look later look past the fence after which such a job is not live.
+DEAD = {"max_job_duration": "1h"}
 
 
 @pytest.fixture
@@ -46,7 +49,7 @@ def _later(days: float = 2) -> datetime:
 
 def test_finds_each_kind_of_tree_with_its_job(table: Root) -> None:
     store, root = table
-    listing = find_temp_trees(store, root, older_than="1d", now=_later())
+    listing = find_temp_trees(store, root, older_than="1d", now=_later(), **DEAD)
     found = {tree.path.relative_to(root): tree for tree in listing.trees}
     assert set(found) == set(TREES)
     assert {k: (t.kind, t.job_id, t.files, t.stale) for k, t in found.items()} == {
@@ -56,7 +59,13 @@ def test_finds_each_kind_of_tree_with_its_job(table: Root) -> None:
         "__magic/job-d": ("magic", "d", 1, True),
     }
     assert found["_temporary/job-a"].bytes == 20
-    nested = find_temp_trees(store, root, older_than="1d", now=_later(), nested=True)
+    # Within the fence (7 days by default) job-a, set up and undecided, is live: its tree is kept.
+    within = {
+        t.path.relative_to(root): t for t in find_temp_trees(store, root, older_than="1d", now=_later()).trees
+    }
+    assert (within["_temporary/job-a"].stale, within["_temporary/job-a"].live) == (False, True)
+    assert sum(t.stale for t in within.values()) == len(TREES) - 1
+    nested = find_temp_trees(store, root, older_than="1d", now=_later(), nested=True, **DEAD)
     assert {t.path.relative_to(root) for t in nested.trees} == {*TREES, "db/events/_temporary/job-e"}
     only_c = find_temp_trees(store, root, older_than="1d", now=_later(), job_id="c")
     assert [t.path.name for t in only_c.trees] == [".spark-staging-c"] and only_c.other_jobs == 3
@@ -71,13 +80,13 @@ def test_staleness_is_the_age_of_the_newest_write(table: Root) -> None:
     at = datetime.fromtimestamp(oldest, tz=timezone.utc) + timedelta(hours=1) - timedelta(seconds=1)
     assert find_temp_trees(store, root, older_than="1h", now=at).stale_count == 0
     at = datetime.fromtimestamp(newest, tz=timezone.utc) + timedelta(hours=1, seconds=1)  # datetime: only µs
-    assert find_temp_trees(store, root, older_than="1h", now=at).stale_count == len(TREES)
+    assert find_temp_trees(store, root, older_than="1h", now=at, **DEAD).stale_count == len(TREES)
 
 
 def test_clean_deletes_only_stale_trees_and_nothing_else(table: Root, store_root: Root) -> None:
     store, root = table
     outside = store_root[1].join("warehouse/table10")
-    report = clean_stale_temp_trees(store, root, older_than="1d", now=_later())
+    report = clean_stale_temp_trees(store, root, older_than="1d", now=_later(), **DEAD)
     summary = report.to_json()
     assert (summary["deleted"], summary["files"], summary["failed"]) == (4, 5, 0)
     assert summary["bytes"] == 50
@@ -90,7 +99,7 @@ def test_clean_deletes_only_stale_trees_and_nothing_else(table: Root, store_root
 def test_dry_run_changes_nothing(table: Root) -> None:
     store, root = table
     before = {(s.path, s.size, s.modified) for s in store.list_files(root)}
-    report = clean_stale_temp_trees(store, root, older_than="1d", now=_later(), dry_run=True)
+    report = clean_stale_temp_trees(store, root, older_than="1d", now=_later(), dry_run=True, **DEAD)
     assert report.to_json()["would_delete"] == 4 and report.to_json()["deleted"] == 0
     assert report.bytes_reclaimed == 50
     assert {(s.path, s.size, s.modified) for s in store.list_files(root)} == before
@@ -99,7 +108,7 @@ def test_dry_run_changes_nothing(table: Root) -> None:
 def test_a_tree_written_to_during_the_cleanup_survives(table: Root) -> None:
     """The live job writes between the listing and the delete: its tree is left alone."""
     store, root = table
-    listing = find_temp_trees(store, root, older_than="1d", now=_later())
+    listing = find_temp_trees(store, root, older_than="1d", now=_later(), **DEAD)
     assert listing.stale_count == 4
     store.write_bytes(root.join("_temporary/job-a/00/tasks/attempt_1/part-9"), b"new")  # the live job
     store.delete_tree(root.join(".spark-staging-c"))  # someone else cleaned this one
@@ -159,7 +168,7 @@ def test_a_tree_whose_upload_stays_pending_is_not_deleted(table: Root) -> None:
 def test_loose_files_in_a_container_are_their_own_tree(table: Root) -> None:
     store, root = table
     write_files(store, root, ["_temporary/stray.bin"])
-    listing = find_temp_trees(store, root, older_than="1d", now=_later(), job_id=None)
+    listing = find_temp_trees(store, root, older_than="1d", now=_later(), job_id=None, **DEAD)
     loose = [t for t in listing.trees if t.loose]
     assert [(t.path.relative_to(root), t.files, t.job_id) for t in loose] == [("_temporary", 1, None)]
     report = clean_temp_trees(store, listing)
@@ -176,7 +185,7 @@ def test_scope_checks(store_root: Root) -> None:
         with pytest.raises(ScopeError, match="allow_bucket_root"):
             find_temp_trees(store, f"s3://{root.bucket}/")
         write_files(store, StorePath("s3", root.bucket, ""), ["_temporary/j/f"])
-        listing = find_temp_trees(store, f"s3://{root.bucket}/", allow_bucket_root=True, now=_later())
+        listing = find_temp_trees(store, f"s3://{root.bucket}/", allow_bucket_root=True, now=_later(), **DEAD)
         assert [t.path.key for t in listing.stale()] == ["_temporary/j"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from datetime import timedelta
 
 import pytest
 from spark_hooks import ExpectLocalProperty, instrumented_write
@@ -11,6 +12,7 @@ from spark_support import read_local, rows_of, sample_df, visible_files
 
 from airflow_commit_provider.core.job_records import load_job_record
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.check import UploadsOutlivedError
 from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import default_committer, write_committed
 from airflow_commit_provider.spark.config import CONF_JOB_ID, SparkConf
@@ -265,3 +267,38 @@ def test_the_operators_plan_is_taken_from_the_session_and_refused_once_changed(s
         spark.sparkContext.setLocalProperty(cfg.CONF_CONFLICT_MODE, None)
         for key in planned:
             spark.conf.unset(key)
+
+
+@pytest.mark.s3
+def test_a_write_that_could_outlive_a_lifecycle_rule_is_refused_before_it_uploads(
+    spark, embedded_s3, s3_bucket, s3_options
+):
+    """The bucket aborts incomplete uploads after a day: a magic write that may take 30 h is refused
+    at job setup, before any task runs or uploads, naming the rule; one that takes at most 2 h writes."""
+    embedded_s3.client().put_bucket_lifecycle_configuration(
+        Bucket=s3_bucket,
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "abort-after-1d",
+                    "Status": "Enabled",
+                    "Filter": {"Prefix": "events/"},
+                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+                }
+            ]
+        },
+    )
+    destination, df = StorePath("s3", s3_bucket, "events"), sample_df(spark, rows=8)
+    store = embedded_s3.store()
+    with pytest.raises(
+        UploadsOutlivedError, match=r"rule 'abort-after-1d' .* the job may run 30 h \(its timeout\)"
+    ):
+        write_committed(
+            df, destination.uri(), committer="magic", options=s3_options, max_job_duration=timedelta(hours=30)
+        )
+    assert list(store.list_files(destination)) == list(store.list_multipart_uploads(destination)) == []
+    summary = write_committed(
+        df, destination.uri(), committer="magic", options=s3_options, max_job_duration=7200
+    )
+    assert summary.rows == 8 and len(visible_files(store, destination)) == summary.files > 0
+    store.close()

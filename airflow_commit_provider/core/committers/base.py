@@ -94,7 +94,7 @@ class Committer(abc.ABC):
 
     # Job --------------------------------------------------------------------------------------
     def setup_job(self) -> None:
-        job_state.setup_job(self.context, self.required_capabilities)
+        job_state.setup_job(self.context, self.required_capabilities, uploads=self.traits.family == "upload")
 
     @abc.abstractmethod
     def task_attempt(self, task: int, attempt: int) -> TaskAttempt: ...

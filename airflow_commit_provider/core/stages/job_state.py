@@ -50,7 +50,10 @@ from airflow_commit_provider.core.store.base import (
     FileNotFoundInStoreError,
     StoreError,
 )
-from airflow_commit_provider.core.store.check import require_conditional_create
+from airflow_commit_provider.core.store.check import require_conditional_create, require_uploads_outlive_job
+
+#: The job marker's field holding the job's `CommitOptions.max_job_duration`, when it is known.
+MAX_JOB_SECONDS = "maxJobSeconds"
 
 
 class JobState(str, Enum):
@@ -61,16 +64,22 @@ class JobState(str, Enum):
     ABORTED = "aborted"
 
 
-def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
+def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...], *, uploads: bool = False) -> None:
     """Refuse an unsuitable store or a decided job, remove a previous `_SUCCESS`, mark the job active.
 
     Every committer's commit point is the outcome file created if absent, and most also commit
     tasks that way, so a store that does not enforce create-if-absent is refused here, before any
-    work (probed in the job's own directory, once per endpoint and bucket per process).
+    work (probed in the job's own directory, once per endpoint and bucket per process). A committer
+    that keeps its files as pending `uploads` until job commit is refused a bucket whose lifecycle
+    rules could abort them before the job's `max_job_duration` is over (read once per job). The job
+    marker records that duration, so upload cleanup knows how long the job can still be live.
     """
+    purpose = f"the {ctx.committer} committer"
     for capability in required_capabilities:
-        ctx.store.require(capability, f"the {ctx.committer} committer")
-    require_conditional_create(ctx.store, ctx.layout.job_dir, f"the {ctx.committer} committer")
+        ctx.store.require(capability, purpose)
+    if uploads:
+        require_uploads_outlive_job(ctx.store, ctx.layout.destination, ctx.options.max_job_duration, purpose)
+    require_conditional_create(ctx.store, ctx.layout.job_dir, purpose)
     outcome = read_outcome(ctx)
     if outcome is not None:
         raise JobFencedError(
@@ -81,7 +90,9 @@ def setup_job(ctx: JobContext, required_capabilities: tuple[str, ...]) -> None:
         log.info("job %s: removing the previous %s", ctx.job_id, ctx.layout.success_marker)
         ctx.store.delete(ctx.layout.success_marker)
     ctx.store.prepare_directory(ctx.layout.job_attempt_dir)
-    marker = {"jobId": ctx.job_id, "committer": ctx.committer, "created": now_millis()}
+    marker: dict[str, object] = {"jobId": ctx.job_id, "committer": ctx.committer, "created": now_millis()}
+    if ctx.options.max_job_duration is not None:
+        marker[MAX_JOB_SECONDS] = ctx.options.max_job_duration
     ctx.store.write_bytes(ctx.layout.job_marker, json.dumps(marker).encode("utf-8"))
 
 

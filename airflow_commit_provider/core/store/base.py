@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from airflow_commit_provider.core.iostats import IOStatistics
 from airflow_commit_provider.core.parallel import completed_future
@@ -73,6 +73,11 @@ class NoSuchUploadError(StoreError):
 
 class UnsupportedStoreError(StoreError):
     """The store lacks a capability the caller needs."""
+
+
+class LifecycleNotReadableError(StoreError):
+    """The bucket's lifecycle configuration cannot be read (S3's AccessDenied: the caller lacks
+    ``s3:GetLifecycleConfiguration``); what it says is then unknown, not empty."""
 
 
 class Store(abc.ABC):
@@ -250,6 +255,14 @@ class Store(abc.ABC):
 
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
         raise UnsupportedStoreError(f"{type(self).__name__} has no multipart uploads ({path})")
+
+    def lifecycle_rules(self, directory: StorePath) -> list[dict[str, Any]]:
+        """The lifecycle rules of the bucket holding `directory`, as S3's GetBucketLifecycleConfiguration
+        answers them (``Rules``): what can abort a job's pending uploads behind its back
+        (`lifecycle.upload_abort_rules` reads them). A bucket without a configuration has none, and so
+        has a store without lifecycle rules (this default). LifecycleNotReadableError when the caller
+        may not read them."""
+        return []
 
     # Trust ----------------------------------------------------------------------------------
     def endpoint_label(self) -> str:

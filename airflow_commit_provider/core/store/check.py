@@ -15,6 +15,10 @@ it shares this module's scratch prefix and conditional-create check. A probe wor
 scratch prefix inside the destination it is given (``_airflow_commit_store_check-<id>/``, hidden
 from Spark's readers) and removes everything it created there, uploads included, even when a check
 fails; it never touches anything else.
+
+`require_uploads_outlive_job` (job setup of the upload committers) reads the bucket's lifecycle
+rules once per job and refuses a job that could outlive one of them (`lifecycle` says which rules
+apply and how soon); the doctor reports the same rules (docs/lifecycle-rules.md).
 """
 
 from __future__ import annotations
@@ -31,9 +35,17 @@ from dataclasses import dataclass, field
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import (
     FileAlreadyExistsError,
+    LifecycleNotReadableError,
     Store,
     StoreError,
     UnsupportedStoreError,
+)
+from airflow_commit_provider.core.store.lifecycle import (
+    UploadAbortRule,
+    lifecycle_hours,
+    outlived_by,
+    rules_for_destination,
+    upload_abort_rules,
 )
 
 log = logging.getLogger(__name__)
@@ -62,6 +74,8 @@ class PropertyCheck:
     passed: bool
     reason: str
     """One line, never a credential."""
+    warning: bool = False
+    """Passed, but with something a person should know (a property that could not be checked)."""
 
 
 def chosen_conditional_create(requested: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -125,6 +139,59 @@ def probe_conditional_create(store: Store, destination: StorePath) -> PropertyCh
             raise StoreError(f"cannot check conditional create on {label}: {error}") from error
     log.info("%s: conditional create %s (%s)", label, "holds" if verdict.passed else "FAILS", verdict.reason)
     return verdict
+
+
+# The gate for upload committers: the bucket's lifecycle rules -----------------------------------
+_lifecycle_unreadable: set[str] = set()
+
+
+class UploadsOutlivedError(UnsupportedStoreError):
+    """A lifecycle rule could abort the job's pending uploads before the job can end."""
+
+
+def require_uploads_outlive_job(
+    store: Store, destination: StorePath, max_job_duration: float | None, purpose: str
+) -> list[UploadAbortRule]:
+    """Refuse `purpose` if a lifecycle rule of the bucket could abort its pending uploads before a
+    job of `max_job_duration` seconds ends (`lifecycle` says which rules apply, and how soon).
+
+    One GetBucketLifecycleConfiguration per call (once per job: the rules can change between
+    jobs). Without a known duration nothing is refused: the shortest rule is logged as the bound
+    the job must stay under. Without s3:GetLifecycleConfiguration the check is skipped, said once
+    per endpoint and bucket per process. Returns the rules that apply, shortest first.
+    """
+    label = store_label(store, destination)
+    try:
+        configured = store.lifecycle_rules(destination)
+    except LifecycleNotReadableError as error:
+        with _verdicts_lock:
+            first = label not in _lifecycle_unreadable
+            _lifecycle_unreadable.add(label)
+        if first:
+            log.warning("%s; not checked whether its lifecycle rules abort uploads of %s", error, purpose)
+        return []
+    try:
+        rules = rules_for_destination(upload_abort_rules(configured), destination)
+    except ValueError as error:
+        raise StoreError(f"bucket {destination.bucket} at {label}: {error}") from None
+    if not rules:
+        return rules
+    shortest = rules[0]
+    if max_job_duration is None:
+        log.warning(
+            "%s: %s; the job's longest duration is unknown (no execution_timeout or max_job_duration), "
+            "so it must end within %s or lose its pending uploads",
+            destination.uri(),
+            shortest.describe(),
+            lifecycle_hours(shortest.shortest_life),
+        )
+    elif outlived_by(rules, max_job_duration):
+        raise UploadsOutlivedError(
+            f"{purpose} cannot write to {destination.uri()}: {shortest.describe()}, and the job may run "
+            f"{lifecycle_hours(max_job_duration)} (its timeout); shorten the job's timeout or lengthen "
+            f"DaysAfterInitiation of rule {shortest.rule_id!r}"
+        )
+    return rules
 
 
 @dataclass

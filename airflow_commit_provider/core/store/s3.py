@@ -35,6 +35,7 @@ from airflow_commit_provider.core.store.base import (
     FileAlreadyExistsError,
     FileNotFoundInStoreError,
     FileStatus,
+    LifecycleNotReadableError,
     NoSuchUploadError,
     PendingUpload,
     Store,
@@ -75,6 +76,8 @@ CRT_FOLLOWS = frozenset({"retries", "max_pool_connections"})
 log = logging.getLogger(__name__)
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+#: How S3-compatible stores without lifecycle configuration answer GetBucketLifecycleConfiguration.
+_NOT_SERVED = {"NotImplemented", "MethodNotAllowed", "501"}
 
 
 class S3Store(Store):
@@ -626,6 +629,31 @@ class S3Store(Store):
                 raise StoreError(f"S3 ListMultipartUploads {directory}: truncated page without a new marker")
             kwargs.update({k: v for k, v in markers.items() if v})
 
+    def lifecycle_rules(self, directory: StorePath) -> list[dict[str, Any]]:
+        """GetBucketLifecycleConfiguration's ``Rules``; none for NoSuchLifecycleConfiguration, and
+        LifecycleNotReadableError for AccessDenied (the caller lacks s3:GetLifecycleConfiguration)."""
+        bucket = _bucket(directory)
+        where = StorePath(directory.scheme, bucket, "")
+        try:
+            with self._request("op_get_lifecycle", where, "GetBucketLifecycleConfiguration"):
+                answer = self.client.get_bucket_lifecycle_configuration(Bucket=bucket)
+        except StoreError as error:
+            code = _error_code(error)
+            if code == "NoSuchLifecycleConfiguration":
+                return []
+            if code == "AccessDenied":
+                raise LifecycleNotReadableError(
+                    f"cannot read the lifecycle rules of bucket {bucket} at {self.endpoint_label()}: "
+                    "AccessDenied (s3:GetLifecycleConfiguration is not granted)"
+                ) from error
+            if code in _NOT_SERVED:
+                raise LifecycleNotReadableError(
+                    f"cannot read the lifecycle rules of bucket {bucket} at {self.endpoint_label()}: "
+                    f"{code} (the store does not serve GetBucketLifecycleConfiguration)"
+                ) from error
+            raise
+        return list(answer.get("Rules") or ())
+
     def list_parts(self, path: StorePath, upload_id: str) -> list[UploadedPart]:
         bucket, key = _object(path)
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": upload_id}
@@ -777,6 +805,14 @@ def _store_error(exc: BaseException, action: str, path: StorePath) -> BaseExcept
         return exc
     error.__cause__ = exc
     return error
+
+
+def _error_code(error: StoreError) -> str | None:
+    """S3's error code behind a StoreError `_request` raised, if a ClientError caused it."""
+    cause = error.__cause__
+    if isinstance(cause, ClientError):
+        return str(cause.response.get("Error", {}).get("Code", "")) or None
+    return None
 
 
 def _client_error(exc: ClientError, action: str, path: StorePath) -> StoreError:
