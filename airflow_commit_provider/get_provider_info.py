@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_commit_provider import __version__
+
 INTEGRATION = "Commit Protocols"
 
 
@@ -13,6 +15,9 @@ def get_provider_info() -> dict[str, Any]:
     No ``connection-types``: S3 locations use the Amazon provider's ``aws`` connection type
     (``aws_default``), Spark the Spark provider's ``spark`` type (``spark_default``), and local paths
     need none. Registering ``aws`` again would clash with the Amazon provider's registration.
+
+    ``versions`` is read from ``__version__``, the one owner: Airflow itself takes the version from
+    the installed package's metadata, which pyproject.toml builds from the same attribute.
     """
     return {
         "package-name": "airflow-commit-provider",
@@ -22,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
             "(directory/partitioned staging, magic), the manifest committer and file-v1/v2 "
             "baselines, with _SUCCESS sensors and cleanup of pending uploads."
         ),
+        "versions": [__version__],
         "integrations": [
             {
                 "integration-name": INTEGRATION,
