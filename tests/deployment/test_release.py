@@ -88,6 +88,8 @@ def test_wheel_metadata_comes_from_its_owners(distributions: Distributions) -> N
     assert metadata["License-Expression"] == project["license"] == "Apache-2.0"
     assert metadata.get_all("License-File") == project["license-files"]
     assert licences == {name: (REPO / name).read_bytes() for name in project["license-files"]}
+    at_the_root = {path.name for pattern in ("LICENSE*", "NOTICE*") for path in REPO.glob(pattern)}
+    assert at_the_root == {"LICENSE", "NOTICE"} <= set(licences), "every licence file ships in the wheel"
     assert set(metadata.get_all("Classifier") or []) == set(project["classifiers"])
     unconditional = {
         canonicalize_name(Requirement(line).name)
@@ -108,7 +110,7 @@ def test_distributions_ship_every_package_file(distributions: Distributions) -> 
     with tarfile.open(distributions.sdist) as sdist:
         # Each member is "airflow_commit_provider-<version>/<path>".
         in_sdist = {member.name.split("/", 1)[1] for member in sdist.getmembers() if member.isfile()}
-    assert in_wheel == expected
+    assert (sorted(expected - in_wheel), sorted(in_wheel - expected)) == ([], []), "(missing, unexpected)"
     beside_the_package = set(build_sources()) - {PACKAGE}  # pyproject.toml, the readme, LICENSE, NOTICE
     assert sorted((expected | beside_the_package) - in_sdist) == []
 
