@@ -26,7 +26,14 @@ from deployment_services import (
     clean_environment,
     kill_processes_of,
 )
-from deployment_venv import REPO, Distributions, build_distributions, cached_venv, install_wheel
+from deployment_venv import (
+    REPO,
+    SETUP_LOG,
+    Distributions,
+    build_distributions,
+    cached_venv,
+    install_wheel,
+)
 from support.standalone import free_port
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
@@ -68,7 +75,7 @@ def deployment_venv(build_work: Path) -> Path:
 def distributions(build_work: Path, deployment_venv: Path) -> Distributions:
     """The checkout's sdist and wheel, built once a session with the cached venv's build tools."""
     return build_distributions(
-        build_work / "build", build_work / "deployment-venv.log", deployment_venv / "bin" / "python"
+        build_work / "build", build_work / SETUP_LOG, deployment_venv / "bin" / "python"
     )
 
 
@@ -84,7 +91,7 @@ def deployment(
     api: RestClient | None = None
     try:
         venv = deployment_venv
-        install_wheel(venv, distributions.wheel, build_work / "deployment-venv.log")
+        install_wheel(venv, distributions.wheel, build_work / SETUP_LOG)
         dags = home / "dags"
         dags.mkdir(parents=True)
         (dags / "examples").symlink_to(REPO / "dags_examples", target_is_directory=True)

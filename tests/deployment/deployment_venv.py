@@ -35,6 +35,8 @@ DEPLOYMENT_PACKAGES = ("apache-airflow-providers-postgres", "psycopg2-binary")
 INSTALL_BOUND_SECONDS = 1200
 #: A cached venv of another key unused for this long is removed (each is about 1.3 GB).
 STALE_SECONDS = 24 * 3600
+#: The log of the venv's installs and the builds, in the work folder a session passes in.
+SETUP_LOG = "deployment-venv.log"
 #: The package's folder in the checkout (pyproject's [tool.setuptools.packages.find]).
 PACKAGE = "airflow_commit_provider"
 
@@ -140,7 +142,7 @@ def cached_venv(work: Path) -> Path:
     """
     venv = CACHE / f"deploy-{venv_key()}"
     stamp = venv / "deployment-venv-complete"
-    log = work / "deployment-venv.log"
+    log = work / SETUP_LOG
     python = venv / "bin" / "python"
     if not stamp.exists():
         shutil.rmtree(venv, ignore_errors=True)
