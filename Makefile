@@ -19,7 +19,7 @@ PYSPARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 PYSPARK_DRIVER_PYTHON ?= $(CURDIR)/.venv/bin/python
 export PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-.PHONY: help bootstrap demo test test-fast compat lint docs bench fuzz fuzz-atheris fuzz-hypothesis
+.PHONY: help bootstrap demo test test-fast compat release-check lint docs bench fuzz fuzz-atheris fuzz-hypothesis
 
 help:
 	@echo "make demo   - runs the daily ingest DAG end to end (local Spark, embedded S3), prints _SUCCESS"
@@ -27,6 +27,8 @@ help:
 	@echo "              it to one pytest run and skips compat)"
 	@echo "make test-fast - what a developer runs before pushing (< 5 min): TEST_FAST_FILES, no Spark or services"
 	@echo "make compat - the compatibility run: the oldest supported set (constraints/oldest.txt, Python 3.10)"
+	@echo "make release-check - the sdist and wheel built, twine check, the wheel installed into a fresh venv"
+	@echo "              and listed by airflow providers list (~2 min; also in make test's side lane)"
 	@echo "make lint   - ruff check + ruff format --check + mypy (the package and bench/) + lint-imports (the"
 	@echo "              layer contract in pyproject.toml)"
 	@echo "make fuzz   - the fuzz campaigns, fuzz-atheris then fuzz-hypothesis (both run, whatever the first finds)"
@@ -66,6 +68,11 @@ test-fast: bootstrap
 # The oldest set we support (scripts/compat.sh: its own cached venv outside the checkout).
 compat: bootstrap
 	@bash scripts/compat.sh
+
+# What a release must pass before its upload (tests/deployment/test_release.py; make test runs it in
+# the side lane with the deployment, which installs the same wheel).
+release-check: bootstrap
+	$(PY) -m pytest -q -p no:cacheprovider tests/deployment/test_release.py $(PYTEST_ARGS)
 
 lint:
 	@bash scripts/bootstrap.sh --no-java

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_commit_provider import __version__
 from airflow_commit_provider.airflow_config import provider_config
 
 INTEGRATION = "Commit Protocols"
@@ -20,6 +21,9 @@ def get_provider_info() -> dict[str, Any]:
     alone, which Airflow reads wherever it loads plugins. Airflow reads a provider's ``plugins``
     only with ``[core] lazy_discover_providers = False``, and then registering it from both sources
     logs "Plugin 'airflow_commit_report' already registered, skipping".
+
+    ``versions`` is read from ``__version__``, the one owner: Airflow itself takes the version from
+    the installed package's metadata, which pyproject.toml builds from the same attribute.
     """
     return {
         "package-name": "airflow-commit-provider",
@@ -29,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
             "(directory/partitioned staging, magic), the manifest committer and file-v1/v2 "
             "baselines, with _SUCCESS sensors and cleanup of pending uploads."
         ),
+        "versions": [__version__],
         "integrations": [
             {
                 "integration-name": INTEGRATION,

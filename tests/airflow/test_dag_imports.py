@@ -113,6 +113,7 @@ def test_daily_events_report_days() -> None:
 
 
 def test_provider_info_entry_point() -> None:
+    import airflow_commit_provider
     from airflow_commit_provider.get_provider_info import get_provider_info
 
     points = [
@@ -124,6 +125,7 @@ def test_provider_info_entry_point() -> None:
     info = points[0].load()()
     assert info == get_provider_info()
     assert info["package-name"] == "airflow-commit-provider"
+    assert info["versions"] == [airflow_commit_provider.__version__]
     assert "connection-types" not in info, "the Amazon provider's 'aws' type is reused, not registered again"
     for kind in ("hooks", "operators", "sensors", "triggers"):
         for entry in info[kind]:

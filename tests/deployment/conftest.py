@@ -1,5 +1,6 @@
 """One real Airflow deployment for the module: the checkout's wheel in its own virtualenv, PostgreSQL,
-the four services on LocalExecutor, the session's embedded S3 and local Spark.
+the four services on LocalExecutor, the session's embedded S3 and local Spark. The sdist and the
+wheel are built once a session (`distributions`), for the deployment and the release check alike.
 
 The connections reach the services as ``AIRFLOW_CONN_*`` variables of their environment, never on
 a command line. The example DAGs are this checkout's ``dags_examples/`` and the test DAGs
@@ -25,7 +26,14 @@ from deployment_services import (
     clean_environment,
     kill_processes_of,
 )
-from deployment_venv import REPO, deployment_venv
+from deployment_venv import (
+    REPO,
+    SETUP_LOG,
+    Distributions,
+    build_distributions,
+    cached_venv,
+    install_wheel,
+)
 from support.standalone import free_port
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
@@ -49,8 +57,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(scope="session")
+def build_work() -> Iterator[Path]:
+    """The session's folder for the cached venv's log and the distributions built from the checkout."""
+    work = Path(tempfile.mkdtemp(prefix="airflow-release-build-"))
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def deployment_venv(build_work: Path) -> Path:
+    """The cached virtualenv with Airflow, the provider's dependencies and the build tools."""
+    return cached_venv(build_work)
+
+
+@pytest.fixture(scope="session")
+def distributions(build_work: Path, deployment_venv: Path) -> Distributions:
+    """The checkout's sdist and wheel, built once a session with the cached venv's build tools."""
+    return build_distributions(
+        build_work / "build", build_work / SETUP_LOG, deployment_venv / "bin" / "python"
+    )
+
+
 @pytest.fixture(scope="module")
-def deployment(embedded_s3: EmbeddedS3) -> Iterator[Deployment]:
+def deployment(
+    embedded_s3: EmbeddedS3, build_work: Path, deployment_venv: Path, distributions: Distributions
+) -> Iterator[Deployment]:
     work = Path(tempfile.mkdtemp(prefix="airflow-deployment-"))
     home = work / "airflow-home"
     bucket = embedded_s3.create_bucket(f"deploy-{secrets.token_hex(6)}")
@@ -58,7 +90,8 @@ def deployment(embedded_s3: EmbeddedS3) -> Iterator[Deployment]:
     services: AirflowServices | None = None
     api: RestClient | None = None
     try:
-        venv = deployment_venv(work)
+        venv = deployment_venv
+        install_wheel(venv, distributions.wheel, build_work / SETUP_LOG)
         dags = home / "dags"
         dags.mkdir(parents=True)
         (dags / "examples").symlink_to(REPO / "dags_examples", target_is_directory=True)

@@ -2,9 +2,11 @@
 
 What is slow (Airflow and PySpark from the registry) is cached outside the checkout, in
 ``~/.cache/airflow-commit-provider/venvs/deploy-<hash>``, keyed by what decides it: the
-constraints file, the project's dependencies and the extras installed, the Python version. What
-is under test is not cached: every run builds a wheel from the checkout and reinstalls it,
-non-editable and without dependencies, so the deployment always runs this checkout's code.
+constraints file, the project's dependencies and the extras installed, the build tools, the Python
+version. What is under test is not cached: every session builds the sdist and the wheel from the
+checkout once (`build_distributions`, with the venv's own build tools: no download), the release
+check (test_release.py) checks both, and the deployment reinstalls that wheel, non-editable and
+without dependencies, so it always runs this checkout's code.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 try:
     import tomllib
@@ -28,22 +31,44 @@ CONSTRAINTS = REPO / "constraints" / "newest.txt"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "airflow-commit-provider" / "venvs"
 #: What a deployment needs besides the provider: Airflow's PostgreSQL support.
 DEPLOYMENT_PACKAGES = ("apache-airflow-providers-postgres", "psycopg2-binary")
-#: The wheel's own build needs (pyproject's build-system), installed once into the cached venv.
-BUILD_PACKAGES = ("setuptools>=68", "wheel")
 #: A cold install downloads Airflow and PySpark: minutes, once per key.
 INSTALL_BOUND_SECONDS = 1200
 #: A cached venv of another key unused for this long is removed (each is about 1.3 GB).
 STALE_SECONDS = 24 * 3600
-#: What a source tree needs to build the wheel (copied, so the build writes nothing into the checkout).
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "airflow_commit_provider")
+#: The log of the venv's installs and the builds, in the work folder a session passes in.
+SETUP_LOG = "deployment-venv.log"
+#: The package's folder in the checkout (pyproject's [tool.setuptools.packages.find]).
+PACKAGE = "airflow_commit_provider"
 
 
 class DeploymentSetupError(RuntimeError):
     """The deployment's virtualenv could not be built."""
 
 
+class Distributions(NamedTuple):
+    """The checkout's sdist and the wheel built from it."""
+
+    sdist: Path
+    wheel: Path
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
 def _project() -> dict:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return _pyproject()["project"]
+
+
+def build_packages() -> list[str]:
+    """The build backend ([build-system] requires) and the release extra's front-end and checker."""
+    return [*_pyproject()["build-system"]["requires"], *_project()["optional-dependencies"]["release"]]
+
+
+def build_sources() -> list[str]:
+    """What a source tree needs to build the distributions: pyproject.toml, the files it names, the package."""
+    project = _project()
+    return ["pyproject.toml", project["readme"], *project["license-files"], PACKAGE]
 
 
 def wheel_extras() -> list[str]:
@@ -60,7 +85,7 @@ def venv_key() -> str:
         "dependencies": project.get("dependencies", []),
         "extras": {name: project.get("optional-dependencies", {}).get(name) for name in extras},
         "deployment": DEPLOYMENT_PACKAGES,
-        "build": BUILD_PACKAGES,
+        "build": build_packages(),
         "python": sys.version_info[:2],
     }
     return hashlib.sha256(json.dumps(decided_by, sort_keys=True).encode()).hexdigest()[:16]
@@ -78,35 +103,29 @@ def _run(command: list[str], log: Path, what: str, timeout: float = INSTALL_BOUN
         raise DeploymentSetupError(f"{what} failed (exit {finished.returncode}; log {log}):\n{tail}")
 
 
-def build_wheel(out_dir: Path, log: Path, python: Path) -> Path:
-    """A wheel of the checkout, built from a copy of its sources with `python`'s setuptools."""
+def build_distributions(out_dir: Path, log: Path, python: Path) -> Distributions:
+    """The sdist and the wheel of the checkout, as a release builds them: ``python -m build`` makes the
+    sdist from a copy of the sources, then the wheel from the sdist (so a file the sdist misses is
+    missing from the wheel too). With `python`'s build tools, without isolation: no download.
+    """
     source = out_dir / "source"
-    for name in WHEEL_SOURCES:
+    source.mkdir(parents=True)
+    for name in build_sources():
         path = REPO / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
-            source.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, source / name)
-    wheels = out_dir / "wheels"
+    dist = out_dir / "dist"
     _run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(source),
-        ],
+        [str(python), "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)],
         log,
-        "building the wheel",
+        "building the sdist and the wheel",
         timeout=300,
     )
-    [wheel] = wheels.glob("airflow_commit_provider-*.whl")
-    return wheel
+    [sdist] = dist.glob("airflow_commit_provider-*.tar.gz")
+    [wheel] = dist.glob("airflow_commit_provider-*.whl")
+    return Distributions(sdist, wheel)
 
 
 def _with_extras(wheel: Path) -> str:
@@ -114,35 +133,40 @@ def _with_extras(wheel: Path) -> str:
     return f"airflow-commit-provider[{','.join(extras)}] @ {wheel.as_uri()}" if extras else str(wheel)
 
 
-def deployment_venv(work: Path) -> Path:
-    """The cached virtualenv with this checkout's wheel freshly installed in it; its directory.
+def cached_venv(work: Path) -> Path:
+    """The cached virtualenv (Airflow, the provider's dependencies, the build tools); its directory.
 
-    The venv counts as built only once its stamp is written, after the last install step, so an
-    interrupted install is rebuilt rather than taken for a finished one.
+    Made on first use of its key from a wheel of the checkout, with dependencies. The venv counts as
+    built only once its stamp is written, after the last install step, so an interrupted install is
+    rebuilt rather than taken for a finished one.
     """
     venv = CACHE / f"deploy-{venv_key()}"
     stamp = venv / "deployment-venv-complete"
-    log = work / "deployment-venv.log"
+    log = work / SETUP_LOG
     python = venv / "bin" / "python"
     if not stamp.exists():
         shutil.rmtree(venv, ignore_errors=True)
         venv.parent.mkdir(parents=True, exist_ok=True)
         _run([sys.executable, "-m", "venv", str(venv)], log, "creating the virtualenv")
         pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-        _run([*pip, *BUILD_PACKAGES], log, "installing the build tools")
-        wheel = build_wheel(work / "first-wheel", log, python)
+        _run([*pip, *build_packages()], log, "installing the build tools")
+        first = build_distributions(work / "first-build", log, python)
         _run(
-            [*pip, "-c", str(CONSTRAINTS), _with_extras(wheel), *DEPLOYMENT_PACKAGES],
+            [*pip, "-c", str(CONSTRAINTS), _with_extras(first.wheel), *DEPLOYMENT_PACKAGES],
             log,
             "installing Airflow and the provider's dependencies",
         )
         stamp.write_text(venv_key())
     stamp.touch()  # its last use, which `_remove_stale` goes by
     _remove_stale(venv)
-    wheel = build_wheel(work / "wheel", log, python)
+    return venv
+
+
+def install_wheel(venv: Path, wheel: Path, log: Path) -> None:
+    """Reinstall the provider in `venv` from `wheel`, non-editable, its dependencies as they are."""
     _run(
         [
-            str(python),
+            str(venv / "bin" / "python"),
             "-m",
             "pip",
             "install",
@@ -155,7 +179,6 @@ def deployment_venv(work: Path) -> Path:
         "installing the checkout's wheel",
         timeout=300,
     )
-    return venv
 
 
 def _remove_stale(current: Path) -> None:
