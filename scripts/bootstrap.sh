@@ -227,14 +227,14 @@ if ! "$JAVA_CMD" --list-modules 2>/dev/null | grep -q '^jdk.compiler@'; then
         die "the metastore service needs a JDK (jdk.compiler): install openjdk-17-jdk-headless"
 fi
 
-# --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours) -----------------
+# --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours), its minicluster
 
 if ! command -v mvn >/dev/null 2>&1; then
     say "maven missing: apt-get install maven"
     apt_install maven || die "Maven is needed to fetch Hadoop's jars: install it (Debian/Ubuntu: apt-get install maven)"
 fi
 "$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
-    die "Hadoop's JVM committers or PostgreSQL's JDBC driver could not be fetched (see the line above)"
+    die "Hadoop's JVM committers, its minicluster or PostgreSQL's JDBC driver could not be fetched (see the line above)"
 
 # --- 6. PostgreSQL: Airflow's metadata DB (tests/deployment), the shared Hive metastore (tests/tables)
 

@@ -8,8 +8,9 @@ step). Every server listens on 127.0.0.1 only. The cluster writes a client confi
 (``core-site.xml``, ``hdfs-site.xml``, ``yarn-site.xml``) into `HadoopCluster.conf_dir`: point
 ``HADOOP_CONF_DIR`` at it and ``spark-submit --master yarn`` submits there (`HadoopCluster.env`).
 
-On its own: ``python -m airflow_commit_provider.devtools.hadoop_cluster`` runs one until Ctrl-C or
-SIGTERM and prints its addresses.
+On its own, for development: ``airflow-commit-dev dev-hadoop`` (or ``python -m
+airflow_commit_provider.devtools.hadoop_cluster``) runs one until Ctrl-C or SIGTERM and prints
+its addresses and the ``HADOOP_CONF_DIR`` to export.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -295,26 +297,36 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
+def serve() -> int:
+    """Run a cluster until SIGINT or SIGTERM, printing its addresses; 0 once stopped, 1 if it died."""
+    stopping = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    cluster = HadoopCluster()
+    try:
+        cluster.start()
+        print(
+            f"Hadoop cluster (HDFS + YARN) running on 127.0.0.1, ready in {cluster.startup_seconds:.0f} s",
+            flush=True,
+        )
+        print(f"export HADOOP_CONF_DIR={cluster.conf_dir}", flush=True)
+        print(f"HDFS: {cluster.fs_default_name} (WebHDFS {cluster.webhdfs_url}/webhdfs/v1)", flush=True)
+        print(f"YARN: {cluster.rm_address} (web UI and REST {cluster.rm_webapp_url})", flush=True)
+        print("Stop with Ctrl-C or SIGTERM (its data goes with it).", flush=True)
+        while not stopping.wait(1.0):  # wakes on the signal; the timeout only notices a dead cluster
+            if not cluster.running:
+                print(f"hadoop cluster: the JVM exited; log tail:\n{cluster._log_tail()}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        cluster.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.parse_args(argv)
-    stopping = False
-
-    def request_stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    with HadoopCluster() as cluster:
-        print(f"Hadoop cluster ready in {cluster.startup_seconds:.0f} s (Ctrl-C stops it)")
-        print(f"  export HADOOP_CONF_DIR={cluster.conf_dir}")
-        print(f"  HDFS:    {cluster.fs_default_name}  (WebHDFS {cluster.webhdfs_url}/webhdfs/v1)")
-        print(f"  YARN:    {cluster.rm_address}  (web and REST {cluster.rm_webapp_url})")
-        sys.stdout.flush()
-        with contextlib.suppress(KeyboardInterrupt):
-            while not stopping and cluster.running:
-                signal.pause()
-    return 0
+    return serve()
 
 
 if __name__ == "__main__":
