@@ -1,4 +1,5 @@
-"""The store contract, checked on the local store and on S3 (embedded SeaweedFS).
+"""The store contract, checked on the local store, on S3 (embedded SeaweedFS) and on HDFS (the Hadoop
+minicluster, through WebHDFS; marked `hadoop_cluster`).
 
 Committers are written once against `Store`; these tests pin down the behaviour they rely on,
 in particular directory boundaries (`dataset1` never covers `dataset10`), create-if-absent,
@@ -11,6 +12,7 @@ import contextlib
 import gc
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -43,12 +45,16 @@ SPECIAL_NAMES = [
 
 
 @pytest.fixture(
-    params=["local", *(pytest.param(f"s3-{path}", marks=pytest.mark.s3) for path in REQUEST_PATHS)]
+    params=[
+        "local",
+        *(pytest.param(f"s3-{path}", marks=pytest.mark.s3) for path in REQUEST_PATHS),
+        pytest.param("hdfs", marks=pytest.mark.hadoop_cluster),
+    ]
 )
 def store_root(request: pytest.FixtureRequest) -> Iterator[StoreRoot]:
     """The suite's `store_root`, with S3 once per request path (both are part of the contract)."""
-    if request.param == "local":
-        yield request.getfixturevalue("local_store_root")
+    if request.param in ("local", "hdfs"):
+        yield request.getfixturevalue(f"{request.param}_store_root")
         return
     path = request.param.removeprefix("s3-")
     if path == "crt":
@@ -66,6 +72,19 @@ def local_store_root(local_root: StorePath) -> Iterator[StoreRoot]:
     local = LocalStore()
     yield local, local_root
     local.close()
+
+
+@pytest.fixture
+def hdfs_store_root(hadoop_cluster: object) -> Iterator[StoreRoot]:
+    """A fresh folder on the minicluster's HDFS, removed afterwards."""
+    from airflow_commit_provider.core.store.hdfs import HdfsStore
+    from airflow_commit_provider.core.store.settings import HdfsSettings
+
+    store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))  # type: ignore[attr-defined]
+    root = StorePath.parse(f"{hadoop_cluster.fs_default_name}/contract-{uuid.uuid4().hex[:12]}")  # type: ignore[attr-defined]
+    yield store, root
+    store.delete_tree(root)
+    store.close()
 
 
 def listed(store: Store, directory: StorePath) -> set[StorePath]:

@@ -51,6 +51,8 @@ _ERRORS: dict[str, type[StoreError]] = {
     "FileAlreadyExistsException": FileAlreadyExistsError,
 }
 _DIRECTORY, _FILE = "DIRECTORY", "FILE"
+#: What OPEN answers for an offset at or past a file's end (NameNode, DataNode).
+_PAST_THE_END = ("IOException", "EOFException")
 
 
 class HdfsRequestError(StoreError):
@@ -179,12 +181,13 @@ class HdfsStore(Store):
         self, path: StorePath, *, offset: int = 0, stream: bool = False, **params: str | int
     ) -> requests.Response | None:
         """OPEN: the NameNode redirects to a DataNode holding the data, which `requests` follows.
-        None when there is nothing from `offset` on: the NameNode refuses an OPEN of an empty file,
-        or from its end ("Offset=0 out of the range [0, 0)"), where a file reads as no bytes."""
+        None when there is nothing from `offset` on: the NameNode refuses an OPEN from a file's end
+        ("Offset=6 out of the range [0, 6)"), the DataNode one of an empty file ("Cannot seek after
+        EOF"), where a file reads as no bytes."""
         try:
             return self._call("GET", path, "OPEN", stream=stream, offset=offset, **params)
         except HdfsRequestError as error:
-            status = self.get_status(path) if error.exception == "IOException" else None
+            status = self.get_status(path) if error.exception in _PAST_THE_END else None
             if status is not None and offset >= status.size:
                 return None
             raise
