@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import requests
+from support.hdfs import listed_counts, namespace_counts
 from support.invariants import assert_committed, store_files
 from support.workload import UPLOAD_COMMITTERS, JobRun, expected_output, make_options, task_files
 
@@ -67,19 +67,3 @@ def test_upload_committers_refuse_hdfs_at_setup(name: str) -> None:
         f"the {name} committer needs a store with multipart upload; HdfsStore does not provide it"
     )
     assert store.statistics.snapshot() == {}
-
-
-def namespace_counts(cluster: object, directory: StorePath) -> tuple[int, int]:
-    """(files, folders) the NameNode holds under `directory`, itself included, hidden ones too."""
-    summary = requests.get(
-        f"{cluster.webhdfs_url}/webhdfs/v1/{directory.key}",  # type: ignore[attr-defined]
-        params={"op": "GETCONTENTSUMMARY", "user.name": HdfsSettings().user_name()},
-        timeout=60,
-    ).json()["ContentSummary"]
-    return summary["fileCount"], summary["directoryCount"]
-
-
-def listed_counts(files: dict[str, bytes]) -> tuple[int, int]:
-    """(files, folders) a listing of these relative paths implies: every parent, and the root."""
-    folders = {"/".join(name.split("/")[:depth]) for name in files for depth in range(name.count("/") + 1)}
-    return len(files), len(folders)
