@@ -469,11 +469,18 @@ def test_hdfs_counts_requests(hdfs_store_root: StoreRoot) -> None:
 
 @pytest.mark.hadoop_cluster
 def test_hdfs_lists_in_key_order(hdfs_store_root: StoreRoot) -> None:
-    """HDFS lists a folder by name (``a`` before ``a-b``); keys order ``a-b`` and ``a.c`` before ``a/``."""
+    """HDFS lists a folder by its names' bytes taken as signed (``é`` first, ``a`` before ``a-b``);
+    keys order ``a-b`` and ``a.c`` before ``a/``, and ``é`` last."""
     store, root = hdfs_store_root
-    for name in ("ab", "a/x", "a.c", "a-b"):
+    for name in ("ab", "a/x", "é", "a.c", "a-b"):
         store.write_bytes(root.join(name), b"x")
-    assert [status.path.relative_to(root) for status in store.list_files(root)] == ["a-b", "a.c", "a/x", "ab"]
+    assert [status.path.relative_to(root) for status in store.list_files(root)] == [
+        "a-b",
+        "a.c",
+        "a/x",
+        "ab",
+        "é",
+    ]
 
 
 @pytest.mark.hadoop_cluster

@@ -261,7 +261,8 @@ class HdfsStore(Store):
         while True:
             self.statistics.increment("op_list")
             try:
-                listing = self._call("GET", directory, "LISTSTATUS_BATCH", startAfter=after).json()[
+                # `startafter` in lower case: a NameNode (3.5.0) ignores `startAfter` as the docs spell it
+                listing = self._call("GET", directory, "LISTSTATUS_BATCH", startafter=after).json()[
                     "DirectoryListing"
                 ]
             except FileNotFoundInStoreError:
@@ -272,11 +273,17 @@ class HdfsStore(Store):
                     yield entry
             if not listing["remainingEntries"] or not entries:
                 return
+            if entries[-1]["pathSuffix"] == after:  # a server that ignores the page's start
+                raise StoreError(
+                    f"{directory}: LISTSTATUS_BATCH returned the same page again after {after!r}"
+                )
             after = entries[-1]["pathSuffix"]
 
     def list_files(self, directory: StorePath) -> Iterator[FileStatus]:
-        """Every file under `directory` in key order: HDFS lists a folder by name (``a`` before
-        ``a-b``), where keys order ``a-b`` before ``a/``; each folder is re-sorted through a spool."""
+        """Every file under `directory` in key order: HDFS lists a folder by its names' bytes taken
+        as signed (``é`` before ``a``, ``a`` before ``a-b``), where keys order by unsigned bytes with
+        a folder as its name and ``/`` (``a-b`` before ``a/``, ``é`` last); each folder is re-sorted
+        through a spool."""
         records = (
             (
                 key_order(entry["pathSuffix"] + ("/" if entry["type"] == _DIRECTORY else "")),
