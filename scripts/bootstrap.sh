@@ -11,9 +11,11 @@
 #      linked editable into the venv when it was made from another clone
 #   3. guard: pyspark and pyspark-client versions match (and match the bundled Spark jars)
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root),
-#      with the JDK's compiler module for the metastore service's launcher (openjdk-17-jdk-headless)
-#   5. Hadoop's S3A committers, spark-hadoop-cloud and PostgreSQL's JDBC driver (for the shared Hive
-#      metastore of tests/tables) (pinned jars, SHA-256 checked) fetched with Maven
+#      with the JDK's compiler module for the metastore service's and the Hadoop cluster's launchers
+#      (openjdk-17-jdk-headless)
+#   5. Hadoop's S3A committers, spark-hadoop-cloud, PostgreSQL's JDBC driver (for the shared Hive
+#      metastore of tests/tables) and Hadoop's minicluster (the YARN + HDFS of tests/hadoop) (pinned
+#      jars, SHA-256 checked) fetched with Maven
 #      into ~/.m2/repository (AIRFLOW_COMMIT_MAVEN_REPO overrides), outside the checkout; installs maven
 #      via apt-get when root and it is missing. Fails naming any jar it could not fetch.
 #   6. PostgreSQL's server for tests/deployment and tests/tables (installs postgresql via apt-get when root and it is missing)
@@ -225,14 +227,14 @@ if ! "$JAVA_CMD" --list-modules 2>/dev/null | grep -q '^jdk.compiler@'; then
         die "the metastore service needs a JDK (jdk.compiler): install openjdk-17-jdk-headless"
 fi
 
-# --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours) -----------------
+# --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours), its minicluster
 
 if ! command -v mvn >/dev/null 2>&1; then
     say "maven missing: apt-get install maven"
     apt_install maven || die "Maven is needed to fetch Hadoop's jars: install it (Debian/Ubuntu: apt-get install maven)"
 fi
 "$VENV/bin/python" -m airflow_commit_provider.devtools.hadoop_jars fetch ||
-    die "Hadoop's JVM committers or PostgreSQL's JDBC driver could not be fetched (see the line above)"
+    die "Hadoop's JVM committers, its minicluster or PostgreSQL's JDBC driver could not be fetched (see the line above)"
 
 # --- 6. PostgreSQL: Airflow's metadata DB (tests/deployment), the shared Hive metastore (tests/tables)
 

@@ -11,8 +11,9 @@
 #
 #   main lane:   pytest on every test but SIDE_LANE's, its output live;
 #   side lane:   pytest on SIDE_LANE - tests that spend their time in processes of their own (the
-#                deployment's Airflow services, the standalone cluster's applications, the benchmarks'
-#                Spark runs, spark-submit tries under Airflow, the documentation site's build);
+#                deployment's Airflow services, the standalone cluster's applications, the YARN + HDFS
+#                cluster's, the benchmarks' Spark runs, spark-submit tries under Airflow, the
+#                documentation site's build);
 #   compat lane: scripts/compat.sh (its own venv, PySpark and embedded S3), then pytest on
 #                AFTER_COMPAT (the Airflow tests of tables, the shared metastore's applications, the
 #                dev tools' servers, cleanup),
@@ -32,7 +33,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 VENV_PYTHON=${VENV_PYTHON:-.venv/bin/python}
-SIDE_LANE=(tests/deployment tests/cluster tests/bench tests/airflow tests/docs)
+SIDE_LANE=(tests/deployment tests/cluster tests/hadoop tests/bench tests/airflow tests/docs)
 # The Airflow tests that run Spark applications against tables go after the compatibility run,
 # FIRST (tests/airflow/conftest.py must choose AIRFLOW_HOME before tests/cleanup's conftest would),
 # beside tests/tables: test_daily_table_mode shares the session's Thrift metastore service with it.

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from airflow_commit_provider.core.store.s3 import S3Store
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
     from airflow_commit_provider.devtools.hive_metastore import HiveMetastoreService
     from airflow_commit_provider.devtools.postgres import Postgres
 
@@ -50,10 +51,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the embedded server `s3`, so `-m "not s3"` runs without it."""
+    """Mark every test that uses the embedded server `s3`, and every test that uses the Hadoop
+    cluster `hadoop_cluster`, so `-m "not s3"` or `-m "not hadoop_cluster"` runs without it."""
     for item in items:
-        if "embedded_s3" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "embedded_s3" in fixtures:
             item.add_marker(pytest.mark.s3)
+        if "hadoop_cluster" in fixtures:
+            item.add_marker(pytest.mark.hadoop_cluster)
 
 
 @pytest.fixture(scope="session")
@@ -108,6 +113,16 @@ def embedded_s3() -> Iterator[EmbeddedS3]:
 
     with EmbeddedS3() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def hadoop_cluster() -> Iterator[HadoopCluster]:
+    """One YARN + HDFS cluster (devtools/hadoop_cluster.py) for the session, started by the first
+    test that asks for it (about 15-30 s, 450 MB) and always stopped at the end."""
+    from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
+
+    with HadoopCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

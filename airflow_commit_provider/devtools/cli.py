@@ -1,11 +1,13 @@
 """`airflow-commit-dev`: the development commands, kept out of the production CLI (`airflow-commit`,
-`airflow commit-protocols`). `dev-s3` runs the embedded S3 (`embedded_s3`, which `python -m` runs too)."""
+`airflow commit-protocols`). `dev-s3` runs the embedded S3 (`embedded_s3`, which `python -m` runs too),
+`dev-hadoop` the test YARN + HDFS cluster (`hadoop_cluster`, likewise)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
+from airflow_commit_provider.devtools import hadoop_cluster
 from airflow_commit_provider.devtools.embedded_s3 import add_arguments, serve
 
 
@@ -20,9 +22,17 @@ def build_parser() -> argparse.ArgumentParser:
             "connection to set (with this local server's secret key).",
         )
     )
+    commands.add_parser(
+        "dev-hadoop",
+        help="run the test YARN + HDFS cluster on 127.0.0.1 until Ctrl-C, for development",
+        description="Run Hadoop's MiniDFSCluster and MiniYARNCluster on 127.0.0.1 until Ctrl-C or SIGTERM, "
+        "and print the HADOOP_CONF_DIR to export.",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "dev-hadoop":
+        return hadoop_cluster.serve()
     return serve(args.dir, args.port, args.bucket)

@@ -13,6 +13,11 @@ tests and the benchmark keep it in PostgreSQL, whose JDBC driver (not in PySpark
 fetched the same way (`METASTORE_ARTIFACTS`) and goes on the driver's classpath only where a
 metastore is used (`postgres_jdbc_jar`).
 
+The tests' YARN and HDFS (``devtools.hadoop_cluster``) run Hadoop's own MiniDFSCluster and
+MiniYARNCluster from ``hadoop-client-minicluster`` at the same Hadoop, beside the client jars
+PySpark bundles, with the few jars that shaded jar uses but leaves out (`MINICLUSTER_ARTIFACTS`,
+`minicluster_jars`).
+
 ``python -m airflow_commit_provider.devtools.hadoop_jars fetch`` fetches what is missing and
 verifies every jar (``scripts/bootstrap.sh`` runs it); ``classpath`` prints the verified jars.
 """
@@ -109,6 +114,55 @@ METASTORE_ARTIFACTS: tuple[JvmArtifact, ...] = (
 )
 
 
+#: Hadoop's MiniDFSCluster and MiniYARNCluster, and what the shaded jar uses but does not hold (each
+#: found missing in turn when the cluster started; versions from Hadoop 3.5.0's ``hadoop-project``
+#: pom). Its ``hadoop-client-api``/``-runtime`` and the logging jars are PySpark's own.
+MINICLUSTER_ARTIFACTS: tuple[JvmArtifact, ...] = (
+    JvmArtifact(
+        "org.apache.hadoop",
+        "hadoop-client-minicluster",
+        HADOOP_VERSION,
+        "06772d24529e59939915979b3edba204d367750ef7dc5120411f35221dd4818c",
+        "MiniDFSCluster and MiniYARNCluster",
+    ),
+    JvmArtifact(
+        "org.junit.jupiter",
+        "junit-jupiter-api",
+        "5.13.3",
+        "1a15a52253a972c82c0dbf77759a983f5afed0583585cdc5b2a3beaa1f4ae0ac",
+        "GenericTestUtils.getTestDir, which both clusters' constructors call, asserts with it",
+    ),
+    JvmArtifact(
+        "ch.qos.reload4j",
+        "reload4j",
+        "1.2.22",
+        "222f90d3e69541218ef6e70547749d693bd4c1846817e5bd7949b3e28950f99f",
+        "org.apache.log4j.Logger, which the ResourceManager's AllocationTagsManager uses",
+    ),
+    JvmArtifact(
+        "org.bouncycastle",
+        "bcprov-jdk18on",
+        "1.82",
+        "14cde2fdfaa8890480a8e5b67aceef0c90f96682c1e23c133bafdc9e0b3255ce",
+        "the ResourceManager's init registers BouncyCastleProvider",
+    ),
+    JvmArtifact(
+        "org.bouncycastle",
+        "bcpkix-jdk18on",
+        "1.82",
+        "bdc723e20834832ac6af136cb5b5ff05e43b71d4fa151cc6510d9212ee086e63",
+        "the ResourceManager's init links OperatorCreationException",
+    ),
+    JvmArtifact(
+        "org.bouncycastle",
+        "bcutil-jdk18on",
+        "1.82",
+        "4420691958ad1c0ba275a6d6d8a6317adbdbdc9277055b6a72aa89c88cda8c7d",
+        "bcpkix 1.82 links MiscObjectIdentifiers from it",
+    ),
+)
+
+
 class HadoopJarsError(RuntimeError):
     """A pinned jar is missing, could not be fetched, or is not the pinned bytes."""
 
@@ -138,11 +192,16 @@ def _problem(artifact: JvmArtifact, repo: Path) -> str | None:
     return None
 
 
-def bundled_hadoop_version() -> str | None:
-    """The Hadoop version of the client jars inside the installed PySpark, if it has them."""
+def pyspark_jars_dir() -> Path:
+    """The installed PySpark's bundled jars (Hadoop's client, Hive 2.3's metastore, logging)."""
     import pyspark
 
-    for jar in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"):
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def bundled_hadoop_version() -> str | None:
+    """The Hadoop version of the client jars inside the installed PySpark, if it has them."""
+    for jar in pyspark_jars_dir().glob("hadoop-client-api-*.jar"):
         return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
     return None
 
@@ -159,7 +218,7 @@ def fetch(repo: Path | None = None) -> list[Path]:
             f"PySpark bundles Hadoop {bundled} but the pinned hadoop-aws is {HADOOP_VERSION}: "
             "update PEER_ARTIFACTS in airflow_commit_provider/devtools/hadoop_jars.py"
         )
-    pinned = PEER_ARTIFACTS + METASTORE_ARTIFACTS
+    pinned = PEER_ARTIFACTS + METASTORE_ARTIFACTS + MINICLUSTER_ARTIFACTS
     failures = []
     for artifact in pinned:
         if _problem(artifact, repo) is None:
@@ -218,6 +277,11 @@ def postgres_jdbc_jar(repo: Path | None = None) -> Path:
     """PostgreSQL's JDBC driver (`METASTORE_ARTIFACTS`), verified."""
     [jar] = _verified(METASTORE_ARTIFACTS, repo)
     return jar
+
+
+def minicluster_jars(repo: Path | None = None) -> list[Path]:
+    """Hadoop's minicluster and what it needs beside PySpark's jars (`MINICLUSTER_ARTIFACTS`), verified."""
+    return _verified(MINICLUSTER_ARTIFACTS, repo)
 
 
 def peer_spark_conf(jars: list[Path], local_dir: Path) -> dict[str, str]:

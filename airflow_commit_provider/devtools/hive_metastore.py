@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar
+from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar, pyspark_jars_dir
 from airflow_commit_provider.spark.config import CATALOG_IMPLEMENTATION, WAREHOUSE_DIR, thrift_metastore_conf
 
 POSTGRES_DRIVER_CLASS = "org.postgresql.Driver"
@@ -211,7 +211,7 @@ class HiveMetastoreService:
             self._directory = Path(tempfile.mkdtemp(prefix="hive-metastore-"))
             conf_dir = self._directory / "conf"
             write_site_conf(conf_dir, self._properties)
-            jars = [postgres_jdbc_jar(), _pyspark_jars() / "*", *self._extra_classpath]
+            jars = [postgres_jdbc_jar(), pyspark_jars_dir() / "*", *self._extra_classpath]
             classpath = os.pathsep.join(map(str, [conf_dir, *jars]))
             assert self.log_path is not None
             with self.log_path.open("wb") as log:
@@ -280,13 +280,6 @@ class HiveMetastoreService:
             self._directory = None
         self.port = None
         atexit.unregister(self.stop)
-
-
-def _pyspark_jars() -> Path:
-    """PySpark's bundled jars: Hive 2.3's metastore, DataNucleus, Thrift, Hadoop's client."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

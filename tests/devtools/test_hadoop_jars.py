@@ -1,6 +1,6 @@
-"""The pinned jars: the Hadoop peers the JVM-committer tests run and the metastore's JDBC driver are
-the pinned bytes (the peers for the Hadoop inside the installed PySpark), and a cached jar that is
-not those bytes is refused and fetched again.
+"""The pinned jars: the Hadoop peers the JVM-committer tests run, the metastore's JDBC driver and the
+test cluster's minicluster are the pinned bytes (the peers for the Hadoop inside the installed
+PySpark), and a cached jar that is not those bytes is refused and fetched again.
 
 The fetches run the real Maven against Maven Central, each into a local repository of its own. An
 empty one would first download Maven's dependency plugin and its 60-odd jars (about two minutes and
@@ -23,10 +23,12 @@ from airflow_commit_provider.devtools import hadoop_jars
 from airflow_commit_provider.devtools.hadoop_jars import (
     HADOOP_VERSION,
     METASTORE_ARTIFACTS,
+    MINICLUSTER_ARTIFACTS,
     PEER_ARTIFACTS,
     HadoopJarsError,
     bundled_hadoop_version,
     fetch,
+    minicluster_jars,
     peer_jars,
     postgres_jdbc_jar,
 )
@@ -70,7 +72,9 @@ def _with_maven_tooling(repo: Path) -> Path:
     for folder in MAVEN_TOOLING:
         if (warm / folder).is_dir():
             shutil.copytree(warm / folder, repo / folder)
-    assert not any(a.path(repo).exists() for a in PEER_ARTIFACTS + METASTORE_ARTIFACTS), "no pinned jar"
+    assert not any(
+        a.path(repo).exists() for a in PEER_ARTIFACTS + METASTORE_ARTIFACTS + MINICLUSTER_ARTIFACTS
+    ), "no pinned jar"
     return repo
 
 
@@ -96,6 +100,7 @@ def test_cached_jars_are_the_pinned_ones() -> None:
     assert all(jar.is_file() for jar in jars)
     [driver] = METASTORE_ARTIFACTS
     assert postgres_jdbc_jar() == driver.path(hadoop_jars.repository())
+    assert minicluster_jars() == [a.path(hadoop_jars.repository()) for a in MINICLUSTER_ARTIFACTS]
 
 
 @pytest.mark.usefixtures("quick_maven")
@@ -103,6 +108,7 @@ def test_altered_jar_is_refused_then_fetched_again(tmp_path: Path, monkeypatch: 
     small = next(a for a in PEER_ARTIFACTS if a.artifact == "hadoop-aws")
     monkeypatch.setattr(hadoop_jars, "PEER_ARTIFACTS", (small,))
     monkeypatch.setattr(hadoop_jars, "METASTORE_ARTIFACTS", ())
+    monkeypatch.setattr(hadoop_jars, "MINICLUSTER_ARTIFACTS", ())
     repo = _with_maven_tooling(tmp_path / "repository")
     cached = small.path(repo)
     cached.parent.mkdir(parents=True)
@@ -124,6 +130,7 @@ def test_unfetchable_artifact_is_named(tmp_path: Path, monkeypatch: pytest.Monke
     missing = dataclasses.replace(PEER_ARTIFACTS[0], artifact="hadoop-aws-does-not-exist")
     monkeypatch.setattr(hadoop_jars, "PEER_ARTIFACTS", (missing,))
     monkeypatch.setattr(hadoop_jars, "METASTORE_ARTIFACTS", ())
+    monkeypatch.setattr(hadoop_jars, "MINICLUSTER_ARTIFACTS", ())
     repo = _with_maven_tooling(tmp_path / "repository")
     with pytest.raises(
         HadoopJarsError, match=r"org\.apache\.hadoop:hadoop-aws-does-not-exist:3\.5\.0 .*Could not"

@@ -1,0 +1,88 @@
+"""The test YARN + HDFS cluster (devtools/hadoop_cluster.py): up when `start()` returns, HDFS
+serving files over WebHDFS and YARN with a RUNNING NodeManager, nothing listening beyond loopback,
+and nothing left once stopped.
+
+Cost: the session's cluster (about 15-30 s to start on the shared 2 cores, 450 MB RSS) and, for
+the stop test, a second one of its own (as long again).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+import uuid
+
+import pytest
+import requests
+
+from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster, HadoopClusterError
+
+
+def _listening_addresses(pid: int) -> list[str]:
+    """The local address of every TCP socket process `pid` listens on (from ``ss``)."""
+    listing = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[3] for line in listing.splitlines() if f"pid={pid}," in line]
+
+
+def test_hdfs_serves_a_file_over_webhdfs(hadoop_cluster: HadoopCluster) -> None:
+    path = f"{hadoop_cluster.webhdfs_url}/webhdfs/v1/tests/{uuid.uuid4().hex}/hello.txt"
+    body = b"written through the NameNode, stored on the DataNode\n"
+    user = getpass.getuser()  # the cluster's superuser (it runs as this user), as spark-submit is
+    # CREATE answers 307 to the DataNode, which requests follows with the same PUT and body.
+    created = requests.put(path, params={"op": "CREATE", "user.name": user}, data=body, timeout=60)
+    assert created.status_code == 201, created.text
+
+    read = requests.get(path, params={"op": "OPEN", "user.name": user}, timeout=60)
+    assert read.status_code == 200, read.text
+    assert read.content == body
+    status = requests.get(path, params={"op": "GETFILESTATUS"}, timeout=60).json()["FileStatus"]
+    assert (status["length"], status["replication"]) == (len(body), 1)
+
+
+def test_yarn_has_a_running_node_manager(hadoop_cluster: HadoopCluster) -> None:
+    nodes = requests.get(f"{hadoop_cluster.rm_webapp_url}/ws/v1/cluster/nodes", timeout=30).json()
+    [node] = nodes["nodes"]["node"]
+    assert node["state"] == "RUNNING", node.get("healthReport")
+    assert node["availMemoryMB"] >= 2048  # an application master and one 512m executor fit
+
+
+def test_client_configuration_names_the_running_servers(hadoop_cluster: HadoopCluster) -> None:
+    conf_dir = hadoop_cluster.conf_dir
+    assert sorted(path.name for path in conf_dir.iterdir()) == [
+        "core-site.xml",
+        "hdfs-site.xml",
+        "yarn-site.xml",
+    ]
+    assert hadoop_cluster.env() == {"HADOOP_CONF_DIR": str(conf_dir)}
+    assert hadoop_cluster.fs_default_name.startswith("hdfs://127.0.0.1:")
+    assert hadoop_cluster.rm_address.startswith("127.0.0.1:")
+    info = requests.get(f"{hadoop_cluster.rm_webapp_url}/ws/v1/cluster/info", timeout=30).json()
+    assert info["clusterInfo"]["state"] == "STARTED"
+
+
+def test_every_listening_socket_is_on_loopback(hadoop_cluster: HadoopCluster) -> None:
+    assert hadoop_cluster.pid is not None
+    addresses = _listening_addresses(hadoop_cluster.pid)
+    ports = {address.rpartition(":")[2] for address in addresses}
+    # NameNode RPC and HTTP, the ResourceManager's RPC and web: among them, and none beyond loopback.
+    for address in (hadoop_cluster.fs_default_name, hadoop_cluster.webhdfs_url, hadoop_cluster.rm_address):
+        assert address.rpartition(":")[2] in ports
+    assert len(addresses) >= 10  # the DataNode's and the NodeManager's too
+    assert [a for a in addresses if not a.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))] == []
+
+
+def test_stop_leaves_no_process_and_no_files() -> None:
+    cluster = HadoopCluster().start()
+    pid, directory = cluster.pid, cluster.directory
+    assert pid is not None and directory is not None and directory.is_dir()
+
+    cluster.stop()
+
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert not directory.exists()
+    assert not cluster.running
+    with pytest.raises(HadoopClusterError, match="not started"):
+        cluster.conf_dir  # noqa: B018
+    cluster.stop()  # idempotent
