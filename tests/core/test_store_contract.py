@@ -1,5 +1,5 @@
-"""The store contract, checked on the local store, on S3 (embedded SeaweedFS) and on HDFS (the Hadoop
-minicluster, through WebHDFS; marked `hadoop_cluster`).
+"""The store contract, checked on the local store and on S3 (embedded SeaweedFS); on HDFS by
+tests/hadoop/test_hdfs_store.py, which runs these same tests beside the cluster (the side lane).
 
 Committers are written once against `Store`; these tests pin down the behaviour they rely on,
 in particular directory boundaries (`dataset1` never covers `dataset10`), create-if-absent,
@@ -12,11 +12,9 @@ import contextlib
 import gc
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.hdfs import namespace_counts
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import (
@@ -46,16 +44,12 @@ SPECIAL_NAMES = [
 
 
 @pytest.fixture(
-    params=[
-        "local",
-        *(pytest.param(f"s3-{path}", marks=pytest.mark.s3) for path in REQUEST_PATHS),
-        pytest.param("hdfs", marks=pytest.mark.hadoop_cluster),
-    ]
+    params=["local", *(pytest.param(f"s3-{path}", marks=pytest.mark.s3) for path in REQUEST_PATHS)]
 )
 def store_root(request: pytest.FixtureRequest) -> Iterator[StoreRoot]:
     """The suite's `store_root`, with S3 once per request path (both are part of the contract)."""
-    if request.param in ("local", "hdfs"):
-        yield request.getfixturevalue(f"{request.param}_store_root")
+    if request.param == "local":
+        yield request.getfixturevalue("local_store_root")
         return
     path = request.param.removeprefix("s3-")
     if path == "crt":
@@ -73,19 +67,6 @@ def local_store_root(local_root: StorePath) -> Iterator[StoreRoot]:
     local = LocalStore()
     yield local, local_root
     local.close()
-
-
-@pytest.fixture
-def hdfs_store_root(hadoop_cluster: object) -> Iterator[StoreRoot]:
-    """A fresh folder on the minicluster's HDFS, removed afterwards."""
-    from airflow_commit_provider.core.store.hdfs import HdfsStore
-    from airflow_commit_provider.core.store.settings import HdfsSettings
-
-    store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))  # type: ignore[attr-defined]
-    root = StorePath.parse(f"{hadoop_cluster.fs_default_name}/contract-{uuid.uuid4().hex[:12]}")  # type: ignore[attr-defined]
-    yield store, root
-    store.delete_tree(root)
-    store.close()
 
 
 def listed(store: Store, directory: StorePath) -> set[StorePath]:
@@ -442,85 +423,6 @@ def test_list_parts(multipart_root: StoreRoot) -> None:
         (3, etags[2], 3),
     ]
     store.abort_multipart_upload(path, upload_id)
-
-
-# HDFS only -------------------------------------------------------------------------------------
-@pytest.mark.hadoop_cluster
-def test_hdfs_counts_requests(hdfs_store_root: StoreRoot) -> None:
-    """What each call costs in WebHDFS requests: a write is CREATE (NameNode, then DataNode), the
-    RENAME into place and the DELETE of the emptied hidden folder; a rename into an existing folder
-    is one request."""
-    store, root = hdfs_store_root
-    store.write_bytes(root.join("a"), b"12345")
-    store.read_bytes(root.join("a"))
-    store.get_status(root.join("a"))
-    list(store.list_files(root))
-    store.rename_file(root.join("a"), root.join("b"))
-    assert store.statistics.snapshot() == {
-        "op_put": 1,
-        "bytes_uploaded": 5,
-        "op_rename": 2,  # the write's, then rename_file's
-        "op_delete": 1,  # the write's hidden folder
-        "op_get": 1,
-        "op_head": 1,
-        "op_list": 1,
-    }
-
-
-@pytest.mark.hadoop_cluster
-def test_hdfs_lists_in_key_order(hdfs_store_root: StoreRoot) -> None:
-    """HDFS lists a folder by its names' bytes taken as signed (``é`` first, ``a`` before ``a-b``);
-    keys order ``a-b`` and ``a.c`` before ``a/``, and ``é`` last."""
-    store, root = hdfs_store_root
-    for name in ("ab", "a/x", "é", "a.c", "a-b"):
-        store.write_bytes(root.join(name), b"x")
-    assert [status.path.relative_to(root) for status in store.list_files(root)] == [
-        "a-b",
-        "a.c",
-        "a/x",
-        "ab",
-        "é",
-    ]
-
-
-@pytest.mark.hadoop_cluster
-def test_hdfs_rename_that_cannot_happen_makes_no_folder(hdfs_store_root: StoreRoot) -> None:
-    """A late attempt's rename, whose work its job's cleanup removed: refused, and the destination's
-    missing folders are not made for it."""
-    store, root = hdfs_store_root
-    store.prepare_directory(root)
-    with pytest.raises(FileNotFoundInStoreError, match="rename source does not exist"):
-        store.rename_file(root.join("gone"), root.join("p=1", "deeper", "part-0"))
-    assert store.list_child_dirs(root) == []
-
-
-@pytest.mark.hadoop_cluster
-def test_hdfs_create_if_absent_has_one_winner_among_racers(
-    hdfs_store_root: StoreRoot, hadoop_cluster: object
-) -> None:
-    """Eight writers race to create one file: the NameNode lets exactly one rename win, the file
-    holds that writer's bytes whole, and the losers' hidden writes are gone."""
-    store, root = hdfs_store_root
-    path = root.join("commit", "marker")
-    outcomes: dict[int, str] = {}
-
-    def race(writer: int) -> None:
-        try:
-            store.write_bytes(path, f"writer {writer}".encode() * 1000, if_absent=True)
-            outcomes[writer] = "won"
-        except FileAlreadyExistsError:
-            outcomes[writer] = "lost"
-
-    threads = [threading.Thread(target=race, args=(writer,)) for writer in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    (winner,) = [writer for writer, outcome in outcomes.items() if outcome == "won"]
-    assert len(outcomes) == 8
-    assert store.read_bytes(path) == f"writer {winner}".encode() * 1000
-    assert listed(store, root) == {path}
-    assert namespace_counts(hadoop_cluster, root.join("commit")) == (1, 1), "a hidden write is left"
 
 
 # S3 only ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""The rename committers run on HDFS (through WebHDFS, the minicluster), and the upload committers
+"""The rename committers run on HDFS (through WebHDFS, the test cluster), and the upload committers
 refuse it at setup: a job through `core`, as the protocol tests run one on local files.
 
-Cost: one job per committer (about 2-4 s each on the minicluster); the refusals make no request.
+Cost: one job per committer (about 2-4 s each on the session's cluster); the refusals make no request.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import UnsupportedStoreError
 from airflow_commit_provider.core.store.hdfs import HdfsStore
 from airflow_commit_provider.core.store.settings import HdfsSettings
+from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 
 #: The committers that need no multipart uploads: they run on HDFS.
 RENAME_COMMITTERS = ("manifest", "file-v1")
 
 
 @pytest.fixture
-def hdfs_dest(hadoop_cluster: object) -> Iterator[tuple[HdfsStore, StorePath]]:
+def hdfs_dest(hadoop_cluster: HadoopCluster) -> Iterator[tuple[HdfsStore, StorePath]]:
     """A store on the minicluster and a fresh destination on it, removed afterwards."""
-    store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))  # type: ignore[attr-defined]
-    root = StorePath.parse(f"{hadoop_cluster.fs_default_name}/jobs-{uuid.uuid4().hex[:12]}")  # type: ignore[attr-defined]
+    store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))
+    root = StorePath.parse(f"{hadoop_cluster.fs_default_name}/jobs-{uuid.uuid4().hex[:12]}")
     yield store, root.join("out")
     store.delete_tree(root)
     store.close()
@@ -37,7 +38,7 @@ def hdfs_dest(hadoop_cluster: object) -> Iterator[tuple[HdfsStore, StorePath]]:
 @pytest.mark.hadoop_cluster
 @pytest.mark.parametrize("name", RENAME_COMMITTERS)
 def test_rename_committer_commits_a_job_on_hdfs(
-    hdfs_dest: tuple[HdfsStore, StorePath], hadoop_cluster: object, name: str, tmp_path: object
+    hdfs_dest: tuple[HdfsStore, StorePath], hadoop_cluster: HadoopCluster, name: str, tmp_path: object
 ) -> None:
     """Complete and exclusive on HDFS: an aborted attempt adds nothing, the committed attempts'
     files are all there with their bytes, `_SUCCESS` lists them, and nothing unlisted is left (a

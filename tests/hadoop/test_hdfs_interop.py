@@ -1,5 +1,5 @@
 """Hadoop's `_SUCCESS` interop on HDFS, both ways, with the suite's one Spark session pointed at the
-minicluster by full ``hdfs://`` URIs (no conf change: its Hadoop client opens any NameNode).
+test cluster by full ``hdfs://`` URIs (no conf change: its Hadoop client opens any NameNode).
 
 - Hadoop's ManifestCommitter and FileOutputCommitter (v1) write a table through Spark; our
   `_SUCCESS` check, through the WebHDFS store, reads what they wrote.
@@ -7,7 +7,7 @@ minicluster by full ``hdfs://`` URIs (no conf change: its Hadoop client opens an
   ManifestSuccessData loader reads our `_SUCCESS` through Hadoop's own HDFS client, and Spark reads
   exactly the committed rows.
 
-Cost: four Spark jobs of a few rows on the shared session (about 2-5 s each here).
+Cost: four Spark jobs of a few rows on the session's Spark and cluster (about 2-7 s each here).
 """
 
 from __future__ import annotations
