@@ -14,6 +14,7 @@ from support.hdfs import listed_counts, namespace_counts
 from support.invariants import assert_committed, store_files
 from support.workload import UPLOAD_COMMITTERS, JobRun, expected_output, make_options, task_files
 
+from airflow_commit_provider.cli import main
 from airflow_commit_provider.core.committers import create_committer
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store import UnsupportedStoreError
@@ -38,11 +39,16 @@ def hdfs_dest(hadoop_cluster: HadoopCluster) -> Iterator[tuple[HdfsStore, StoreP
 @pytest.mark.hadoop_cluster
 @pytest.mark.parametrize("name", RENAME_COMMITTERS)
 def test_rename_committer_commits_a_job_on_hdfs(
-    hdfs_dest: tuple[HdfsStore, StorePath], hadoop_cluster: HadoopCluster, name: str, tmp_path: object
+    hdfs_dest: tuple[HdfsStore, StorePath],
+    hadoop_cluster: HadoopCluster,
+    name: str,
+    tmp_path: object,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Complete and exclusive on HDFS: an aborted attempt adds nothing, the committed attempts'
     files are all there with their bytes, `_SUCCESS` lists them, and nothing unlisted is left (a
-    hidden write in a `.__publishing__` folder, which listings skip, or an empty folder)."""
+    hidden write in a `.__publishing__` folder, which listings skip, or an empty folder); the CLI's
+    check of the `_SUCCESS` opens hdfs:// with the WebHDFS setting of its environment."""
     store, dest = hdfs_dest
     job = JobRun.create(name, store, dest, make_options(f"{tmp_path}/staging"))
     job.committer.setup_job()
@@ -55,6 +61,10 @@ def test_rename_committer_commits_a_job_on_hdfs(
     assert success.file_count == len(expected) == 6
     assert namespace_counts(hadoop_cluster, dest) == listed_counts(store_files(store, dest))
     assert sorted(written.filenames) == sorted(dest.join(name).uri() for name in expected)
+    verify = ["success", "verify", str(dest), "--committer", name, "--job-id", job.job_id, "--min-files", "6"]
+    monkeypatch.setenv("AIRFLOW_COMMIT_WEBHDFS_URL", hadoop_cluster.webhdfs_url)
+    assert main([*verify, "-o", "json"]) == 0, "the CLI opens hdfs:// and finds the job's _SUCCESS"
+    assert main([*verify[:-1], "7"]) != 0, "and refuses one that falls short"
 
 
 @pytest.mark.parametrize("name", UPLOAD_COMMITTERS)
