@@ -78,3 +78,11 @@ def test_upload_committers_refuse_hdfs_at_setup(name: str) -> None:
         f"the {name} committer needs a store with multipart upload; HdfsStore does not provide it"
     )
     assert store.statistics.snapshot() == {}
+
+
+def test_hdfs_destinations_are_named_as_openlineage_and_airflow_name_them() -> None:
+    from airflow_commit_provider.assets import asset_uri
+    from airflow_commit_provider.lineage import dataset_id
+
+    assert dataset_id("hdfs://nn:8020/warehouse/events/") == ("hdfs://nn:8020", "/warehouse/events")
+    assert asset_uri("hdfs://nn:8020/warehouse/events/") == "hdfs://nn:8020/warehouse/events"
