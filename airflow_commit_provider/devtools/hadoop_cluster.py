@@ -58,6 +58,9 @@ CLUSTER_SETTINGS: dict[str, str] = {
     # A NodeManager whose disk is fuller than this (default 90 %) registers UNHEALTHY and gets no
     # containers; a shared development disk often is.
     "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99",
+    # Part of how long a stopping NodeManager waits for applications (with the SIGKILL delay and 1 s);
+    # 5 s by default. At 0.5 s the session's teardown after one application went from 21 s to 16 s.
+    "yarn.nodemanager.process-kill-wait.ms": "500",
 }
 
 #: Client configuration keys the properties read (written by the launcher).
