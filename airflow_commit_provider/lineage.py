@@ -30,7 +30,7 @@ from airflow_commit_provider.cleanup.reports import KEPT_OUTCOMES
 from airflow_commit_provider.cleanup.temp_trees import TempCleanReport
 from airflow_commit_provider.cleanup.uploads import AbortReport
 from airflow_commit_provider.core.layout import RECORDS_DIR
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import HDFS_SCHEME, StorePath
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import InputDataset
@@ -58,10 +58,13 @@ PARENT_JOB_CONF_PREFIX = "spark.openlineage.parent"
 
 
 def dataset_id(destination: str | StorePath) -> tuple[str, str]:
-    """OpenLineage's (namespace, name) of a destination (or any path in a store)."""
+    """OpenLineage's (namespace, name) of a destination (or any path in a store), as its naming
+    spec has them: ``file``, ``hdfs://<namenode>:<port>`` with an absolute path, ``s3://<bucket>``."""
     path = StorePath.parse(destination)
     if path.is_local:
         return "file", path.key
+    if path.scheme == HDFS_SCHEME:
+        return f"hdfs://{path.bucket}", "/" + path.key.strip("/")
     return f"s3://{path.bucket}", path.key.strip("/") or "/"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow_commit_provider.cleanup import parse_scope
 from airflow_commit_provider.cli.names import DESTINATION, SCOPE
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath
 from airflow_commit_provider.core.store import Store, open_store
 
 
@@ -34,9 +34,12 @@ def scope_of(args: argparse.Namespace) -> StorePath:
 
 def store_for(args: argparse.Namespace, where: str) -> Store:
     """The store holding `where`: for S3, with the settings of `--aws-conn-id` when given (else
-    boto3's environment), `--endpoint-url` over both, and a pool sized to `--threads`."""
+    boto3's environment), `--endpoint-url` over both, and a pool sized to `--threads`; local files
+    and HDFS (`HdfsSettings`, from the environment) take none of those."""
     path = StorePath.parse(where)
-    options = {} if path.is_local or not args.aws_conn_id else _connection_settings(args)
+    if path.scheme not in S3_SCHEMES:
+        return open_store(path, threads=args.threads)
+    options = _connection_settings(args) if args.aws_conn_id else {}
     if args.endpoint_url:
         options["endpoint_url"] = args.endpoint_url
     return open_store(path, threads=args.threads, **options)

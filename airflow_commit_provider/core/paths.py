@@ -1,5 +1,5 @@
-"""Store paths: one value type for `file://`, `s3://` and `s3a://` addresses, and `Destination`,
-where a job writes.
+"""Store paths: one value type for `file://`, `hdfs://`, `s3://` and `s3a://` addresses, and
+`Destination`, where a job writes.
 
 Two ways in, never confused: a path a user gives (`parse`) is taken literally, as Spark,
 Hadoop and the AWS CLI take it; a URI read from a manifest or `_SUCCESS` (`from_uri`) is
@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote, urlsplit
+
+from airflow_commit_provider.core.hadoop_conf import hadoop_conf_value
 
 #: Characters left unencoded in URIs; everything else (space, %, non-ASCII, ...) is encoded.
 _URI_SAFE = "/=:@!$&'()*+,;~-._"
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
+HDFS_SCHEME = "hdfs"
+#: The schemes this package opens a store for (`core.store.open_store`).
+STORE_SCHEMES = ("file", HDFS_SCHEME, *S3_SCHEMES)
+#: Where `hdfs:///t` finds its NameNode, as Hadoop does: the default filesystem of the client conf.
+DEFAULT_FS = ("core-site.xml", "fs.defaultFS")
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: A stored URI as `uri()` writes it: no query, fragment, space or control character, a plain
 #: authority. Such a URI is split without `urlsplit`, which costs more than the rest of reading a
@@ -41,8 +49,9 @@ class InvalidPathError(ValueError):
 class StorePath:
     """A path in a store: one file or object, or a folder (a prefix of keys).
 
-    `scheme` is `file` or an S3 scheme; `bucket` is empty for local files; `key` is the
-    decoded path inside the bucket without a leading slash (local paths keep theirs).
+    `scheme` is `file`, `hdfs` or an S3 scheme; `bucket` is empty for local files and the NameNode's
+    `host:port` on HDFS; `key` is the decoded path inside the bucket (or HDFS namespace) without a
+    leading slash (local paths keep theirs).
     """
 
     scheme: str
@@ -51,7 +60,8 @@ class StorePath:
 
     @classmethod
     def parse(cls, path: str | os.PathLike[str] | StorePath) -> StorePath:
-        """A path as a user writes it: `s3://b/k`, `s3a://b/k`, `file:///p` or a plain path.
+        """A path as a user writes it: `s3://b/k`, `s3a://b/k`, `hdfs://nn:8020/p`, `hdfs:///p` (on
+        the default filesystem, `default_hdfs_namenode`), `file:///p` or a plain path.
 
         Everything after the scheme and bucket is taken literally, as Spark and Hadoop's
         `Path(String)`, the AWS CLI and boto3 take it: `%41`, `%`, `#`, `?`, spaces and unicode
@@ -61,7 +71,9 @@ class StorePath:
             return path
         text = os.fspath(path)
         if not text:
-            raise InvalidPathError("empty path: give an s3://, s3a:// or file:// URL or a local path")
+            raise InvalidPathError(
+                "empty path: give an s3://, s3a://, hdfs:// or file:// URL or a local path"
+            )
         match = _URL_SCHEME.match(text)
         if match is None:  # a plain path, even one with ':' or '%' in it
             if not text.isascii():
@@ -113,7 +125,14 @@ class StorePath:
                     f"S3 bucket {authority!r} in {text!r} is not a bucket name: use letters, digits, '.', '-' or '_'"
                 )
             return cls(scheme, authority, path.strip("/"))
-        raise InvalidPathError(f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a:// or file://")
+        if scheme == HDFS_SCHEME:
+            namenode = authority or default_hdfs_namenode(text)
+            if not _BUCKET.fullmatch(namenode):
+                raise InvalidPathError(f"HDFS NameNode {namenode!r} in {text!r} is not a host or host:port")
+            return cls(scheme, namenode, path.strip("/"))
+        raise InvalidPathError(
+            f"unsupported scheme {scheme!r} in {text!r}: use s3://, s3a://, hdfs:// or file://"
+        )
 
     @property
     def is_local(self) -> bool:
@@ -149,7 +168,7 @@ class StorePath:
 
     def is_under(self, directory: StorePath) -> bool:
         """True if this path is inside `directory` (directory boundary, never a plain prefix match)."""
-        if (self.scheme in S3_SCHEMES) != (directory.scheme in S3_SCHEMES) or self.bucket != directory.bucket:
+        if scheme_family(self.scheme) != scheme_family(directory.scheme) or self.bucket != directory.bucket:
             return False
         return self.key.startswith(directory.dir_prefix())
 
@@ -175,7 +194,7 @@ class Destination:
     """Where a job writes (a table's root folder), parsed once when its write is planned.
 
     Hadoop's own committers (``engine="hadoop"``) write to any Hadoop filesystem (``hdfs://``,
-    ``abfss://``, ``gs://``...), of which this package's stores open only S3 and local files: the
+    ``abfss://``, ``gs://``...), of which this package's stores open S3, HDFS and local files: the
     URI is kept as given, and the store root is there only where one of ours opens it. Everything
     downstream of a plan reads this value instead of parsing the string again.
     """
@@ -193,7 +212,7 @@ class Destination:
         if isinstance(given, StorePath):
             return cls(str(given), given)
         text = os.fspath(given)
-        if any_hadoop_filesystem and _scheme_of(text) not in ("file", *S3_SCHEMES):
+        if any_hadoop_filesystem and _scheme_of(text) not in STORE_SCHEMES:
             return cls(text, None)
         root = StorePath.parse(text)
         return cls(text if any_hadoop_filesystem else str(root), root)
@@ -205,7 +224,7 @@ class Destination:
 
     @property
     def in_store(self) -> bool:
-        """Whether one of this package's stores opens it (S3 or local files)."""
+        """Whether one of this package's stores opens it (S3, HDFS or local files)."""
         return self._root is not None
 
     @property
@@ -214,7 +233,7 @@ class Destination:
         if self._root is None:
             raise InvalidPathError(
                 f"destination {self.uri!r} is on {self.scheme}://, which only Hadoop's committers write: "
-                "its _SUCCESS, jobs and files can be checked here only on s3://, s3a:// or file://"
+                "its _SUCCESS, jobs and files can be checked here only on s3://, s3a://, hdfs:// or file://"
             )
         return self._root
 
@@ -225,6 +244,30 @@ class Destination:
 def _scheme_of(text: str) -> str:
     match = _URL_SCHEME.match(text)
     return match.group(1).lower() if match else "file"
+
+
+def default_hdfs_namenode(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """The NameNode (`host:port`) of `hdfs:///...`: the client conf's ``fs.defaultFS``, as Hadoop
+    resolves it, so a path has one spelling whichever way it was written (`_SUCCESS` and Hadoop's
+    manifests name files with the full URI)."""
+    default_fs, source = hadoop_conf_value(*DEFAULT_FS, environ)
+    if not default_fs:
+        raise InvalidPathError(
+            f"{text!r} names no NameNode and there is no fs.defaultFS in {source}: "
+            "write hdfs://host:port/path or set HADOOP_CONF_DIR"
+        )
+    scheme, _, rest = default_fs.partition("://")
+    namenode = rest.split("/", 1)[0]
+    if scheme.lower() != HDFS_SCHEME or not namenode:
+        raise InvalidPathError(
+            f"{text!r}: fs.defaultFS in {source} is {default_fs!r}, not an hdfs:// NameNode"
+        )
+    return namenode
+
+
+def scheme_family(scheme: str) -> str:
+    """One name per store family: `s3`, `s3a` and `s3n` name the same objects."""
+    return "s3" if scheme in S3_SCHEMES else scheme
 
 
 def _check_encodable(path: str, scheme: str, text: str) -> None:
@@ -245,7 +288,11 @@ def _normalise_local(path: str) -> str:
 
 def same_path(a: StorePath, b: StorePath) -> bool:
     """True if both name the same object, treating `s3`/`s3a`/`s3n` as one scheme."""
-    return a.bucket == b.bucket and a.key.strip("/") == b.key.strip("/") and a.is_local == b.is_local
+    return (
+        a.bucket == b.bucket
+        and a.key.strip("/") == b.key.strip("/")
+        and scheme_family(a.scheme) == scheme_family(b.scheme)
+    )
 
 
 def is_hidden(relative: str) -> bool:

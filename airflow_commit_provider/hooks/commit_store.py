@@ -23,7 +23,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from botocore import UNSIGNED
 from botocore.config import Config
 
-from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.paths import S3_SCHEMES, StorePath
 from airflow_commit_provider.core.store import open_store
 from airflow_commit_provider.core.store.settings import UNSIGNED_SIGNATURE, S3Settings
 
@@ -103,18 +103,20 @@ class CommitStoreHook(AwsBaseHook):
         )
 
     def get_store(self, path: str | os.PathLike[str] | StorePath) -> Store:
-        """The store for ``path``: a local store for ``file://`` or plain paths, else an S3 store.
+        """The store for ``path``: a local store for ``file://`` or plain paths, an HDFS store for
+        ``hdfs://`` (its settings from the worker's environment, `HdfsSettings`), else an S3 store
+        with the connection's settings.
 
         Opening a store never sends a request; the S3 client is created on first use.
         """
         path = StorePath.parse(path)
-        if path.is_local:
-            return open_store(path)
+        if path.scheme not in S3_SCHEMES:
+            return open_store(path, threads=self.threads)
         return open_store(path, threads=self.threads, **self.s3_settings.store_kwargs())
 
     def spark_environment(self, path: str | os.PathLike[str] | StorePath) -> dict[str, str]:
-        """``AWS_*`` variables that give a Spark job the same S3 access (empty for local paths)."""
-        if StorePath.parse(path).is_local:
+        """``AWS_*`` variables that give a Spark job the same S3 access (empty off S3)."""
+        if StorePath.parse(path).scheme not in S3_SCHEMES:
             return {}
         return self.s3_settings.environment()
 

@@ -371,14 +371,16 @@ def test_a_hadoop_only_destination_is_planned_but_not_submitted(fake_spark: Fake
     """engine="hadoop" plans a write to any Hadoop filesystem (its conf names it as given), but a try
     must check the job's _SUCCESS through a store of ours: refused in one line before anything starts
     (with its asset declared, as by default, already when the task is made: the asset names a store path)."""
-    op = operator("hdfs://nn:8020/warehouse/events", committer="manifest", engine="hadoop", emit_asset=False)
+    op = operator(
+        "viewfs://cluster/warehouse/events", committer="manifest", engine="hadoop", emit_asset=False
+    )
     conf = op.job_conf("job-1", 1)
-    assert conf["spark.airflow_commit.destination"] == "hdfs://nn:8020/warehouse/events"
-    assert conf["spark.hadoop.mapreduce.outputcommitter.factory.scheme.hdfs"].endswith(
+    assert conf["spark.airflow_commit.destination"] == "viewfs://cluster/warehouse/events"
+    assert conf["spark.hadoop.mapreduce.outputcommitter.factory.scheme.viewfs"].endswith(
         "ManifestCommitterFactory"
     )
     with pytest.raises(
-        ValueError, match=r"^destination 'hdfs://nn:8020/warehouse/events' is on hdfs://"
+        ValueError, match=r"^destination 'viewfs://cluster/warehouse/events' is on viewfs://"
     ) as refused:
         op.execute(context())
     assert "\n" not in str(refused.value)

@@ -54,6 +54,52 @@ def test_stored_uris_are_decoded_as_before() -> None:
         StorePath.from_uri("/tmp/plain")
 
 
+@pytest.mark.parametrize("element", TRICKY)
+def test_hdfs_locations_are_taken_literally(element: str) -> None:
+    path = StorePath.parse(f"hdfs://nn.example:8020/warehouse/{element}/part.bin")
+    assert (path.scheme, path.bucket, path.key) == (
+        "hdfs",
+        "nn.example:8020",
+        f"warehouse/{element}/part.bin",
+    )
+    assert StorePath.parse(str(path)) == path
+    assert StorePath.from_uri(path.uri()) == path
+
+
+def hadoop_conf(directory: os.PathLike[str], default_fs: str) -> dict[str, str]:
+    """An environment whose HADOOP_CONF_DIR holds a core-site.xml naming `default_fs`."""
+    with open(os.path.join(directory, "core-site.xml"), "w", encoding="utf-8") as site:
+        site.write(
+            f"<configuration><property><name>fs.defaultFS</name><value>{default_fs}</value></property></configuration>"
+        )
+    return {"HADOOP_CONF_DIR": os.fspath(directory)}
+
+
+def test_hdfs_without_a_namenode_is_on_the_default_filesystem(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hdfs:///t` is `hdfs://<fs.defaultFS's NameNode>/t`, as Hadoop reads it: one spelling, the
+    one `_SUCCESS` and Hadoop's manifests name files with."""
+    monkeypatch.setenv("HADOOP_CONF_DIR", hadoop_conf(tmp_path, "hdfs://nn.example:8020")["HADOOP_CONF_DIR"])
+    assert StorePath.parse("hdfs:///warehouse/t") == StorePath.parse("hdfs://nn.example:8020/warehouse/t")
+    hadoop_conf(tmp_path, "file:///")
+    with pytest.raises(
+        InvalidPathError, match=r"fs.defaultFS in .*core-site.xml is 'file:///', not an hdfs://"
+    ):
+        StorePath.parse("hdfs:///warehouse/t")
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    with pytest.raises(
+        InvalidPathError, match=r"^'hdfs:///t' names no NameNode .* HADOOP_CONF_DIR \(not set\)"
+    ):
+        StorePath.parse("hdfs:///t")
+
+
+def test_hdfs_and_s3_paths_never_cover_each_other() -> None:
+    hdfs, s3 = StorePath.parse("hdfs://b/t"), StorePath.parse("s3://b/t")
+    assert not hdfs.join("x").is_under(s3) and not s3.join("x").is_under(hdfs)
+    assert StorePath.parse("s3a://b/t/x").is_under(s3)
+
+
 @pytest.mark.parametrize(
     ("location", "message"),
     [

@@ -1,4 +1,5 @@
-"""The store contract, checked on the local store and on S3 (embedded SeaweedFS).
+"""The store contract, checked on the local store and on S3 (embedded SeaweedFS); on HDFS by
+tests/hadoop/test_hdfs_store.py, which runs these same tests beside the cluster (the side lane).
 
 Committers are written once against `Store`; these tests pin down the behaviour they rely on,
 in particular directory boundaries (`dataset1` never covers `dataset10`), create-if-absent,

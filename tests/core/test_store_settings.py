@@ -1,6 +1,8 @@
-"""S3Settings: what reaches S3Store, and a child process's environment, and back from it."""
+"""S3Settings and HdfsSettings: what reaches their stores, and a child process's environment, and back."""
 
 from __future__ import annotations
+
+import getpass
 
 import pytest
 from botocore import UNSIGNED
@@ -8,7 +10,7 @@ from botocore import UNSIGNED
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.base import StoreError
 from airflow_commit_provider.core.store.s3 import S3Store
-from airflow_commit_provider.core.store.settings import ENV_S3_BOTOCORE_CONFIG, S3Settings
+from airflow_commit_provider.core.store.settings import ENV_S3_BOTOCORE_CONFIG, HdfsSettings, S3Settings
 
 TUNED = S3Settings(
     endpoint_url="http://127.0.0.1:1",
@@ -114,3 +116,33 @@ def test_botocore_options_the_crt_would_not_follow_keep_the_hot_calls_on_boto3()
         StoreError, match=r"^request_path='crt' cannot follow botocore_config's proxies, read_timeout"
     ):
         _ = refused.hot  # the request path is chosen before the first hot call
+
+
+def test_webhdfs_address_from_the_setting_or_the_client_conf(tmp_path: object) -> None:
+    """The NameNode's HTTP address is not in an hdfs:// URI (that is its RPC port): the setting,
+    else the client conf's dfs.namenode.http-address for the default filesystem's NameNode, a bind
+    address (0.0.0.0) read as the NameNode's host; any other NameNode is refused naming both ways."""
+    assert (
+        HdfsSettings(webhdfs_url="http://nn:9870/").webhdfs_base("other:8020") == "http://nn:9870/webhdfs/v1"
+    )
+    sites = {
+        "core-site.xml": ("fs.defaultFS", "hdfs://nn.example:8020"),
+        "hdfs-site.xml": ("dfs.namenode.http-address", "0.0.0.0:9870"),
+    }
+    for name, (key, value) in sites.items():
+        with open(f"{tmp_path}/{name}", "w", encoding="utf-8") as site:
+            site.write(
+                f"<configuration><property><name>{key}</name><value>{value}</value></property></configuration>"
+            )
+    environ = {"HADOOP_CONF_DIR": str(tmp_path)}
+    assert HdfsSettings().webhdfs_base("nn.example:8020", environ) == "http://nn.example:9870/webhdfs/v1"
+    with pytest.raises(
+        ValueError, match=r"^no WebHDFS address for hdfs://other:8020: set AIRFLOW_COMMIT_WEBHDFS_URL"
+    ):
+        HdfsSettings().webhdfs_base("other:8020", environ)
+
+
+def test_hdfs_settings_reach_a_child_process_and_back() -> None:
+    settings = HdfsSettings(webhdfs_url="http://nn:9870", user="etl")
+    assert HdfsSettings.from_environment(settings.environment()) == settings
+    assert HdfsSettings.from_environment({}).user_name() == getpass.getuser()

@@ -186,6 +186,8 @@ def test_default_committer():
     assert default_committer(s3, True, "replace") == "partitioned"
     assert default_committer(s3, False, "fail") == "directory"
     assert default_committer(local, True, "fail") == "partitioned"
+    # HDFS is a rename store with no multipart uploads: appends by rename, as local files.
+    assert default_committer(StorePath.parse("hdfs://nn:8020/t"), True, "append") == "manifest"
 
 
 def test_refusals_happen_before_any_work(spark, tmp_path):

@@ -145,7 +145,7 @@ def test_operator_confs_are_the_contract_keys():
 @pytest.mark.parametrize(
     ("given", "scheme"),
     [
-        ("hdfs://nn:8020/warehouse/events", "hdfs"),
+        ("viewfs://cluster/warehouse/events", "viewfs"),
         ("abfss://data@acct.dfs.core.windows.net/events", "abfss"),
         ("gs://bucket/events", "gs"),
     ],

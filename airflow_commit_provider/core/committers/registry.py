@@ -19,7 +19,7 @@ from airflow_commit_provider.core.committers.manifest import ManifestCommitter
 from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.options import ConflictMode, parse_conflict_mode
-from airflow_commit_provider.core.paths import Destination, StorePath
+from airflow_commit_provider.core.paths import S3_SCHEMES, Destination, StorePath
 
 Engine = Literal["python", "hadoop"]
 #: ``python``: this package's committers (``write_committed``); ``hadoop``: Hadoop's JVM committers.
@@ -93,12 +93,12 @@ def default_committer(destination: StorePath, partitioned: bool, conflict_mode: 
 
     ``fail`` and ``replace`` need a committer that resolves conflicts at job commit: per partition
     for a partitioned write, else over the destination. ``append`` needs no rename on S3
-    (``magic``) and is atomic by rename on a local filesystem (``manifest``).
+    (``magic``) and is atomic by rename on a local filesystem or HDFS (``manifest``).
     """
     if conflict_mode in ("fail", "replace"):
         (name,) = committer_names(conflicts="partition" if partitioned else "destination")
         return name
-    return "manifest" if destination.is_local else "magic"
+    return "magic" if destination.scheme in S3_SCHEMES else "manifest"
 
 
 @dataclass(frozen=True)

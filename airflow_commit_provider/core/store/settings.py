@@ -1,4 +1,4 @@
-"""Where and as whom a process reaches S3, as one small picklable value.
+"""Where and as whom a process reaches S3 (and HDFS, `HdfsSettings`), as one small picklable value each.
 
 The store owns these settings because the store is what they configure: the Airflow hook fills them
 from a connection, a Spark write from its options and conf (``spark.config``), and both hand them to
@@ -8,6 +8,7 @@ process that reads them back here. Credentials never appear in ``repr``.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ from typing import Any
 
 from botocore.config import Config
 
+from airflow_commit_provider.core.hadoop_conf import hadoop_conf_value
+from airflow_commit_provider.core.paths import DEFAULT_FS
 from airflow_commit_provider.core.store.check import CONDITIONAL_CREATE_ENV
 from airflow_commit_provider.core.store.s3_requests import REQUEST_PATH_ENV
 
@@ -147,3 +150,64 @@ def _botocore_json(options: Mapping[str, Any]) -> str:
         return json.dumps(options, sort_keys=True)
     except TypeError as error:
         raise ValueError(f"botocore_config must be JSON to reach a Spark job ({error})") from None
+
+
+#: The WebHDFS address (``http://namenode:9870``) when the client conf does not give it; the
+#: variable a child process (a Spark executor) reads it from.
+ENV_WEBHDFS_URL = "AIRFLOW_COMMIT_WEBHDFS_URL"
+#: Hadoop's own variable for the simple-auth user name (``user.name`` on WebHDFS).
+ENV_HADOOP_USER_NAME = "HADOOP_USER_NAME"
+#: Where the NameNode's WebHDFS address is, when it is not given: the cluster's client conf.
+NAMENODE_HTTP_ADDRESS = ("hdfs-site.xml", "dfs.namenode.http-address")
+
+
+@dataclass(frozen=True)
+class HdfsSettings:
+    """Where and as whom to reach HDFS over WebHDFS (simple authentication; Kerberos/SPNEGO and
+    delegation tokens are not supported).
+
+    ``hdfs://nn:8020/t`` names the NameNode's RPC address; WebHDFS is its HTTP address, a different
+    port, which the client conf gives (``dfs.namenode.http-address``) or ``webhdfs_url`` sets.
+    """
+
+    webhdfs_url: str | None = None
+    """``http://host:port`` of the NameNode's WebHDFS for every ``hdfs://`` path; None: from
+    ``$HADOOP_CONF_DIR/hdfs-site.xml`` for the default filesystem's NameNode."""
+    user: str | None = None
+    """The ``user.name`` of every request; None: ``HADOOP_USER_NAME``, else the OS user (as Hadoop)."""
+    timeout: float = 120.0
+    """Seconds to connect, and between bytes of a response, before a request fails."""
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> HdfsSettings:
+        """The settings a process was given: ``AIRFLOW_COMMIT_WEBHDFS_URL`` and ``HADOOP_USER_NAME``."""
+        environ = os.environ if environ is None else environ
+        return cls(
+            webhdfs_url=environ.get(ENV_WEBHDFS_URL) or None, user=environ.get(ENV_HADOOP_USER_NAME) or None
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The same settings as the variables a child process reads back in `from_environment`."""
+        env = {ENV_WEBHDFS_URL: self.webhdfs_url, ENV_HADOOP_USER_NAME: self.user}
+        return {key: value for key, value in env.items() if value}
+
+    def user_name(self) -> str:
+        return self.user or getpass.getuser()
+
+    def webhdfs_base(self, namenode: str, environ: Mapping[str, str] | None = None) -> str:
+        """The WebHDFS root URL (``http://host:port/webhdfs/v1``) of the NameNode `namenode`
+        (``host:port``, a path's authority); a `ValueError` says which setting is missing."""
+        if self.webhdfs_url:
+            return self.webhdfs_url.rstrip("/") + "/webhdfs/v1"
+        address, source = hadoop_conf_value(*NAMENODE_HTTP_ADDRESS, environ)
+        default_fs, _ = hadoop_conf_value(*DEFAULT_FS, environ)
+        default_namenode = (default_fs or "").partition("://")[2].split("/", 1)[0]
+        if not address or namenode != default_namenode:
+            raise ValueError(
+                f"no WebHDFS address for hdfs://{namenode}: set {ENV_WEBHDFS_URL} (http://host:port) or "
+                f"HADOOP_CONF_DIR to this NameNode's client conf (dfs.namenode.http-address in {source})"
+            )
+        host, _, port = address.rpartition(":")
+        if host in ("0.0.0.0", "", "[::]"):  # a bind address: the NameNode's own host serves it
+            host = namenode.rpartition(":")[0] or namenode
+        return f"http://{host}:{port}/webhdfs/v1"
