@@ -210,6 +210,10 @@ class FakeS3Client:
             self._delete(Bucket, entry["Key"])
         return {"Deleted": [], "Errors": []}
 
+    def get_bucket_lifecycle_configuration(self, Bucket: str) -> dict:
+        """A bucket with no lifecycle rules, as S3 answers for one (job setup reads them once)."""
+        raise _error("NoSuchLifecycleConfiguration", 404, "GetBucketLifecycleConfiguration")
+
     # Multipart uploads ----------------------------------------------------------------------
     def create_multipart_upload(self, Bucket: str, Key: str) -> dict:
         upload_id = uuid.uuid4().hex
