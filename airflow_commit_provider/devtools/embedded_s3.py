@@ -37,6 +37,7 @@ from botocore.config import Config
 
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.devtools.ports import free_loopback_ports
+from airflow_commit_provider.devtools.processes import signal_group
 
 _PORT_NAMES = ("master", "volume", "filer", "s3")
 #: Where weed puts its gRPC Unix sockets regardless of TMPDIR; removed on stop.
@@ -287,10 +288,10 @@ class EmbeddedS3:
         if process is None:
             return
         if process.poll() is None:
-            _signal_group(process.pid, signal.SIGTERM)
+            signal_group(process.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):  # weed often ignores SIGTERM
                 process.wait(self.stop_timeout)
-        _signal_group(process.pid, signal.SIGKILL)  # also reaps any stray children of the group
+        signal_group(process.pid, signal.SIGKILL)  # also reaps any stray children of the group
         process.wait()
 
     def _cleanup_files(self) -> None:
@@ -396,11 +397,6 @@ def _write_private(path: Path, text: str) -> None:
     with os.fdopen(descriptor, "w") as handle:
         handle.write(text)
     path.chmod(0o600)
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 # Running it on its own --------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ import argparse
 import atexit
 import contextlib
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from airflow_commit_provider.devtools.hadoop_jars import minicluster_jars, pyspark_jars_dir
+from airflow_commit_provider.devtools.processes import read_first_line, signal_group
 
 #: Starts both clusters, writes the client configuration, prints "ready" (the file says when).
 _LAUNCHER = Path(__file__).with_name("MiniHadoopCluster.java")
@@ -234,27 +234,15 @@ class HadoopCluster:
 
     def _wait_until_ready(self, deadline: float) -> None:
         """Read the launcher's stdout as it comes until its "ready" line, or fail when it exits."""
-        assert self._process is not None and self._process.stdout is not None
-        stdout = self._process.stdout
-        received = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while b"\n" not in received:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise HadoopClusterError(
-                        f"the Hadoop cluster did not start within {self.startup_timeout:.0f} s; "
-                        f"log tail:\n{self._log_tail()}"
-                    )
-                if selector.select(remaining):
-                    chunk = os.read(stdout.fileno(), 4096)
-                    if not chunk:
-                        self._process.wait()
-                        raise HadoopClusterError(
-                            f"the Hadoop cluster exited ({self._process.returncode}) during startup; "
-                            f"log tail:\n{self._log_tail()}"
-                        )
-                    received += chunk
+        assert self._process is not None
+        received = read_first_line(
+            self._process,
+            deadline,
+            what="the Hadoop cluster",
+            timeout=self.startup_timeout,
+            log_tail=self._log_tail,
+            error=HadoopClusterError,
+        )
         if received != _READY:
             raise HadoopClusterError(f"unexpected output from the Hadoop cluster: {received[:200]!r}")
 
@@ -270,10 +258,10 @@ class HadoopCluster:
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:
-                _signal_group(process.pid, signal.SIGTERM)
+                signal_group(process.pid, signal.SIGTERM)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(self.stop_timeout)
-            _signal_group(process.pid, signal.SIGKILL)  # also reaps any stray member of the group
+            signal_group(process.pid, signal.SIGKILL)  # also reaps any stray member of the group
             process.wait()
             for stream in (process.stdin, process.stdout):
                 if stream is not None:
@@ -293,11 +281,6 @@ def _read_client_conf(conf_dir: Path) -> dict[str, str]:
         for prop in ElementTree.parse(site).getroot().iter("property"):
             conf[prop.findtext("name", "")] = prop.findtext("value", "")
     return conf
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def serve() -> int:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -44,6 +43,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from airflow_commit_provider.devtools.hadoop_jars import postgres_jdbc_jar, pyspark_jars_dir
+from airflow_commit_provider.devtools.processes import read_first_line, signal_group
 from airflow_commit_provider.spark.config import CATALOG_IMPLEMENTATION, WAREHOUSE_DIR, thrift_metastore_conf
 
 POSTGRES_DRIVER_CLASS = "org.postgresql.Driver"
@@ -232,26 +232,15 @@ class HiveMetastoreService:
 
     def _read_port(self, deadline: float) -> int:
         """The port from the server's ``listening <port>`` line: read as it comes, no polling."""
-        assert self._process is not None and self._process.stdout is not None
-        stdout = self._process.stdout
-        received = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout, selectors.EVENT_READ)
-            while b"\n" not in received:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise HiveMetastoreError(
-                        f"the metastore did not start within {self.startup_timeout:.0f} s; log tail:\n{self._log_tail()}"
-                    )
-                if selector.select(remaining):
-                    chunk = os.read(stdout.fileno(), 4096)
-                    if not chunk:
-                        self._process.wait()
-                        raise HiveMetastoreError(
-                            f"the metastore exited ({self._process.returncode}) during startup; "
-                            f"log tail:\n{self._log_tail()}"
-                        )
-                    received += chunk
+        assert self._process is not None
+        received = read_first_line(
+            self._process,
+            deadline,
+            what="the metastore",
+            timeout=self.startup_timeout,
+            log_tail=self._log_tail,
+            error=HiveMetastoreError,
+        )
         word, _, port = received.decode().partition("\n")[0].partition(" ")
         if word != "listening" or not port.isdigit():
             raise HiveMetastoreError(f"unexpected output from the metastore: {received[:200]!r}")
@@ -268,10 +257,10 @@ class HiveMetastoreService:
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:
-                _signal_group(process.pid, signal.SIGTERM)
+                signal_group(process.pid, signal.SIGTERM)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(20)
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             process.wait()
             if process.stdout is not None:
                 process.stdout.close()
@@ -280,8 +269,3 @@ class HiveMetastoreService:
             self._directory = None
         self.port = None
         atexit.unregister(self.stop)
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)

@@ -1,0 +1,57 @@
+"""What the development servers (the metastore, the Hadoop cluster, the embedded S3) share about the
+process each runs in: how its start-up line is read, and how its process group is signalled.
+
+Each server is started in a session of its own (``start_new_session=True``), so signalling the
+group reaches whatever it started too; each says it is ready with one line on stdout, read as it
+comes (a selector, never a poll or a sleep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+
+def read_first_line(
+    process: subprocess.Popen[bytes],
+    deadline: float,
+    *,
+    what: str,
+    timeout: float,
+    log_tail: Callable[[], str],
+    error: type[Exception],
+) -> bytes:
+    """What `process` printed up to the end of its first line: its readiness signal.
+
+    Raises `error`, naming `what` with the tail of its log, when `deadline` (``time.monotonic()``)
+    passes first (`timeout` is the bound as the user set it, for the message) or when the process
+    exits before the line ends."""
+    assert process.stdout is not None
+    stdout = process.stdout
+    received = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stdout, selectors.EVENT_READ)
+        while b"\n" not in received:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise error(f"{what} did not start within {timeout:.0f} s; log tail:\n{log_tail()}")
+            if selector.select(remaining):
+                chunk = os.read(stdout.fileno(), 4096)
+                if not chunk:
+                    process.wait()
+                    raise error(
+                        f"{what} exited ({process.returncode}) during startup; log tail:\n{log_tail()}"
+                    )
+                received += chunk
+    return received
+
+
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Send `sig` to the process group `pid` leads; a group already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
