@@ -54,12 +54,15 @@ def run_child(embedded_s3: Any, scenario: str, bucket: str) -> dict[str, Any]:
 
 def test_native_threads_keep_one_thread_state_as_they_come_and_go(embedded_s3: Any, s3_bucket: str) -> None:
     found = run_child(embedded_s3, "threads", s3_bucket)
+    # That the groups' native threads ended is the CRT's own word, not a count of the process's
+    # threads: each round waits for its group's `shutdown_event` (in `found["ok"]`), which the group
+    # signals once its event-loop threads are joined. (A count would race the cleanup thread that
+    # signals it and exits just after.)
     assert found["ok"], found
     assert len(found["rounds"]) == crt_child.ROUNDS
     for number, one in enumerate(found["rounds"]):
         # New threads every round, each keeping its state once, though far more callbacks ran.
         assert 1 <= one["keeps"] == one["threads"] < one["callbacks"] / 4, (number, found)
-    assert found["threads_after"] == found["threads_before"], "the groups' native threads ended"
 
 
 def test_a_forked_child_makes_requests_of_its_own_and_the_parent_goes_on(
