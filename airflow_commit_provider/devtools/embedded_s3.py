@@ -26,7 +26,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -37,7 +36,7 @@ from botocore.config import Config
 
 from airflow_commit_provider.core.store.s3 import S3Store
 from airflow_commit_provider.devtools.ports import free_loopback_ports
-from airflow_commit_provider.devtools.processes import signal_group
+from airflow_commit_provider.devtools.processes import serve_until_signal, signal_group
 
 _PORT_NAMES = ("master", "volume", "filer", "s3")
 #: Where weed puts its gRPC Unix sockets regardless of TMPDIR; removed on stop.
@@ -423,11 +422,9 @@ def serve(data_dir: Path | None = None, s3_port: int | None = None, buckets: lis
 
     The connection (with this throwaway server's secret key) goes to stdout only, never to a log.
     """
-    stopping = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = EmbeddedS3(data_dir=data_dir, s3_port=s3_port)
-    try:
-        server.start()
+
+    def announce() -> None:
         for bucket in buckets or ():
             with contextlib.suppress(Exception):  # already there (a kept directory)
                 server.create_bucket(bucket)
@@ -438,15 +435,8 @@ def serve(data_dir: Path | None = None, s3_port: int | None = None, buckets: lis
         print("Set in the Airflow environment (scheduler, dag-processor, triggerer, workers):", flush=True)
         print(f"export AIRFLOW_CONN_AWS_DEFAULT={shlex.quote(server.airflow_connection())}", flush=True)
         print("Stop with Ctrl-C or SIGTERM.", flush=True)
-        while not stopping.wait(1.0):  # wakes on the signal; the timeout only notices a dead server
-            if not server.running:
-                print(f"embedded S3: the server exited; log tail:\n{server._log_tail()}", file=sys.stderr)
-                return 1
-        return 0
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    return serve_until_signal(server, announce, "embedded S3: the server")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,13 +24,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree
 
 from airflow_commit_provider.devtools.hadoop_jars import minicluster_jars, pyspark_jars_dir
-from airflow_commit_provider.devtools.processes import read_first_line, signal_group
+from airflow_commit_provider.devtools.processes import read_first_line, serve_until_signal, signal_group
 
 #: Starts both clusters, writes the client configuration, prints "ready" (the file says when).
 _LAUNCHER = Path(__file__).with_name("MiniHadoopCluster.java")
@@ -285,11 +284,9 @@ def _read_client_conf(conf_dir: Path) -> dict[str, str]:
 
 def serve() -> int:
     """Run a cluster until SIGINT or SIGTERM, printing its addresses; 0 once stopped, 1 if it died."""
-    stopping = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     cluster = HadoopCluster()
-    try:
-        cluster.start()
+
+    def announce() -> None:
         print(
             f"Hadoop cluster (HDFS + YARN) running on 127.0.0.1, ready in {cluster.startup_seconds:.0f} s",
             flush=True,
@@ -298,15 +295,8 @@ def serve() -> int:
         print(f"HDFS: {cluster.fs_default_name} (WebHDFS {cluster.webhdfs_url}/webhdfs/v1)", flush=True)
         print(f"YARN: {cluster.rm_address} (web UI and REST {cluster.rm_webapp_url})", flush=True)
         print("Stop with Ctrl-C or SIGTERM (its data goes with it).", flush=True)
-        while not stopping.wait(1.0):  # wakes on the signal; the timeout only notices a dead cluster
-            if not cluster.running:
-                print(f"hadoop cluster: the JVM exited; log tail:\n{cluster._log_tail()}", file=sys.stderr)
-                return 1
-        return 0
-    finally:
-        cluster.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    return serve_until_signal(cluster, announce, "hadoop cluster: the JVM")
 
 
 def main(argv: list[str] | None = None) -> int:

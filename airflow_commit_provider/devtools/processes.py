@@ -3,7 +3,8 @@ process each runs in: how its start-up line is read, and how its process group i
 
 Each server is started in a session of its own (``start_new_session=True``), so signalling the
 group reaches whatever it started too; each says it is ready with one line on stdout, read as it
-comes (a selector, never a poll or a sleep).
+comes (a selector, never a poll or a sleep). Run by hand, each serves until SIGINT or SIGTERM
+(`serve_until_signal`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 
 def read_first_line(
@@ -55,3 +59,35 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
     """Send `sig` to the process group `pid` leads; a group already gone is no error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+class Server(Protocol):
+    """What `serve_until_signal` needs of a development server."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+    def _log_tail(self) -> str: ...
+
+
+def serve_until_signal(server: Server, announce: Callable[[], None], what: str) -> int:
+    """Start `server`, `announce` it, and keep it until SIGINT or SIGTERM: 0 once stopped, 1 if it
+    died first (its log's tail on stderr). The handlers the process had are restored after."""
+    stopping = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.start()
+        announce()
+        while not stopping.wait(1.0):  # wakes on the signal; the timeout only notices a dead server
+            if not server.running:
+                print(f"{what} exited; log tail:\n{server._log_tail()}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
