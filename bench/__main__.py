@@ -127,4 +127,7 @@ def main(argv: list[str] | None = None, *, embedded_s3: EmbeddedS3 | None = None
 
 
 if __name__ == "__main__":
+    from airflow_commit_provider.devtools.processes import interrupt_on_sigterm
+
+    interrupt_on_sigterm()  # a SIGTERM'd run stops its servers (SeaweedFS, Spark, ...) as Ctrl-C does
     main()

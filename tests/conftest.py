@@ -39,6 +39,14 @@ def hadoop_peers_runnable() -> bool:
     return bundled_hadoop_version() == HADOOP_VERSION
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A SIGTERM'd session (a CI runner's timeout, a `kill`) unwinds as on Ctrl-C: the session
+    fixtures then stop their servers, which would otherwise outlive it (`interrupt_on_sigterm`)."""
+    from airflow_commit_provider.devtools.processes import interrupt_on_sigterm
+
+    interrupt_on_sigterm()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A Hadoop peer test selected where the peers cannot run fails, it never skips."""
     if item.get_closest_marker("hadoop_peers") and not hadoop_peers_runnable():

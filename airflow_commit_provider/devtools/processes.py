@@ -4,7 +4,8 @@ process each runs in: how its start-up line is read, and how its process group i
 Each server is started in a session of its own (``start_new_session=True``), so signalling the
 group reaches whatever it started too; each says it is ready with one line on stdout, read as it
 comes (a selector, never a poll or a sleep). Run by hand, each serves until SIGINT or SIGTERM
-(`serve_until_signal`).
+(`serve_until_signal`). A test session or a benchmark that started servers turns SIGTERM into an
+interrupt (`interrupt_on_sigterm`), so its fixtures and ``atexit`` stop them as they do on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -59,6 +60,27 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
     """Send `sig` to the process group `pid` leads; a group already gone is no error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def interrupt_on_sigterm() -> bool:
+    """Make SIGTERM raise ``KeyboardInterrupt`` in the main thread, as SIGINT does; True if installed.
+
+    Python's default on SIGTERM is to die at once: no ``finally``, fixture finalizer or ``atexit``
+    runs, so every server a test session or a benchmark started (SeaweedFS, Spark, the Hadoop
+    cluster, PostgreSQL) would outlive it, each in a session of its own. As an interrupt, the stack
+    unwinds and they are stopped. A handler someone else installed is kept, and only the main
+    thread can install one.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    return True
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 class Server(Protocol):
