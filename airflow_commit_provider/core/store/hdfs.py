@@ -353,14 +353,19 @@ class HdfsStore(Store):
     def rename_directory(self, source: StorePath, dest: StorePath) -> None:
         """``rename2`` without OVERWRITE, which the NameNode refuses for an existing `dest` (it would
         refuse a non-empty folder even with it): one call when `dest`'s parent exists; else the
-        source is checked before the parent is made, as `rename_file` does. HDFS has no exchange:
-        `exchange_directories` stays False."""
+        source is checked before the parent is made, as `rename_file` does. A file at `dest` is
+        refused with an IOException ("must both be directories"), taken as the existing destination
+        it is. HDFS has no exchange: `exchange_directories` stays False."""
         try:
             self._rename(source, dest, overwrite=False)
             return
         except FileNotFoundInStoreError:
             if not self.directory_exists(source):
                 raise FileNotFoundInStoreError(f"rename source folder does not exist: {source}") from None
+        except HdfsRequestError:
+            if self.get_status(dest) is not None:
+                raise FileAlreadyExistsError(f"rename destination already exists: {dest}") from None
+            raise
         self.prepare_directory(dest.parent)
         self._rename(source, dest, overwrite=False)
 
