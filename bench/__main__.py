@@ -3,7 +3,7 @@
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  arrow_batches,s3a_job_commit,report_page,report_file_pages,
                                  table_registration,asset_events,partitions,scale,
-                                 verify_files,request_paths,all}]
+                                 verify_files,request_paths,hdfs_replace,all}]
                     [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
@@ -56,6 +56,7 @@ SCENARIOS = {
     "scale": "bench.scale",
     "verify_files": "bench.verify_files",
     "request_paths": "bench.request_paths",
+    "hdfs_replace": "bench.hdfs_replace",
 }
 SCHEMA_VERSION = 1
 

@@ -168,6 +168,20 @@ class JobLayout:
         base = self.job_attempt_dir.join("uploads")
         return base.join(task_attempt_id) if task_attempt_id else base
 
+    @property
+    def swap_dir(self) -> StorePath:
+        """Where job commit of ``replace`` on a rename store keeps the partitions it swaps
+        (`stages.swaps`): in the job's folder, so the job's cleanup removes whatever a swap left."""
+        return self.job_dir.join("swap")
+
+    def incoming_partition(self, partition: str) -> StorePath:
+        """Where the job's files of `partition` are gathered before the folder is swapped in."""
+        return self.swap_dir.join("incoming", partition)
+
+    def replaced_partition(self, partition: str) -> StorePath:
+        """Where the partition folder the job replaces is put aside until it is deleted."""
+        return self.swap_dir.join("replaced", partition)
+
     def committed_task_dir(self, task_id: str) -> StorePath:
         """FileOutputCommitter v1's committed-task directory."""
         return self.job_attempt_dir.join("committed", task_id)

@@ -260,6 +260,68 @@ def test_rename_file_replaces_destination(store_root: StoreRoot) -> None:
     assert listed(store, root) == {dest}
 
 
+# Folders (stores with atomic_directory_rename) ----------------------------------------------------
+@pytest.fixture
+def folder_root(store_root: StoreRoot) -> StoreRoot:
+    store, _ = store_root
+    if not store.capabilities.atomic_directory_rename:
+        pytest.skip(f"{type(store).__name__} has no folders to rename")
+    return store_root
+
+
+def test_directory_exists(folder_root: StoreRoot) -> None:
+    store, root = folder_root
+    store.write_bytes(root.join("full", "f"), b"x")
+    store.prepare_directory(root.join("empty"))
+    assert store.directory_exists(root.join("full")) and store.directory_exists(root.join("empty"))
+    assert not store.directory_exists(root.join("full", "f")), "a file is no folder"
+    assert not store.directory_exists(root.join("missing"))
+
+
+def test_rename_directory_moves_a_folder_whole(folder_root: StoreRoot) -> None:
+    store, root = folder_root
+    for name in ("dataset1/a", "dataset1/sub/b", "dataset10/c"):
+        store.write_bytes(root.join(name), name.encode())
+    moved = root.join("new", "parents", "dataset1")
+    store.rename_directory(root.join("dataset1"), moved)
+    assert listed(store, root) == {moved.join("a"), moved.join("sub", "b"), root.join("dataset10", "c")}
+    assert store.read_bytes(moved.join("sub", "b")) == b"dataset1/sub/b"
+    assert not store.directory_exists(root.join("dataset1"))
+    with pytest.raises(FileNotFoundInStoreError):
+        store.rename_directory(root.join("dataset1"), root.join("elsewhere", "x"))
+    assert not store.directory_exists(root.join("elsewhere")), "a rename that cannot happen makes no folder"
+
+
+@pytest.mark.parametrize("occupant", ["folder", "empty folder", "file"])
+def test_rename_directory_refuses_an_existing_destination(folder_root: StoreRoot, occupant: str) -> None:
+    store, root = folder_root
+    store.write_bytes(root.join("source", "a"), b"a")
+    dest = root.join("dest")
+    if occupant == "folder":
+        store.write_bytes(dest.join("b"), b"b")
+    elif occupant == "empty folder":
+        store.prepare_directory(dest)
+    else:
+        store.write_bytes(dest, b"b")
+    before = listed(store, root)
+    with pytest.raises(FileAlreadyExistsError):
+        store.rename_directory(root.join("source"), dest)
+    assert listed(store, root) == before
+
+
+def test_exchange_directories_swaps_two_folders_or_changes_nothing(folder_root: StoreRoot) -> None:
+    store, root = folder_root
+    first, second = root.join("first"), root.join("second")
+    store.write_bytes(first.join("one"), b"1")
+    store.write_bytes(second.join("two", "deep"), b"2")
+    exchanged = store.exchange_directories(first, second)
+    assert exchanged is store.capabilities.atomic_directory_exchange, "a filesystem here takes it"
+    if exchanged:
+        assert listed(store, root) == {first.join("two", "deep"), second.join("one")}
+    else:
+        assert listed(store, root) == {first.join("one"), second.join("two", "deep")}
+
+
 # Write streams ---------------------------------------------------------------------------------
 def test_open_write_publishes_only_on_close(store_root: StoreRoot) -> None:
     store, root = store_root

@@ -30,6 +30,7 @@ def test_every_committer_declares_its_traits_once():
     assert committer_names(exclusive_task_commit=False) == ("file-v1", "file-v2")
     assert committer_names(partition_markers=True) == ("partitioned",)
     assert committer_names(conflicts=None) == ("file-v1", "file-v2", "manifest", "magic")
+    assert committer_names(swaps_partitions=True) == ("file-v1", "manifest")
 
 
 @pytest.mark.parametrize(
@@ -56,10 +57,12 @@ def test_fail_without_a_conflict_resolving_committer_is_checked_before_setup(com
     assert plan.check_conflicts_before_setup
 
 
-@pytest.mark.parametrize("committer", committer_names(conflicts=None))
+@pytest.mark.parametrize("committer", committer_names(conflicts=None, swaps_partitions=False))
 def test_replace_needs_a_committer_that_replaces(committer):
     with pytest.raises(ValueError, match=rf"conflict_mode='replace'.*the {committer} committer cannot"):
-        resolve(committer, "/data/t", conflict_mode="replace", allow_unsafe_v2=True)
+        resolve(
+            committer, "/data/t", partition_columns=("dt",), conflict_mode="replace", allow_unsafe_v2=True
+        )
 
 
 def test_hadoop_engine_honours_no_conflict_mode_a_jvm_committer_lacks():

@@ -102,6 +102,24 @@ class DelegatingStore(Store):
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
         self._call("rename_file", f"{source} -> {dest}", True, lambda: self.inner.rename_file(source, dest))
 
+    def directory_exists(self, directory: StorePath) -> bool:
+        return self._call(
+            "directory_exists", directory, False, lambda: self.inner.directory_exists(directory)
+        )
+
+    def rename_directory(self, source: StorePath, dest: StorePath) -> None:
+        self._call(
+            "rename_directory", f"{source} -> {dest}", True, lambda: self.inner.rename_directory(source, dest)
+        )
+
+    def exchange_directories(self, first: StorePath, second: StorePath) -> bool:
+        return self._call(
+            "exchange_directories",
+            f"{first} <-> {second}",
+            True,
+            lambda: self.inner.exchange_directories(first, second),
+        )
+
     def prepare_directory(self, directory: StorePath) -> None:
         self._call("prepare_directory", directory, True, lambda: self.inner.prepare_directory(directory))
 

@@ -275,7 +275,7 @@ class Committer(abc.ABC):
                 with ctx.phase("remove partition markers"):
                     success.delete_partition_markers(ctx, loaded.spool)
             with ctx.phase("commit files"):
-                commit_files.commit_entries(ctx, loaded.spool, type(self).entry_action)
+                commit_files.commit_entries(ctx, loaded.spool, self._entry_action(outcome))
             with ctx.phase(f"conflict mode {outcome.conflict_mode}"):
                 self._after_entries(loaded, outcome)
             result = success.save_success(
@@ -291,6 +291,11 @@ class Committer(abc.ABC):
             return load_manifests.load_committed_manifests(
                 self.context, committed, self.decoder, exclusive=self.traits.exclusive_task_commit
             )
+
+    def _entry_action(self, outcome: JobOutcome) -> commit_files.EntryAction | commit_files.CompleteUploads:
+        """How the decided job's entries are made visible: the committer's own action, unless its
+        conflict mode asks for another (``replace`` on a rename store stages them, `PartitionSwapping`)."""
+        return type(self).entry_action
 
     def _before_entries(self, loaded: LoadedJob) -> None:  # noqa: B027 - optional stage hook
         """Committer-specific checks that can still refuse the job (e.g. conflict_mode='fail')."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 
 from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.committers.swapping import PartitionSwapping
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.manifest import FileEntry
 from airflow_commit_provider.core.options import TaskCommitResult
@@ -20,14 +21,16 @@ from airflow_commit_provider.core.stages.errors import CommitError
 from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 
 
-class FileOutputV1Committer(Committer):
+class FileOutputV1Committer(PartitionSwapping):
     """v1: task commit renames the attempt directory to the committed-task directory; job commit
-    renames every committed file into place. The last attempt of a task wins."""
+    renames every committed file into place. The last attempt of a task wins. ``replace`` swaps
+    the partitions it writes (`PartitionSwapping`)."""
 
     name = "file-v1"
     traits = CommitterTraits(
         family="rename",
         conflicts=None,
+        swaps_partitions=True,
         exclusive_task_commit=False,
         unsafe=False,
         partition_markers=False,
@@ -71,6 +74,7 @@ class FileOutputV2Committer(Committer):
     traits = CommitterTraits(
         family="rename",
         conflicts=None,
+        swaps_partitions=False,
         exclusive_task_commit=False,
         unsafe=True,
         partition_markers=False,

@@ -37,6 +37,7 @@ class MagicCommitter(Committer):
     traits = CommitterTraits(
         family="upload",
         conflicts=None,
+        swaps_partitions=False,
         exclusive_task_commit=True,
         unsafe=False,
         partition_markers=False,

@@ -1,12 +1,13 @@
 """Hadoop's manifest committer: task commit saves a manifest of the attempt's files; job commit
-renames them all in parallel. Correct only where file rename is atomic, so never on S3."""
+renames them all in parallel. Correct only where file rename is atomic, so never on S3.
+``replace`` swaps the partitions it writes (`PartitionSwapping`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_commit_provider.core.committers.base import Committer
 from airflow_commit_provider.core.committers.store_dir import StoreDirTaskAttempt
+from airflow_commit_provider.core.committers.swapping import PartitionSwapping
 from airflow_commit_provider.core.committers.traits import CommitterTraits, JvmCommitter
 from airflow_commit_provider.core.formats.manifest import FileEntry
 from airflow_commit_provider.core.options import TaskCommitResult
@@ -14,12 +15,13 @@ from airflow_commit_provider.core.stages import commit_files
 from airflow_commit_provider.core.stages.manifests import decode_task_manifest
 
 
-class ManifestCommitter(Committer):
+class ManifestCommitter(PartitionSwapping):
     name = "manifest"
     required_capabilities = ("atomic_rename", "consistent_listing")
     traits = CommitterTraits(
         family="rename",
         conflicts=None,
+        swaps_partitions=True,
         exclusive_task_commit=True,
         unsafe=False,
         partition_markers=False,

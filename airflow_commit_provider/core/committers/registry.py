@@ -19,7 +19,7 @@ from airflow_commit_provider.core.committers.manifest import ManifestCommitter
 from airflow_commit_provider.core.committers.staging import PartitionedCommitter, StagingCommitter
 from airflow_commit_provider.core.committers.traits import CommitterTraits
 from airflow_commit_provider.core.options import ConflictMode, parse_conflict_mode
-from airflow_commit_provider.core.paths import S3_SCHEMES, Destination, StorePath
+from airflow_commit_provider.core.paths import HDFS_SCHEME, S3_SCHEMES, Destination, StorePath
 
 Engine = Literal["python", "hadoop"]
 #: ``python``: this package's committers (``write_committed``); ``hadoop``: Hadoop's JVM committers.
@@ -92,9 +92,12 @@ def default_committer(destination: StorePath, partitioned: bool, conflict_mode: 
     """The committer a write gets when it names none.
 
     ``fail`` and ``replace`` need a committer that resolves conflicts at job commit: per partition
-    for a partitioned write, else over the destination. ``append`` needs no rename on S3
-    (``magic``) and is atomic by rename on a local filesystem or HDFS (``manifest``).
+    for a partitioned write, else over the destination; HDFS has no multipart uploads, so a
+    partitioned ``replace`` there swaps partition folders (``manifest``). ``append`` needs no
+    rename on S3 (``magic``) and is atomic by rename on a local filesystem or HDFS (``manifest``).
     """
+    if conflict_mode == "replace" and partitioned and destination.scheme == HDFS_SCHEME:
+        return "manifest"
     if conflict_mode in ("fail", "replace"):
         (name,) = committer_names(conflicts="partition" if partitioned else "destination")
         return name
@@ -159,8 +162,14 @@ def resolve(
         name = committer or default_committer(target.root, bool(columns), mode)
     traits = committer_class(name).traits
     traits.require_allowed(name, allow_unsafe_v2)
-    if mode != "append" and traits.conflicts is None and not (mode == "fail" and engine == "python"):
+    if mode != "append" and not _honours(traits, mode, engine):
         raise ValueError(_conflict_refusal(name, mode, engine))
+    if mode == "replace" and traits.conflicts is None and not columns:
+        raise ValueError(
+            f"conflict_mode='replace' with the {name} committer swaps the partition folders a write "
+            "produces: give partition columns (partition_by), or replace a whole destination with the "
+            "directory committer"
+        )
     return accepted_plan(
         name,
         target,
@@ -186,7 +195,9 @@ def accepted_plan(
     passed in the conf under its digest (``spark.write_plan``), so a write is validated once.
     """
     traits = committer_class(committer).traits
-    resolves_conflicts = traits.conflicts is not None
+    resolves_conflicts = traits.conflicts is not None or (
+        conflict_mode == "replace" and _honours(traits, conflict_mode, engine)
+    )
     return WritePlan(
         committer=committer,
         traits=traits,
@@ -201,12 +212,24 @@ def accepted_plan(
     )
 
 
+def _honours(traits: CommitterTraits, mode: str, engine: str) -> bool:
+    """Whether a committer with `traits` can honour `mode` (``fail`` or ``replace``): the staging
+    committers at job commit; with ``engine="python"``, ``fail`` by a check before the job starts,
+    and ``replace`` by the rename committers that swap partitions."""
+    if traits.conflicts is not None:
+        return True
+    return engine == "python" and (mode == "fail" or (mode == "replace" and traits.swaps_partitions))
+
+
 def _conflict_refusal(name: str, mode: str, engine: str) -> str:
     resolving = ", ".join(n for n, cls in COMMITTERS.items() if cls.traits.conflicts is not None)
-    message = (
-        f"conflict_mode={mode!r} needs one of the staging committers ({resolving}), which resolve "
-        f"conflicts at job commit; the {name} committer cannot honour it"
-    )
+    message = f"conflict_mode={mode!r} needs one of the staging committers ({resolving}), which resolve conflicts at job commit"
+    if mode == "replace" and engine == "python":
+        swapping = " or ".join(n for n, cls in COMMITTERS.items() if cls.traits.swaps_partitions)
+        message += (
+            f", or the {swapping} committer on a rename store (local files, HDFS), which swaps partitions"
+        )
+    message += f"; the {name} committer cannot honour it"
     if engine == "hadoop":
         message += ": with Hadoop's committers use Spark's save mode instead"
     return message

@@ -42,6 +42,7 @@ class StagingCommitter(Committer):
     traits = CommitterTraits(
         family="upload",
         conflicts="destination",
+        swaps_partitions=False,
         exclusive_task_commit=True,
         unsafe=False,
         partition_markers=False,
@@ -88,6 +89,7 @@ class PartitionedCommitter(StagingCommitter):
     traits = CommitterTraits(
         family="upload",
         conflicts="partition",
+        swaps_partitions=False,
         exclusive_task_commit=True,
         unsafe=False,
         partition_markers=True,

@@ -53,6 +53,9 @@ class CommitterTraits:
     conflicts: ConflictScope | None
     """Where job commit resolves ``conflict_mode`` ``fail``/``replace``: over the whole destination,
     per partition written, or nowhere (None: the committer only appends)."""
+    swaps_partitions: bool
+    """Whether ``replace`` swaps each partition folder it writes at job commit (a rename store's
+    `stages.swaps`), where `conflicts` is None: only ``replace`` is resolved at job commit then."""
     exclusive_task_commit: bool
     """Whether a task's first committed attempt wins (needs create-if-absent) or the last does."""
     unsafe: bool

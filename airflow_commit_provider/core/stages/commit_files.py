@@ -58,10 +58,12 @@ def rename_entry(ctx: JobContext, entry: CommitEntry) -> None:
         with ctx.statistics.timed("commit_file_rename"):
             ctx.store.rename_file(StorePath.from_uri(entry.source), dest)
     except FileNotFoundInStoreError:
-        _recover(ctx, entry, dest, f"source {entry.source}")
+        recover_entry(ctx, entry, dest, f"source {entry.source}")
 
 
-def _recover(ctx: JobContext, entry: CommitEntry, dest: StorePath, what: str) -> None:
+def recover_entry(ctx: JobContext, entry: CommitEntry, dest: StorePath, what: str) -> None:
+    """Count `entry` as made visible by an earlier commit if `dest` holds its bytes; else a
+    CommitError saying `what` is gone."""
     status = ctx.store.get_status(dest)
     if status is None or status.size != entry.size:
         raise CommitError(

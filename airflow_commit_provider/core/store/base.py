@@ -27,6 +27,12 @@ class StoreCapabilities:
     atomic_create_if_absent: bool
     multipart_upload: bool
     consistent_listing: bool
+    atomic_directory_rename: bool = False
+    """Whether a folder moves whole in one atomic call (`rename_directory`): what lets job commit
+    swap a partition folder for a staged one (``replace`` on a rename store, `stages.swaps`)."""
+    atomic_directory_exchange: bool = False
+    """Whether two folders can swap places in one atomic call (`exchange_directories`), so a
+    partition is swapped with no moment at which it is absent. A filesystem can still refuse it."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +217,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def rename_file(self, source: StorePath, dest: StorePath) -> None:
         """Move one file; atomic only if `capabilities.atomic_rename`; S3 copies then deletes."""
+
+    # Folders (stores with `capabilities.atomic_directory_rename`) ---------------------------------
+    def directory_exists(self, directory: StorePath) -> bool:
+        """Whether there is a folder at `directory` (empty or not)."""
+        raise UnsupportedStoreError(f"{type(self).__name__} has no folders ({directory})")
+
+    def rename_directory(self, source: StorePath, dest: StorePath) -> None:
+        """Move the folder `source` with all it holds to `dest` in one atomic call, making `dest`'s
+        parents as needed. FileAlreadyExistsError when anything is at `dest` (nothing moves),
+        FileNotFoundInStoreError when there is no folder at `source`."""
+        raise UnsupportedStoreError(f"{type(self).__name__} has no folders ({source})")
+
+    def exchange_directories(self, first: StorePath, second: StorePath) -> bool:
+        """Swap two existing folders in one atomic call, so that each path only ever shows one of
+        the two whole; False, changing nothing, where the store or its filesystem cannot (then a
+        swap takes two `rename_directory` calls). This default cannot (no
+        `capabilities.atomic_directory_exchange`)."""
+        return False
 
     def prepare_directory(self, directory: StorePath) -> None:  # noqa: B027 - optional hook
         """Make `directory` usable as a parent; object stores need nothing."""

@@ -91,7 +91,11 @@ class _SpooledHdfsWriter(PublishOnCloseStream):
 
 class HdfsStore(Store):
     capabilities = StoreCapabilities(
-        atomic_rename=True, atomic_create_if_absent=True, multipart_upload=False, consistent_listing=True
+        atomic_rename=True,
+        atomic_create_if_absent=True,
+        multipart_upload=False,
+        consistent_listing=True,
+        atomic_directory_rename=True,
     )
     #: Create-if-absent is a rename without OVERWRITE, which the NameNode refuses on an existing name.
     conditional_create = ENFORCED
@@ -337,6 +341,33 @@ class HdfsStore(Store):
                 raise FileNotFoundInStoreError(f"rename source does not exist: {source}") from None
         self.prepare_directory(dest.parent)
         self._rename(source, dest, overwrite=True)
+
+    def directory_exists(self, directory: StorePath) -> bool:
+        self.statistics.increment("op_head")
+        try:
+            status = self._call("GET", directory, "GETFILESTATUS").json()["FileStatus"]
+        except FileNotFoundInStoreError:
+            return False
+        return bool(status["type"] == _DIRECTORY)
+
+    def rename_directory(self, source: StorePath, dest: StorePath) -> None:
+        """``rename2`` without OVERWRITE, which the NameNode refuses for an existing `dest` (it would
+        refuse a non-empty folder even with it): one call when `dest`'s parent exists; else the
+        source is checked before the parent is made, as `rename_file` does. A file at `dest` is
+        refused with an IOException ("must both be directories"), taken as the existing destination
+        it is. HDFS has no exchange: `exchange_directories` stays False."""
+        try:
+            self._rename(source, dest, overwrite=False)
+            return
+        except FileNotFoundInStoreError:
+            if not self.directory_exists(source):
+                raise FileNotFoundInStoreError(f"rename source folder does not exist: {source}") from None
+        except HdfsRequestError:
+            if self.get_status(dest) is not None:
+                raise FileAlreadyExistsError(f"rename destination already exists: {dest}") from None
+            raise
+        self.prepare_directory(dest.parent)
+        self._rename(source, dest, overwrite=False)
 
     def prepare_directory(self, directory: StorePath) -> None:
         self.statistics.increment("op_mkdirs")

@@ -1,13 +1,15 @@
 """The local filesystem as a store.
 
-It has atomic rename and create-if-absent (O_EXCL). Multipart uploads are emulated so the
-zero-rename committers run here too: parts live in a hidden `.__uploads__` directory beside
-the destination, invisible to listings, and completing an upload concatenates them and
-renames the result into place atomically.
+It has atomic rename and create-if-absent (O_EXCL), and moves a folder whole in one rename; on
+Linux two folders swap atomically (``renameat2``'s ``RENAME_EXCHANGE``, `store.renameat2`).
+Multipart uploads are emulated so the zero-rename committers run here too: parts live in a hidden
+`.__uploads__` directory beside the destination, invisible to listings, and completing an upload
+concatenates them and renames the result into place atomically.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -21,6 +23,7 @@ from typing import IO, BinaryIO
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.sorted_spool import key_order, spooled
+from airflow_commit_provider.core.store import renameat2
 from airflow_commit_provider.core.store.base import (
     FileAlreadyExistsError,
     FileNotFoundInStoreError,
@@ -61,7 +64,12 @@ class _AtomicLocalWriter(LocalFileStream):
 
 class LocalStore(Store):
     capabilities = StoreCapabilities(
-        atomic_rename=True, atomic_create_if_absent=True, multipart_upload=True, consistent_listing=True
+        atomic_rename=True,
+        atomic_create_if_absent=True,
+        multipart_upload=True,
+        consistent_listing=True,
+        atomic_directory_rename=True,
+        atomic_directory_exchange=renameat2.AVAILABLE,
     )
     #: Create-if-absent is link(2), which the kernel refuses on an existing name (as O_EXCL).
     conditional_create = ENFORCED
@@ -195,6 +203,42 @@ class LocalStore(Store):
             os.replace(source.key, dest.key)
         except FileNotFoundError as error:
             raise FileNotFoundInStoreError(f"rename source does not exist: {source}") from error
+
+    def directory_exists(self, directory: StorePath) -> bool:
+        self.statistics.increment("op_head")
+        return os.path.isdir(directory.key)
+
+    def rename_directory(self, source: StorePath, dest: StorePath) -> None:
+        """``RENAME_NOREPLACE`` refuses anything at `dest` in the kernel. Without renameat2 (another
+        OS, an old C library) `dest` is checked first, and rename(2) would replace an empty folder
+        made there between the check and the rename."""
+        self.statistics.increment("op_rename")
+        if not os.path.isdir(source.key):
+            raise FileNotFoundInStoreError(f"rename source folder does not exist: {source}")
+        os.makedirs(os.path.dirname(dest.key), exist_ok=True)
+        try:
+            if renameat2.renameat2(source.key, dest.key, renameat2.RENAME_NOREPLACE):
+                return
+            if os.path.lexists(dest.key):
+                raise FileExistsError(errno.EEXIST, "exists", dest.key)
+            os.rename(source.key, dest.key)
+        except FileNotFoundError as error:
+            raise FileNotFoundInStoreError(f"rename source folder does not exist: {source}") from error
+        except OSError as error:
+            if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                raise FileAlreadyExistsError(f"rename destination already exists: {dest}") from error
+            raise
+
+    def exchange_directories(self, first: StorePath, second: StorePath) -> bool:
+        """One ``RENAME_EXCHANGE``: each path holds one of the two folders whole at every moment."""
+        for directory in (first, second):
+            if not os.path.isdir(directory.key):
+                raise FileNotFoundInStoreError(f"no folder to exchange at {directory}")
+        self.statistics.increment("op_rename")
+        try:
+            return renameat2.renameat2(first.key, second.key, renameat2.RENAME_EXCHANGE)
+        except FileNotFoundError as error:
+            raise FileNotFoundInStoreError(f"no folder to exchange at {first} or {second}") from error
 
     def prepare_directory(self, directory: StorePath) -> None:
         os.makedirs(directory.key, exist_ok=True)
