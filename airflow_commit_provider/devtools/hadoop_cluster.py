@@ -1,5 +1,6 @@
 """A throwaway YARN + HDFS cluster on loopback, for tests and development: Hadoop's own
-MiniDFSCluster (one DataNode) and MiniYARNCluster (one NodeManager) in one JVM.
+MiniDFSCluster (one DataNode) and MiniYARNCluster (one NodeManager), and a second NodeManager on
+127.0.0.2 (a second host to Spark, which speculates a task only onto another host), in one JVM.
 
 Platform teams run PySpark on YARN and keep tables on HDFS; this is the real thing at the Hadoop
 that PySpark bundles, started from pinned Maven jars (``devtools.hadoop_jars``,
@@ -86,12 +87,13 @@ def classpath() -> list[Path]:
 
 
 class HadoopCluster:
-    """MiniDFSCluster + MiniYARNCluster in one JVM, in a private temporary directory.
+    """MiniDFSCluster + MiniYARNCluster (and a second NodeManager) in one JVM, in a private
+    temporary directory.
 
     Use as a context manager, or call `start()` and `stop()`; `stop()` also runs at exit, and the
     JVM stops by itself once the process that started it is gone (it watches its stdin). `start()`
     returns once Hadoop reports both clusters up: HDFS active with its DataNode, and the
-    ResourceManager with a RUNNING NodeManager.
+    ResourceManager with both NodeManagers active.
     """
 
     def __init__(
@@ -170,8 +172,10 @@ class HadoopCluster:
 
     @property
     def container_logs_dir(self) -> Path | None:
-        """Where the NodeManager keeps containers' stdout and stderr (``<application>/<container>/``):
-        a cluster-mode driver's error is only there."""
+        """Where the first NodeManager (MiniYARNCluster's, ``localhost``) keeps containers' stdout
+        and stderr (``<application>/<container>/``): a cluster-mode driver's error is only there (its
+        application master, of 1 GB and Spark's overhead, never fits on the second NodeManager's
+        1 GB; an executor or a client-mode AM may run there, logging under ``data/yarn-127.0.0.2``)."""
         if self._directory is None:
             return None
         return next(self._directory.glob("data/yarn/yarn-*/yarn-logDir-nm-0_0"), None)

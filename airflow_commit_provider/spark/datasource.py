@@ -438,6 +438,7 @@ def _task_config(
         job_id=plan.job_id,
         commit_options=plan.commit_options,
         s3=plan.s3,
+        hdfs=plan.hdfs,
         format=plan.format,
         codec=codec,
         file_suffix=suffix,

@@ -134,6 +134,7 @@ def prepare_frame(df: DataFrame, plan: SparkWritePlan, conf: cfg.SparkConf) -> t
         job_id=plan.job_id,
         commit_options=plan.commit_options,
         s3=plan.s3,
+        hdfs=plan.hdfs,
         format=fmt,
         codec=codec,
         file_suffix=suffix,

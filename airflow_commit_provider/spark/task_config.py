@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_commit_provider.core.options import CommitOptions
-from airflow_commit_provider.core.store.settings import S3Settings
+from airflow_commit_provider.core.store.settings import HdfsSettings, S3Settings
 from airflow_commit_provider.spark.write_options import WriterOptions
 
 
@@ -20,6 +20,9 @@ class TaskConfig:
     job_id: str
     commit_options: CommitOptions
     s3: S3Settings
+    hdfs: HdfsSettings | None
+    """An ``hdfs://`` destination's WebHDFS address and user as the driver resolved them (executors
+    do not resolve them from their own environment); None for other stores."""
     format: str
     codec: str | None
     """The pyarrow codec name (None: uncompressed)."""

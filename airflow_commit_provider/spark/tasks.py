@@ -110,7 +110,7 @@ def run_task_attempt(
     """Write, then commit, one task attempt; on any failure abort the attempt and re-raise."""
     probes = instrumentation or TaskInstrumentation()
     s3 = {} if config.destination.startswith("file:") else config.s3.store_kwargs()
-    store = open_store(config.destination, threads=config.commit_options.threads, **s3)
+    store = open_store(config.destination, threads=config.commit_options.threads, hdfs=config.hdfs, **s3)
     try:
         committer = create_committer(
             config.committer, store, config.destination, config.job_id, config.commit_options

@@ -24,8 +24,8 @@ from airflow_commit_provider.core.committers import WritePlan, resolve
 from airflow_commit_provider.core.committers.registry import accepted_plan
 from airflow_commit_provider.core.layout import validate_job_id
 from airflow_commit_provider.core.options import CommitOptions, parse_conflict_mode
-from airflow_commit_provider.core.paths import Destination, StorePath
-from airflow_commit_provider.core.store.settings import S3Settings
+from airflow_commit_provider.core.paths import HDFS_SCHEME, Destination, StorePath
+from airflow_commit_provider.core.store.settings import HdfsSettings, S3Settings
 from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark import write_options
 from airflow_commit_provider.spark.formats import file_format
@@ -41,6 +41,8 @@ class SparkWritePlan:
     commit_options: CommitOptions
     """With the conflict mode the committer applies (`WritePlan.committer_conflict_mode`)."""
     s3: S3Settings
+    hdfs: HdfsSettings | None
+    """An ``hdfs://`` destination's settings, resolved on the driver (`HdfsSettings.resolved_for`)."""
     writer: write_options.WriterOptions
 
     @property
@@ -98,7 +100,8 @@ def plan_write(
             conflict_mode=(conflict_mode or conf.get(cfg.CONF_CONFLICT_MODE) or "append").lower(),
             allow_unsafe_v2=commit_options.allow_unsafe_v2,
         )
-    local = commit.destination.root.is_local
+    root = commit.destination.root
+    local = root.is_local
     return SparkWritePlan(
         commit=commit,
         format=fmt,
@@ -107,8 +110,20 @@ def plan_write(
             commit_options, conflict_mode=commit.committer_conflict_mode, table=table
         ),
         s3=S3Settings() if local else write_options.resolve_s3_settings(parsed.s3, conf, environ),
+        hdfs=_hdfs_settings(root, environ),
         writer=parsed.writer,
     )
+
+
+def _hdfs_settings(root: StorePath, environ: Mapping[str, str] | None) -> HdfsSettings | None:
+    """For an ``hdfs://`` destination, its WebHDFS address and user from the driver's environment,
+    which the tasks receive; refused here, naming the destination, when they cannot be resolved."""
+    if root.scheme != HDFS_SCHEME:
+        return None
+    try:
+        return HdfsSettings.from_environment(environ).resolved_for(root.bucket, environ)
+    except ValueError as error:
+        raise ValueError(f"{root}: {error}") from None
 
 
 def _planned_committer(

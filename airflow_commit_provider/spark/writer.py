@@ -206,7 +206,7 @@ def _run(
 def register_after_commit(catalog: Catalog, plan: SparkWritePlan, record: SuccessData) -> SuccessData:
     """Register the committed partitions; on failure the data stays committed and the job record
     says registration is pending, for ``finish_table_write`` (a resume or a retry) to finish."""
-    store = open_store(plan.destination, **plan.s3.store_kwargs())
+    store = open_store(plan.destination, hdfs=plan.hdfs, **plan.s3.store_kwargs())
     try:
         return register_table_partitions(catalog, store, plan.destination, record)
     except CatalogError as error:
@@ -252,7 +252,9 @@ def _run_tasks(
 
 def open_committer(plan: SparkWritePlan) -> Committer:
     """The plan's committer, on a store of its own for the destination (`finish_job` closes it)."""
-    store = open_store(plan.destination, threads=plan.commit_options.threads, **plan.s3.store_kwargs())
+    store = open_store(
+        plan.destination, threads=plan.commit_options.threads, hdfs=plan.hdfs, **plan.s3.store_kwargs()
+    )
     try:
         return create_committer(
             plan.commit.committer,

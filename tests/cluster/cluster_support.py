@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -12,16 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from support.invariants import read_success
+from support.spark_events import event_log, task_starts
 from support.standalone import StandaloneCluster, group_alive
 from support.waiting import wait_until
 
-from airflow_commit_provider.core.formats.success import SuccessData
-from airflow_commit_provider.core.layout import RECORDS_DIR, SUCCESS_FILENAME
-from airflow_commit_provider.core.paths import StorePath
-
 if TYPE_CHECKING:
-    from airflow_commit_provider.core.store import Store
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 
 HERE = Path(__file__).resolve().parent
@@ -144,29 +138,6 @@ def run_submit(command: list[str], embedded_s3: EmbeddedS3, bound: float) -> Non
     assert process.returncode == 0, output[-5000:]
 
 
-def event_log(directory: Path, app_id: str | None = None) -> list[dict[str, Any]]:
-    """Every event of every application (or of ``app_id``) logged under ``directory`` (JSON lines).
-
-    Rolling logs are ``eventlog_v2_<app>/events_<n>_<app>``; checksums (``.*.crc``) and the
-    ``appstatus_*`` marker are skipped.
-    """
-    events = []
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file() or path.name.startswith((".", "appstatus_")) or path.name.endswith(".crc"):
-            continue
-        if app_id is not None and app_id not in str(path.relative_to(directory)):
-            continue
-        for line in path.read_text(errors="replace").splitlines():
-            if line.strip():
-                events.append(json.loads(line))
-    return events
-
-
-def task_starts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``TaskInfo`` of every SparkListenerTaskStart."""
-    return [e["Task Info"] for e in events if e.get("Event") == "SparkListenerTaskStart"]
-
-
 def assert_speculated(directory: Path, app_id: str | None = None) -> dict[str, Any]:
     """A task attempt the event log marks ``"Speculative": true``, on another host than the original."""
     starts = task_starts(event_log(directory, app_id))
@@ -179,63 +150,3 @@ def assert_speculated(directory: Path, app_id: str | None = None) -> dict[str, A
     assert originals and all(o["Host"] != copy["Host"] for o in originals), (originals, copy)
     assert {t["Host"] for t in starts} == {"127.0.0.1", "127.0.0.2"}
     return copy
-
-
-# Store checks -------------------------------------------------------------------------------------
-def relative_files(store: Store, destination: StorePath) -> list[str]:
-    return sorted(s.path.relative_to(destination) for s in store.list_files(destination))
-
-
-def is_hidden(relative: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in relative.split("/"))
-
-
-def data_files(store: Store, destination: StorePath) -> list[str]:
-    """What a reader sees: no `_`/`.`-prefixed path segment."""
-    return [name for name in relative_files(store, destination) if not is_hidden(name)]
-
-
-def read_ids(store: Store, destination: StorePath) -> list[int]:
-    """Every ``id`` in the visible parquet files, sorted (duplicates kept)."""
-    import pyarrow.parquet as pq
-
-    ids: list[int] = []
-    for name in data_files(store, destination):
-        table = pq.read_table(io.BytesIO(store.read_bytes(destination.join(name))))
-        ids += table.column("id").to_pylist()
-    return sorted(ids)
-
-
-def leftovers(store: Store, destination: StorePath) -> dict[str, list[str]]:
-    """What must never remain: pending uploads, temp trees, hidden objects other than the markers."""
-    from airflow_commit_provider.cleanup import find_temp_trees
-
-    hidden = [
-        name
-        for name in relative_files(store, destination)
-        if is_hidden(name)
-        and name.rsplit("/", 1)[-1] != SUCCESS_FILENAME
-        and not name.startswith(f"{RECORDS_DIR}/")
-    ]
-    trees = find_temp_trees(store, destination, older_than=0, nested=True).trees
-    return {
-        "pending uploads": sorted(
-            f"{u.path} ({u.upload_id})" for u in store.list_multipart_uploads(destination)
-        ),
-        "temp trees": sorted(str(t.path) for t in trees),
-        "hidden objects": hidden,
-    }
-
-
-def assert_one_copy(store: Store, destination: StorePath, rows: int, job_id: str) -> SuccessData:
-    """Exactly one copy of rows 0..rows-1, committed by ``job_id``, and nothing left behind."""
-    success = read_success(store, destination)
-    assert success.job_id == job_id, f"_SUCCESS names job {success.job_id}, expected {job_id}"
-    visible = data_files(store, destination)
-    assert visible and all(job_id in name for name in visible), f"files of other jobs are visible: {visible}"
-    assert sorted(name.rsplit("/", 1)[-1] for name in visible) == sorted(
-        name.rsplit("/", 1)[-1] for name in success.filenames
-    ), f"visible {visible} but _SUCCESS lists {success.filenames}"
-    assert read_ids(store, destination) == list(range(rows)), "not exactly one copy of every row"
-    assert leftovers(store, destination) == {"pending uploads": [], "temp trees": [], "hidden objects": []}
-    return success

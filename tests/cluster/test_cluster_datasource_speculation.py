@@ -45,15 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from cluster_support import (
-    assert_one_copy,
     assert_speculated,
     cluster_conf,
-    event_log,
     read_marker,
-    relative_files,
     run_submit,
     spark_submit_command,
 )
+from support.one_copy import assert_one_copy, relative_files
+from support.spark_events import event_log
 from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.layout import MAGIC_PREFIX

@@ -31,17 +31,16 @@ import pytest
 from cluster_support import (
     APP,
     EVENT_BOUND_SECONDS,
-    assert_one_copy,
     assert_speculated,
     cluster_conf,
     connections_env,
     kill_group,
-    leftovers,
     read_marker,
     submit_env,
     wait_for_group_exit,
     wait_for_marker,
 )
+from support.one_copy import assert_one_copy, leftovers
 from support.standalone import StandaloneCluster, group_alive
 
 from airflow_commit_provider.core.job_control import JobState, inspect_job

@@ -28,14 +28,13 @@ from typing import Any
 
 from cluster_support import (
     cluster_conf,
-    event_log,
-    leftovers,
-    read_ids,
     read_marker,
     run_submit,
     spark_submit_command,
 )
+from support.one_copy import leftovers, read_ids
 from support.s3_gate import Request, S3Gate
+from support.spark_events import event_log
 from support.standalone import StandaloneCluster
 
 from airflow_commit_provider.core.paths import StorePath

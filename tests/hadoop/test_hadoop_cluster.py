@@ -40,11 +40,16 @@ def test_hdfs_serves_a_file_over_webhdfs(hadoop_cluster: HadoopCluster) -> None:
     assert (status["length"], status["replication"]) == (len(body), 1)
 
 
-def test_yarn_has_a_running_node_manager(hadoop_cluster: HadoopCluster) -> None:
+def test_yarn_has_two_running_node_managers_on_two_hosts(hadoop_cluster: HadoopCluster) -> None:
+    """MiniYARNCluster's NodeManager on "localhost" and the launcher's second one on 127.0.0.2:
+    two hosts to Spark (which runs a speculative copy of a task only on another host than its
+    attempts'), the second with room for one executor and not for an application master of 2g."""
     nodes = requests.get(f"{hadoop_cluster.rm_webapp_url}/ws/v1/cluster/nodes", timeout=30).json()
-    [node] = nodes["nodes"]["node"]
-    assert node["state"] == "RUNNING", node.get("healthReport")
-    assert node["availMemoryMB"] >= 2048  # an application master and one 512m executor fit
+    by_host = {node["nodeHostName"]: node for node in nodes["nodes"]["node"]}
+    assert sorted(by_host) == ["127.0.0.2", "localhost"]
+    assert [node["state"] for node in by_host.values()] == ["RUNNING", "RUNNING"], nodes
+    assert by_host["localhost"]["availMemoryMB"] >= 2048  # an application master and one 512m executor fit
+    assert by_host["127.0.0.2"]["availMemoryMB"] == 1024
 
 
 def test_client_configuration_names_the_running_servers(hadoop_cluster: HadoopCluster) -> None:
@@ -69,7 +74,13 @@ def test_every_listening_socket_is_on_loopback(hadoop_cluster: HadoopCluster) ->
     for address in (hadoop_cluster.fs_default_name, hadoop_cluster.webhdfs_url, hadoop_cluster.rm_address):
         assert address.rpartition(":")[2] in ports
     assert len(addresses) >= 10  # the DataNode's and the NodeManager's too
-    assert [a for a in addresses if not a.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))] == []
+    loopback = (
+        "127.0.0.1:",
+        "[::ffff:127.0.0.1]:",
+        "127.0.0.2:",
+        "[::ffff:127.0.0.2]:",
+    )  # the second NodeManager
+    assert [a for a in addresses if not a.startswith(loopback)] == []
 
 
 def test_stop_leaves_no_process_and_no_files() -> None:

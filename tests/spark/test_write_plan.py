@@ -140,6 +140,25 @@ def test_plan_write_refuses_before_any_work(arguments, message):
         plan_write(path, conf={}, environ=NO_ENV, **arguments)
 
 
+def test_an_hdfs_plan_carries_the_drivers_webhdfs_address_and_user(tmp_path):
+    """What the tasks receive (``TaskConfig.hdfs``): the address and user resolved from the driver's
+    environment, so that executors, whose environment is the NodeManager's, do not resolve them."""
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.defaultFS</name><value>hdfs://nn:8020</value></property></configuration>"
+    )
+    (tmp_path / "hdfs-site.xml").write_text(
+        "<configuration><property><name>dfs.namenode.http-address</name><value>nn:9870</value></property>"
+        "</configuration>"
+    )
+    environ = {"HADOOP_CONF_DIR": str(tmp_path), "HADOOP_USER_NAME": "etl"}
+    plan = plan_write("hdfs://nn:8020/warehouse/t", conf={}, committer="manifest", environ=environ)
+    assert plan.hdfs is not None
+    assert (plan.hdfs.webhdfs_url, plan.hdfs.user) == ("http://nn:9870", "etl")
+    assert plan_write("/data/t", conf={}, environ=NO_ENV).hdfs is None
+    with pytest.raises(ValueError, match=r"^hdfs://other:8020/t: no WebHDFS address for hdfs://other:8020"):
+        plan_write("hdfs://other:8020/t", conf={}, committer="manifest", environ=environ)
+
+
 def test_operator_confs_are_the_contract_keys():
     assert all(key.startswith("spark.airflow_commit.") for key in OPERATOR_CONFS)
     assert {CONF_DESTINATION, CONF_JOB_ID, CONF_COMMITTER, CONF_CONFLICT_MODE} <= set(OPERATOR_CONFS)

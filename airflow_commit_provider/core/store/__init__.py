@@ -3,7 +3,7 @@ local path)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.paths import HDFS_SCHEME, StorePath
 from airflow_commit_provider.core.store.base import (
@@ -18,6 +18,9 @@ from airflow_commit_provider.core.store.base import (
     UnsupportedStoreError,
     UploadedPart,
 )
+
+if TYPE_CHECKING:
+    from airflow_commit_provider.core.store.settings import HdfsSettings
 
 __all__ = [
     "FileAlreadyExistsError",
@@ -34,13 +37,15 @@ __all__ = [
 ]
 
 
-def open_store(path: str | StorePath, *, threads: int = 32, **s3_options: Any) -> Store:
+def open_store(
+    path: str | StorePath, *, threads: int = 32, hdfs: HdfsSettings | None = None, **s3_options: Any
+) -> Store:
     """The store for `path`; `threads` sizes the S3 connection pool to the commit thread pool.
 
     `s3_options` go to :class:`S3Store` (endpoint_url, credentials, region, ...); callers pass them
-    whatever the path, and the other stores need none. An ``hdfs://`` store reads its settings from
-    the process (`HdfsSettings.from_environment`: ``HADOOP_CONF_DIR``, ``AIRFLOW_COMMIT_WEBHDFS_URL``,
-    ``HADOOP_USER_NAME``).
+    whatever the path, and the other stores need none. An ``hdfs://`` store takes `hdfs`, else reads
+    its settings from the process (`HdfsSettings.from_environment`: ``HADOOP_CONF_DIR``,
+    ``AIRFLOW_COMMIT_WEBHDFS_URL``, ``HADOOP_USER_NAME``).
     """
     path = StorePath.parse(path)
     if path.is_local:
@@ -50,7 +55,7 @@ def open_store(path: str | StorePath, *, threads: int = 32, **s3_options: Any) -
     if path.scheme == HDFS_SCHEME:
         from airflow_commit_provider.core.store.hdfs import HdfsStore
 
-        return HdfsStore(threads=threads)
+        return HdfsStore(hdfs, threads=threads)
     from airflow_commit_provider.core.store.s3 import S3Store
 
     return S3Store(max_pool_connections=threads + 4, **s3_options)

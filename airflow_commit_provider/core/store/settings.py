@@ -194,11 +194,26 @@ class HdfsSettings:
     def user_name(self) -> str:
         return self.user or getpass.getuser()
 
+    def resolved_for(self, namenode: str, environ: Mapping[str, str] | None = None) -> HdfsSettings:
+        """These settings with the WebHDFS address of `namenode` and the user as this process
+        resolves them, for processes that must not resolve them again: a write's Spark executors,
+        whose own environment is the NodeManager's (its ``HADOOP_CONF_DIR`` may name another
+        cluster, or none; its OS user is not the job's). A `ValueError` says which setting is missing.
+        """
+        return HdfsSettings(
+            webhdfs_url=self.webhdfs_address(namenode, environ), user=self.user_name(), timeout=self.timeout
+        )
+
     def webhdfs_base(self, namenode: str, environ: Mapping[str, str] | None = None) -> str:
         """The WebHDFS root URL (``http://host:port/webhdfs/v1``) of the NameNode `namenode`
         (``host:port``, a path's authority); a `ValueError` says which setting is missing."""
+        return self.webhdfs_address(namenode, environ) + "/webhdfs/v1"
+
+    def webhdfs_address(self, namenode: str, environ: Mapping[str, str] | None = None) -> str:
+        """The WebHDFS address (``http://host:port``) of the NameNode `namenode`: the setting, else
+        ``dfs.namenode.http-address`` of the client conf when `namenode` is its default filesystem's."""
         if self.webhdfs_url:
-            return self.webhdfs_url.rstrip("/") + "/webhdfs/v1"
+            return self.webhdfs_url.rstrip("/")
         address, source = hadoop_conf_value(*NAMENODE_HTTP_ADDRESS, environ)
         default_fs, _ = hadoop_conf_value(*DEFAULT_FS, environ)
         default_namenode = (default_fs or "").partition("://")[2].split("/", 1)[0]
@@ -210,4 +225,4 @@ class HdfsSettings:
         host, _, port = address.rpartition(":")
         if host in ("0.0.0.0", "", "[::]"):  # a bind address: the NameNode's own host serves it
             host = namenode.rpartition(":")[0] or namenode
-        return f"http://{host}:{port}/webhdfs/v1"
+        return f"http://{host}:{port}"
