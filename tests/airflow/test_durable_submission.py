@@ -108,3 +108,56 @@ def test_the_stored_application_reads_back_and_a_foreign_value_is_refused_naming
     for foreign in ("application_1", {"application_id": "a"}, [1, 2], "{not json"):
         with pytest.raises(ValueError, match=rf"^task state store key '{APPLICATION_KEY}' holds"):
             StoredApplication.from_json(foreign)
+
+
+@pytest.fixture
+def kubernetes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``k8s://`` connection, and the provider's hook let past its import check for the
+    Kubernetes provider, which this suite does not install: the object put in its place fails on any
+    use, so a test that passes reached nothing of Kubernetes."""
+    from airflow.providers.apache.spark.hooks import spark_submit
+
+    class Unreachable:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"kube_client.{name}: these tests must not reach Kubernetes")
+
+    monkeypatch.setattr(spark_submit, "kube_client", Unreachable(), raising=False)  # absent: never imported
+    for name, extra in (
+        ("k8s_cluster", {"deploy-mode": "cluster", "namespace": "spark-jobs"}),
+        ("k8s_no_namespace", {"deploy-mode": "cluster"}),
+        ("k8s_client", {"deploy-mode": "client", "namespace": "spark-jobs"}),
+    ):
+        value = {"conn_type": "spark", "host": "k8s://https://127.0.0.1:6443", "extra": extra}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", json.dumps(value))
+
+
+@pytest.mark.usefixtures("kubernetes")
+def test_kubernetes_takes_the_same_path_through_the_providers_hook() -> None:
+    """With ``track_driver_via_k8s_api`` a cluster-mode driver pod is followed and stored as the
+    provider names it (``namespace:pod``, from spark-submit's own log line), and a retry's hook
+    takes an earlier pod as its own (its kill deletes that pod); the provider's refusals hold."""
+    tracked = CommittedSparkSubmitOperator(**VALUES, conn_id="k8s_cluster", track_driver_via_k8s_api=True)
+    hook = tracked._get_hook()
+    mode = submission_mode(hook, tracked.durable)
+    assert (mode.tracking, mode.durable, mode.yarn_cluster) == ("kubernetes", True, False)
+    assert mode.describe().startswith(
+        "Durable submission: the application is followed through the Kubernetes API"
+    )
+    assert hook.application_id is None
+    hook._process_spark_submit_log(iter(["\t pod name: write-1a2b3c-driver"]))  # spark-submit's own line
+    assert hook.application_id == "spark-jobs:write-1a2b3c-driver"
+    retry = tracked._get_hook()
+    retry.attach_application("spark-jobs:write-1a2b3c-driver")
+    assert retry._kubernetes_driver_pod == "write-1a2b3c-driver"  # what the provider's on_kill deletes
+    assert retry.application_id == hook.application_id
+
+    waits = CommittedSparkSubmitOperator(**VALUES, conn_id="k8s_cluster")
+    assert submission_mode(waits._get_hook(), waits.durable).tracking is None  # spark-submit waits
+    for conn_id, refusal in (
+        ("k8s_no_namespace", "requires a namespace"),
+        ("k8s_client", "requires `deploy_mode='cluster'`"),
+    ):
+        op = CommittedSparkSubmitOperator(**VALUES, conn_id=conn_id, track_driver_via_k8s_api=True)
+        with pytest.raises(ValueError, match=refusal) as refused:
+            submission_mode(op._get_hook(), op.durable)
+        assert "\n" not in str(refused.value)
