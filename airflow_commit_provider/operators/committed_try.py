@@ -286,7 +286,11 @@ class CommittedTry:
         self.log.info("Try %s: application %s runs job %s", self.number, application_id, job_id)
         if self.mode.durable:
             stored = StoredApplication(application_id, job_id, self.number or 0)
-            if not tracking.store(stored):
+            if tracking.store(stored):
+                self.log.info(
+                    "Stored application %s in the task state store: a retry reconnects to it", application_id
+                )
+            else:
                 self.log.warning(
                     "No task state store in this Airflow: a retry finds application %s %s",
                     application_id,
