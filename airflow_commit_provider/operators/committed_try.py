@@ -237,16 +237,17 @@ class CommittedTry:
             with self._store() as store:
                 jobs, _ = find_tried_jobs(store, self._plan.destination.root, self.key, self.number)
             job_ids = [job.job_id for job in jobs]
-        for application_id, found in earlier_applications(tracking, job_ids).items():
+        for application in earlier_applications(tracking, job_ids):
+            application_id = application.application_id
             self._alive(f"before it reconnected to application {application_id}")
-            active, status = tracking.is_active(application_id)
+            active, status = tracking.is_active(application)
             if not active:
-                self.log.info("Application %s (%s) has ended: %s", application_id, found, status)
+                self.log.info("Application %s (%s) has ended: %s", application_id, application.found, status)
                 continue
             self.log.info(
                 "Reconnecting to application %s (%s), %s: waiting for it to end before settling its job",
                 application_id,
-                found,
+                application.found,
                 status,
             )
             hook.attach_application(application_id)

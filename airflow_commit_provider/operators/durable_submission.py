@@ -36,6 +36,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_commit_provider.hooks.spark_submit import YARN_ACTIVE_STATES
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -45,8 +47,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPLICATION_KEY",
+    "FORGOTTEN",
     "JOB_TAG_PREFIX",
     "MAX_APP_ATTEMPTS",
+    "EarlierApplication",
     "ProviderTracking",
     "StoredApplication",
     "SubmissionMode",
@@ -64,6 +68,8 @@ JOB_TAG_PREFIX = "airflow-commit-job-"
 #: The conf that lets YARN start the driver again in a new AM container, and the only value allowed.
 MAX_APP_ATTEMPTS = ("spark.yarn.maxAppAttempts", "1")
 _YARN_TAGS = "spark.yarn.tags"
+#: The state of a stored YARN application the ResourceManager no longer lists (it ended long ago).
+FORGOTTEN = "FORGOTTEN"
 _TRACKED_BY = {
     "yarn": "the YARN ResourceManager's REST API",
     "kubernetes": "the Kubernetes API",
@@ -199,9 +205,12 @@ class ProviderTracking:
         """spark-submit until the application is submitted (the provider's ``submit_job``); its ID."""
         return str(self.operator.submit_job(self.context))
 
-    def is_active(self, application_id: str) -> tuple[bool, str]:
-        """Whether the application may still run its driver, and its status as the cluster says it."""
-        status = self.operator.get_job_status(application_id, self.context)
+    def is_active(self, application: EarlierApplication) -> tuple[bool, str]:
+        """Whether the application may still run its driver, and its status as the cluster says it
+        (as the ResourceManager listed it, on YARN)."""
+        if application.listed_state is not None:
+            return application.listed_state in YARN_ACTIVE_STATES, application.listed_state
+        status = self.operator.get_job_status(application.application_id, self.context)
         return self.operator.is_job_active(status), status
 
     def wait(self, application_id: str) -> None:
@@ -227,15 +236,42 @@ class ProviderTracking:
         return True
 
 
-def earlier_applications(tracking: ProviderTracking, job_ids: Sequence[str]) -> dict[str, str]:
-    """The applications earlier tries may have left running, each with how it was found: the one the
-    task state store holds, and on YARN every one tagged with one of `job_ids` (the earlier tries'
-    jobs, :func:`~airflow_commit_provider.tries.plan.find_tried_jobs`), stored or not."""
-    found: dict[str, str] = {}
+@dataclass(frozen=True)
+class EarlierApplication:
+    """An application an earlier try may have left running, and how the retry found it."""
+
+    application_id: str
+    found: str
+    """How: stored by a try, or found by its job's tag."""
+    listed_state: str | None = None
+    """On YARN, the state the ResourceManager listed it in (``FORGOTTEN`` when it no longer knows a
+    stored one, which ended long ago); None: the cluster is asked (the provider's status)."""
+
+
+def earlier_applications(tracking: ProviderTracking, job_ids: Sequence[str]) -> list[EarlierApplication]:
+    """The applications earlier tries may have left running: the one the task state store holds,
+    and on YARN every one tagged with one of `job_ids` (the earlier tries' jobs,
+    :func:`~airflow_commit_provider.tries.plan.find_tried_jobs`) or with the stored one's job."""
     stored = tracking.stored()
+    if tracking.hook.tracking != "yarn":
+        return [] if stored is None else [EarlierApplication(stored.application_id, _stored_by(stored))]
+    tagged = [*job_ids, *([stored.job_id] if stored is not None else [])]
+    listed = {
+        app.application_id: app for app in tracking.hook.yarn_applications_tagged(job_tag(j) for j in tagged)
+    }
+    found: list[EarlierApplication] = []
     if stored is not None:
-        found[stored.application_id] = f"stored by try {stored.try_number} for job {stored.job_id}"
-    if tracking.hook.tracking == "yarn" and job_ids:
-        for app in tracking.hook.yarn_applications_tagged(job_tag(job_id) for job_id in job_ids):
-            found.setdefault(app.application_id, f"found by its tag {', '.join(sorted(app.tags))}")
+        app = listed.pop(stored.application_id, None)
+        state = app.state if app is not None else FORGOTTEN
+        found.append(EarlierApplication(stored.application_id, _stored_by(stored), state))
+    for app in listed.values():
+        found.append(
+            EarlierApplication(
+                app.application_id, f"found by its tag {', '.join(sorted(app.tags))}", app.state
+            )
+        )
     return found
+
+
+def _stored_by(stored: StoredApplication) -> str:
+    return f"stored by try {stored.try_number} for job {stored.job_id}"
