@@ -5,6 +5,14 @@ submits to (to route credentials), the spark-submit process (to kill its whole p
 how it turns ``env_vars`` into ``--conf`` arguments on YARN and Kubernetes. This subclass is the one
 module that reads them, so a change in the provider is a change here only.
 
+The provider's cluster tracking (``yarn_track_via_rm_api``, ``track_driver_via_k8s_api``, a
+standalone master's driver status) is used as the provider's operator uses it: spark-submit returns
+once the application is submitted, and the try waits for the application through the cluster
+(:mod:`~airflow_commit_provider.operators.durable_submission`). This hook names the application
+(:attr:`~CommittedSparkSubmitHook.application_id`), attaches one an earlier try submitted
+(:meth:`~CommittedSparkSubmitHook.attach_application`), finds YARN applications by tag, and kills a
+tracked application through the cluster, since spark-submit has exited by then.
+
 A kill is final and never lost. The provider's ``submit`` assigns the process it started to
 ``_submit_sp``; here that assignment records it under a lock that :meth:`~CommittedSparkSubmitHook.
 kill_process_group` takes too. A kill before the process is started stops it from starting; one
@@ -30,16 +38,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import requests
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.hooks.spark_launcher import check_spark_launcher
 
-__all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "process_group_alive"]
+__all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "YarnApplication", "process_group_alive"]
 
 #: The S3 variables that may travel as ``--conf`` on YARN and Kubernetes: they carry no secret.
 PUBLIC_S3_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
@@ -49,6 +59,21 @@ PRIVATE_CONF_PREFIXES = ("spark.openlineage.transport.",)
 PRIVATE_PROPERTIES_NAME = "private-spark.properties"
 #: Where spark-submit's Python comes from when the master is local.
 PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+#: YARN application states in which an application may still run its driver (the provider's list).
+YARN_ACTIVE_STATES = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"})
+
+
+@dataclass(frozen=True)
+class YarnApplication:
+    """One application as the ResourceManager lists it."""
+
+    application_id: str
+    state: str
+    tags: frozenset[str]
+
+    @property
+    def active(self) -> bool:
+        return self.state in YARN_ACTIVE_STATES
 
 
 class CommittedSparkSubmitHook(SparkSubmitHook):
@@ -111,6 +136,72 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     def exit_code(self) -> int | None:
         """spark-submit's exit code once it has ended (None before it started or while it runs)."""
         return self._process.returncode if self._process is not None else None
+
+    @property
+    def tracking(self) -> str | None:
+        """How the provider follows this submission once spark-submit returns early: ``"yarn"`` (the
+        ResourceManager's REST API), ``"kubernetes"`` (the Kubernetes API), ``"standalone"`` (the
+        master's driver status); None when spark-submit itself waits for the application."""
+        if self._should_track_driver_status:
+            return "standalone"
+        if getattr(self, "_should_track_driver_via_k8s_api", lambda: False)():
+            return "kubernetes"
+        if getattr(self, "_should_track_yarn_application_via_rm_api", lambda: False)():
+            return "yarn"
+        return None
+
+    @property
+    def is_yarn_cluster_mode(self) -> bool:
+        return bool(self._is_yarn_cluster_mode)
+
+    @property
+    def application_id(self) -> str | None:
+        """What identifies the submitted application where it runs (the provider's external ID):
+        the YARN application ID, the standalone driver ID, or ``namespace:pod`` on Kubernetes."""
+        if self._is_kubernetes:
+            pod = self._kubernetes_driver_pod
+            return f"{self._connection['namespace']}:{pod}" if pod else None
+        if self._is_yarn:
+            return self._yarn_application_id
+        return self._driver_id
+
+    def attach_application(self, application_id: str) -> None:
+        """Make an application an earlier try submitted this hook's own, so :meth:`kill_process_group`
+        kills it through the cluster (the provider's ``on_kill`` reads these attributes)."""
+        if self._is_kubernetes:
+            self._kubernetes_driver_pod = application_id.split(":", 1)[-1]
+        elif self._is_yarn:
+            self._yarn_application_id = application_id
+        else:
+            self._driver_id = application_id
+
+    def yarn_applications_tagged(self, tags: Iterable[str]) -> list[YarnApplication]:
+        """The applications the ResourceManager knows with any of `tags` (``applicationTags``), through
+        the address and authentication of the provider's RM tracking."""
+        wanted = sorted({tag.lower() for tag in tags})  # YARN keeps tags in lower case
+        if not wanted:
+            return []
+        url = f"{self._get_yarn_rm_base_url()}/ws/v1/cluster/apps"
+        response = requests.get(
+            url,
+            params={"applicationTags": ",".join(wanted)},
+            auth=self._resolved_yarn_rm_auth,
+            timeout=self._HTTP_TIMEOUT,
+        )
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"{url}: the ResourceManager answered HTTP {response.status_code} to a search by tag"
+            )
+        apps = (response.json().get("apps") or {}).get("app") or []
+        found = [
+            YarnApplication(
+                app["id"],
+                app["state"],
+                frozenset(t for t in (app.get("applicationTags") or "").split(",") if t),
+            )
+            for app in apps
+        ]
+        return sorted((app for app in found if app.tags & set(wanted)), key=lambda app: app.application_id)
 
     @property
     def kill_requested(self) -> bool:
@@ -194,26 +285,10 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         Checked in the environment spark-submit gets: the provider passes ``env_vars`` to it on every
         master but Kubernetes, where they become driver confs.
         """
-        self._refuse_early_return()
         environment = dict(os.environ)
         if not self._is_kubernetes:
             environment.update({name: str(value) for name, value in self.environment.items()})
         check_spark_launcher(self._connection["spark_binary"], environment)
-
-    def _refuse_early_return(self) -> None:
-        """A committed try checks the job's ``_SUCCESS`` once spark-submit returns, and aborts the job if
-        it is missing. With the provider's REST/API tracking spark-submit returns as soon as the job is
-        submitted (the provider's operator polls the cluster afterwards), so that check would abort a
-        running job: refused, in one line. Absent attributes are providers without that tracking."""
-        for argument, tracks in (
-            ("yarn_track_via_rm_api", "_should_track_yarn_application_via_rm_api"),
-            ("track_driver_via_k8s_api", "_should_track_driver_via_k8s_api"),
-        ):
-            if getattr(self, tracks, lambda: False)():
-                raise ValueError(
-                    f"{argument}=True makes spark-submit return before the job ends, and a committed try "
-                    "must see its job end: leave it False (spark-submit then waits for the application)"
-                )
 
     def kill_process_group(self, wait_seconds: float) -> bool:
         """Kill spark-submit and everything it started, or keep it from starting; True once they are
@@ -237,6 +312,8 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
                 max(deadline - time.monotonic(), 0),
             )
             process = self._process
+        if process is None or process.poll() is not None:
+            self._kill_tracked_application()
         if process is None:
             return self._submitting_thread is None
         if process.poll() is None:
@@ -249,6 +326,17 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         with contextlib.suppress(Exception):
             process.wait(timeout=wait_seconds)
         return _wait_for_group_exit(process.pid, wait_seconds)
+
+    def _kill_tracked_application(self) -> None:
+        """A tracked application outlives spark-submit: the provider's ``on_kill`` kills it through the
+        cluster (the RM's REST API, the standalone master, the driver pod's deletion)."""
+        if self.tracking is None or self.application_id is None:
+            return
+        self.log.info("Killing application %s through %s", self.application_id, self.tracking)
+        try:
+            self.on_kill()
+        except Exception:
+            self.log.exception("SparkSubmitHook.on_kill failed for application %s", self.application_id)
 
     # Environment routing ----------------------------------------------------------------------------
     def _route_environment(

@@ -21,7 +21,7 @@ import contextlib
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -30,6 +30,15 @@ from airflow_commit_provider.core.job_control import mark_delivered
 from airflow_commit_provider.core.layout import JobLayout
 from airflow_commit_provider.core.store.check import require_uploads_outlive_job
 from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.operators.durable_submission import (
+    ProviderTracking,
+    StoredApplication,
+    SubmissionMode,
+    TrackingOperator,
+    earlier_applications,
+    submission_mode,
+    yarn_cluster_conf,
+)
 from airflow_commit_provider.operators.registration import submit_registration, verified_or_registered
 from airflow_commit_provider.operators.report_link import push_report_target
 from airflow_commit_provider.operators.submission import (
@@ -48,6 +57,7 @@ from airflow_commit_provider.operators.try_outcome import (
     verify_success,
 )
 from airflow_commit_provider.operators.try_settlement import log_adoption, settle_earlier_tries
+from airflow_commit_provider.tries.plan import find_tried_jobs
 from airflow_commit_provider.tries.workdirs import TryWorkdir, open_try_workdir
 
 if TYPE_CHECKING:
@@ -81,6 +91,8 @@ class TriedOperator(Protocol):
     def ship_package(self) -> bool: ...
     @property
     def adopt_committed_tries(self) -> bool: ...
+    @property
+    def durable(self) -> bool: ...
     @property
     def conflict_mode(self) -> str | None: ...
     @property
@@ -125,6 +137,8 @@ class CommittedTry:
         self.written: dict[str, Any] | None = None
         """What the try made visible, for OpenLineage: the delivered summary, or the ``_SUCCESS`` of a
         job that reached its commit point although the try failed."""
+        self.mode = SubmissionMode(None, False)
+        """How the application is followed and found again (:mod:`~.durable_submission`)."""
         self.killed = self.aborted = self.delivering = False
         self._abort_lock = threading.RLock()
 
@@ -146,7 +160,12 @@ class CommittedTry:
         operator = self.operator
         plan = self.plan = operator.write_plan()
         check_submission(plan, operator.application, operator.conf)
-        operator._get_hook().check_launcher()
+        hook = operator._get_hook()
+        self.mode = submission_mode(hook, operator.durable)
+        hook.check_launcher()
+        self.log.info("%s", self.mode.describe())
+        if self.mode.durable:
+            self._reconnect(hook)
         if plan.engine == "python":
             self._alive("before it settled the jobs of earlier tries")
             with self._store() as store:
@@ -208,19 +227,77 @@ class CommittedTry:
         self._mark_delivered(job.job_id)
         return data
 
+    def _reconnect(self, hook: CommittedSparkSubmitHook) -> None:
+        """Wait for every application an earlier try may have left running (:mod:`~.durable_submission`):
+        only once it has ended are the earlier jobs settled, so no second application runs beside it.
+        A kill meanwhile kills it through the cluster."""
+        tracking = ProviderTracking(cast("TrackingOperator", self.operator), hook, self.context)
+        job_ids: list[str] = []
+        if self._plan.engine == "python" and self.key is not None and self.number is not None:
+            with self._store() as store:
+                jobs, _ = find_tried_jobs(store, self._plan.destination.root, self.key, self.number)
+            job_ids = [job.job_id for job in jobs]
+        for application in earlier_applications(tracking, job_ids):
+            application_id = application.application_id
+            self._alive(f"before it reconnected to application {application_id}")
+            active, status = tracking.is_active(application)
+            if not active:
+                self.log.info("Application %s (%s) has ended: %s", application_id, application.found, status)
+                continue
+            self.log.info(
+                "Reconnecting to application %s (%s), %s: waiting for it to end before settling its job",
+                application_id,
+                application.found,
+                status,
+            )
+            hook.attach_application(application_id)
+            self._start(hook, f"before it reconnected to application {application_id}")
+            try:
+                tracking.wait(application_id)
+            except Exception as error:
+                self.log.warning("Application %s ended without success: %s", application_id, error)
+            else:
+                self.log.info("Application %s ended: succeeded", application_id)
+            with self._abort_lock:
+                self.spark_submits.remove(hook)
+            self._alive(f"while it waited for application {application_id}")
+
     def _submit_job(self, job_id: str) -> int:
         """Run the application as this try's job; when it was submitted (epoch ms)."""
         operator, plan = self.operator, self._plan
         with self._workdir(job_id) as (workdir, key):
             conf = {**(operator.conf or {}), **operator.job_conf(job_id, self.number, plan, key)}
+            if self.mode.yarn_cluster:
+                conf.update(yarn_cluster_conf(conf, job_id))
             hook = self._spark_submit_hook(workdir, conf)
             submitted_ms = int(time.time() * 1000)
-            # spark-submit inherits the directory's lock: it stays while spark-submit lives.
-            self._start(hook, f"before job {job_id} started").submit(
-                operator.application, pass_fds=(workdir.lock_fd,)
-            )
+            started = self._start(hook, f"before job {job_id} started")
+            if self.mode.tracking is None:
+                # spark-submit inherits the directory's lock: it stays while spark-submit lives.
+                started.submit(operator.application, pass_fds=(workdir.lock_fd,))
+            else:
+                self._run_tracked(started, job_id)
         self._alive(f"while job {job_id} ran")
         return submitted_ms
+
+    def _run_tracked(self, hook: CommittedSparkSubmitHook, job_id: str) -> None:
+        """Submit through the provider's tracking, store the application (durable), wait for its end."""
+        tracking = ProviderTracking(cast("TrackingOperator", self.operator), hook, self.context)
+        application_id = tracking.submit()
+        self.log.info("Try %s: application %s runs job %s", self.number, application_id, job_id)
+        if self.mode.durable:
+            stored = StoredApplication(application_id, job_id, self.number or 0)
+            if tracking.store(stored):
+                self.log.info(
+                    "Stored application %s in the task state store: a retry reconnects to it", application_id
+                )
+            else:
+                self.log.warning(
+                    "No task state store in this Airflow: a retry finds application %s %s",
+                    application_id,
+                    "by its tag only" if self.mode.tracking == "yarn" else "not at all (it fences the job)",
+                )
+        tracking.wait(application_id)
 
     def _verified(self, job_id: str, submitted_ms: int) -> SuccessData:
         """The job's ``_SUCCESS`` (:func:`verify_success`); a table write committed with its

@@ -17,7 +17,14 @@ timeout or kill, spark-submit's process group is stopped and the job aborted (:m
 a job past its commit point is finished instead, and the next try adopts it. A table write found
 committed with its partitions not yet registered, by its try or by a retry adopting it, is
 registered by a registration-only application (:mod:`~.registration`). ``engine="hadoop"`` runs a
-new job per try, aborted on a best-effort basis. S3 credentials reach spark-submit as ``AWS_*``
+new job per try, aborted on a best-effort basis.
+
+**Durable submission** (:mod:`~.durable_submission`): where the provider follows the application
+through the cluster (``yarn_track_via_rm_api``, ``track_driver_via_k8s_api``, a standalone master in
+cluster mode), spark-submit returns once it is submitted, the try waits for it through the cluster,
+and with the provider's ``durable`` (default True) the application is stored in the task state
+store and tagged with its job on YARN, so a retry waits for it before it settles its job. S3
+credentials reach spark-submit as ``AWS_*``
 environment variables only (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`).
 """
 
@@ -82,6 +89,9 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
         default: the ``[airflow_commit] local_work_root`` option, else under the system temp dir).
     :param openlineage_inject_parent_job_info: as the Spark provider's, but on by default: Spark's
         own OpenLineage listener then links its events to this task.
+    :param durable: the Spark provider's: where it tracks the application through the cluster, a
+        retry reconnects to an earlier try's application and settles its job (:mod:`~.durable_submission`);
+        YARN cluster mode with durable needs ``yarn_track_via_rm_api=True``, as in the provider.
 
     Every other argument is ``SparkSubmitOperator``'s, with its meaning and templating.
 

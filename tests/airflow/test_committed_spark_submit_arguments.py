@@ -146,24 +146,6 @@ def test_table_reaches_the_driver_through_its_conf_key() -> None:
     assert "\n" not in str(refused.value)
 
 
-def test_tracking_that_returns_before_the_job_ends_is_refused_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, spark_default: None
-) -> None:
-    """spark-submit would return once the YARN application is submitted: checking its ``_SUCCESS``
-    then would abort a running job, so the try refuses before anything starts."""
-    connection = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps(connection))
-    values = {"task_id": "write", "application": "/jobs/app.py", "destination": "s3://b/t"}
-    op = CommittedSparkSubmitOperator(
-        **values, committer="magic", engine="hadoop", conn_id="spark_yarn", yarn_track_via_rm_api=True
-    )
-    with pytest.raises(ValueError, match=r"^yarn_track_via_rm_api=True makes spark-submit return") as refused:
-        op.execute({})
-    assert "\n" not in str(refused.value)
-    waiting = CommittedSparkSubmitOperator(**values, committer="magic", engine="hadoop", conn_id="spark_yarn")
-    waiting._get_hook()._refuse_early_return()  # without the tracking, spark-submit waits: accepted
-
-
 def test_the_amazon_providers_aws_arguments_reach_the_store_and_the_spark_job(
     aws_default: Any, s3_bucket: str
 ) -> None:

@@ -1,5 +1,6 @@
 """One real Airflow deployment for the module: the checkout's wheel in its own virtualenv, PostgreSQL,
-the four services on LocalExecutor, the session's embedded S3 and local Spark. The sdist and the
+the four services on LocalExecutor, the session's embedded S3, local Spark and the session's YARN +
+HDFS cluster (its ``HADOOP_CONF_DIR`` and a ``spark_yarn`` connection in the services' environment). The sdist and the
 wheel are built once a session (`distributions`), for the deployment and the release check alike.
 
 The connections reach the services as ``AIRFLOW_CONN_*`` variables of their environment, never on
@@ -37,6 +38,7 @@ from deployment_venv import (
 from support.standalone import free_port
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 from airflow_commit_provider.devtools.postgres import Postgres
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +83,11 @@ def distributions(build_work: Path, deployment_venv: Path) -> Distributions:
 
 @pytest.fixture(scope="module")
 def deployment(
-    embedded_s3: EmbeddedS3, build_work: Path, deployment_venv: Path, distributions: Distributions
+    embedded_s3: EmbeddedS3,
+    hadoop_cluster: HadoopCluster,
+    build_work: Path,
+    deployment_venv: Path,
+    distributions: Distributions,
 ) -> Iterator[Deployment]:
     work = Path(tempfile.mkdtemp(prefix="airflow-deployment-"))
     home = work / "airflow-home"
@@ -137,6 +143,18 @@ def deployment(
             "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
             "AIRFLOW_CONN_AWS_DEFAULT": embedded_s3.airflow_connection(),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            # YARN cluster mode on the session's test cluster, followed through the RM (durable_yarn_write).
+            "AIRFLOW_CONN_SPARK_YARN": json.dumps(
+                {
+                    "conn_type": "spark",
+                    "host": "yarn",
+                    "extra": {
+                        "deploy-mode": "cluster",
+                        "yarn_resourcemanager_webapp_address": hadoop_cluster.rm_webapp_url,
+                    },
+                }
+            ),
+            **hadoop_cluster.env(),
             "DAILY_INGEST_ROOT": f"s3://{bucket}",
             "SPARK_CONF_DIR": str(spark_conf),
             "SPARK_LOCAL_IP": "127.0.0.1",

@@ -41,15 +41,24 @@ from support.waiting import wait_until
 
 from airflow_commit_provider.core.job_control import JobState, inspect_job
 from airflow_commit_provider.core.paths import StorePath
+from airflow_commit_provider.core.store.hdfs import HdfsStore
 from airflow_commit_provider.core.store.s3 import S3Store
+from airflow_commit_provider.core.store.settings import HdfsSettings
+from airflow_commit_provider.core.task_key import TaskKey
+from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
+from airflow_commit_provider.operators.durable_submission import job_tag
 from airflow_commit_provider.report.addresses import commits_page
 from airflow_commit_provider.success.check import load_success
+from airflow_commit_provider.tries.plan import try_job_id
 
 INGEST = "daily_partitioned_ingest"
 REPORT = "daily_events_report"
 AWAIT = "await_committed_day"
 KILLED = "killed_write"
 CLEANUP = "upload_cleanup"
+DURABLE = "durable_yarn_write"
+#: The rows tests/hadoop/gated_yarn_app.py writes.
+GATED_ROWS = 200
 #: Bound of a whole DAG run that runs Spark (several at once, on two busy cores: a cleared run
 #: took more than 300 s in a CI run whose three lanes shared them).
 RUN_BOUND_SECONDS = 600.0
@@ -425,6 +434,135 @@ def test_a_killed_task_whose_job_stalled_is_fenced_by_the_retry(
     assert not result["ok"], result
     assert inspect_job(store, destination, orphan).state is JobState.ABORTED
     assert_one_copy(store, destination, summary["job_id"])
+
+
+# 5b. A YARN cluster-mode try whose worker is SIGKILLed: the retry reconnects -----------------------------
+def log_events(deployment: Deployment, dag_id: str, run_id: str, try_number: int) -> list[dict[str, Any]]:
+    """The structured lines of a try's task log (each with its ``timestamp`` and ``event``)."""
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/write/logs/{try_number}"
+    content = deployment.api.get(path, full_content=True)["content"]
+    return [line for line in content if isinstance(line, dict)]
+
+
+def logged_at(events: list[dict[str, Any]], text: str) -> datetime:
+    """When the first line holding `text` was logged."""
+    found = next((e for e in events if text in str(e.get("event", ""))), None)
+    assert found is not None, f"no log line holds {text!r}"
+    return parse_time(found["timestamp"])
+
+
+def rm_apps(hadoop_cluster: HadoopCluster, job_ids: list[str]) -> list[dict[str, Any]]:
+    """The applications the ResourceManager knows with one of these jobs' tags."""
+    tags = ",".join(job_tag(job_id) for job_id in job_ids)
+    answer = httpx.get(f"{hadoop_cluster.rm_webapp_url}/ws/v1/cluster/apps", params={"applicationTags": tags})
+    answer.raise_for_status()
+    return sorted((answer.json().get("apps") or {}).get("app") or [], key=lambda app: app["id"])
+
+
+def hdfs_rows(store: HdfsStore, destination: StorePath) -> list[int]:
+    import pyarrow.parquet as pq
+
+    rows: list[int] = []
+    for status in store.list_files(destination):
+        name = status.path.relative_to(destination)
+        if not any(part.startswith(("_", ".")) for part in name.split("/")):
+            rows += pq.read_table(io.BytesIO(store.read_bytes(status.path))).column("id").to_pylist()
+    return sorted(rows)
+
+
+def test_a_sigkilled_workers_yarn_application_is_reconnected_to_and_committed_once(
+    deployment: Deployment, hadoop_cluster: HadoopCluster
+) -> None:
+    """Try 1 submits in YARN cluster mode (RM tracking, durable) and stores its application; its
+    application stops at a gate before the job commits and the task process is SIGKILLed. Try 2
+    reconnects (the stored ID and the job's tag both name it), waits, and adopts the job once the
+    gate is released: 1 application, 1 copy. Then a clear: try 3 finds the stored application
+    ended and its job delivered, and writes again in a new application. The timeline goes to the
+    log of this test (``-s``) and into the markers folder."""
+    api, markers = deployment.api, deployment.markers / "durable"
+    markers.mkdir()
+    run_id, key = "durable", TaskKey(DURABLE, "write", "durable", -1)
+    destination = StorePath.parse(f"{hadoop_cluster.fs_default_name}/deployment/durable")
+    store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))
+    unpause(deployment, DURABLE)
+    trigger(deployment, DURABLE, run_id, {"case": "durable", "markers": str(markers)})
+
+    def at_gate() -> bool:
+        if api.run(DURABLE, run_id)["state"] == "failed":
+            raise AssertionError(f"{run_id} failed before its gate:\n{api.describe_run(DURABLE, run_id)}")
+        return (markers / "gate-try1.json").exists()
+
+    wait_until(at_gate, "try 1's application at its gate", RUN_BOUND_SECONDS, interval=0.25)
+    ti = api.task_instances(DURABLE, run_id)["write"]
+    assert ti["state"] == "running" and ti["try_number"] == 1, ti
+    application = json.loads((markers / "started-try1.json").read_text())["application_id"]
+    os.kill(task_process(ti["id"]), signal.SIGKILL)
+    killed_at = datetime.now().astimezone()
+
+    def reconnected() -> bool:
+        tries = {t["try_number"]: t["state"] for t in api.tries(DURABLE, run_id, "write")}
+        return tries.get(2) == "running" and f"Reconnecting to application {application}" in api.task_log(
+            DURABLE, run_id, "write", 2
+        )
+
+    wait_until(reconnected, "try 2 to reconnect to try 1's application", RUN_BOUND_SECONDS, interval=0.5)
+    [app] = rm_apps(hadoop_cluster, [try_job_id(key, 1), try_job_id(key, 2)])
+    assert (app["id"], app["state"]) == (application, "RUNNING"), "the application outlived its worker"
+    (markers / "release-try1").write_text("go")
+
+    api.wait_run(DURABLE, run_id, RUN_BOUND_SECONDS)
+    tries = {t["try_number"]: t for t in api.tries(DURABLE, run_id, "write")}
+    assert {n: t["state"] for n, t in tries.items()} == {1: "failed", 2: "success"}
+    summary = api.xcom(DURABLE, run_id, "write")
+    job = try_job_id(key, 1)
+    assert (summary["job_id"], summary["adopted_from_try"], summary["rows"]) == (job, 1, GATED_ROWS)
+    assert not (markers / "started-try2.json").exists(), "the retry started no application"
+    [app] = rm_apps(hadoop_cluster, [try_job_id(key, 1), try_job_id(key, 2)])
+    assert (app["id"], app["state"], app["finalStatus"]) == (application, "FINISHED", "SUCCEEDED")
+    assert load_success(store, destination).job_id == job
+    assert hdfs_rows(store, destination) == list(range(GATED_ROWS)), "one copy: every row once"
+    assert inspect_job(store, destination, job).delivered
+
+    events = log_events(deployment, DURABLE, run_id, 2)
+    timeline = {
+        "submitted (RM startedTime)": datetime.fromtimestamp(app["startedTime"] / 1000).astimezone(),
+        "try 1's worker SIGKILLed": killed_at,
+        "try 2 started": parse_time(tries[2]["start_date"]),
+        "try 2 reconnected": logged_at(events, f"Reconnecting to application {application}"),
+        "application ended (RM finishedTime)": datetime.fromtimestamp(
+            app["finishedTime"] / 1000
+        ).astimezone(),
+        "try 2 settled (adopts the job)": logged_at(events, f"Adopting job {job}"),
+        "delivered (try 2 ended)": parse_time(tries[2]["end_date"]),
+    }
+    moments = list(timeline.values())
+    assert moments == sorted(moments), timeline
+    origin = moments[0]
+    lines = [f"{(at - origin).total_seconds():7.1f} s  {what}" for what, at in timeline.items()]
+    (markers / "timeline.txt").write_text("\n".join(lines) + "\n")
+    print("durable YARN timeline:\n" + "\n".join(lines))
+
+    # A clear: the stored application has ended and its job was delivered, so try 3 writes again.
+    api.post(
+        f"/dags/{DURABLE}/clearTaskInstances", {"dry_run": False, "dag_run_id": run_id, "only_failed": False}
+    )
+    wait_until(
+        lambda: api.run(DURABLE, run_id)["state"] != "success",
+        "the cleared run to restart",
+        EVENT_BOUND_SECONDS,
+    )
+    api.wait_run(DURABLE, run_id, RUN_BOUND_SECONDS)
+    again = api.xcom(DURABLE, run_id, "write")
+    assert (again["job_id"], again["try_number"], again["adopted_from_try"]) == (try_job_id(key, 3), 3, None)
+    assert f"Application {application} (stored by try 1 for job {job}) has ended" in api.task_log(
+        DURABLE, run_id, "write", 3
+    )
+    apps = rm_apps(hadoop_cluster, [try_job_id(key, n) for n in (1, 2, 3)])
+    assert len(apps) == 2 and apps[0]["id"] == application, apps  # try 1's, then the clear's
+    assert all(a["finalStatus"] == "SUCCEEDED" for a in apps)
+    assert load_success(store, destination).job_id == try_job_id(key, 3)
+    assert hdfs_rows(store, destination) == sorted(list(range(GATED_ROWS)) * 2), "appended once more"
+    store.close()
 
 
 # 6. The commit report pages, in a real browser, behind Airflow's login ---------------------------------
