@@ -24,7 +24,10 @@ alternate which goes first. Both tables are checked to hold the same folders and
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.paths import StorePath
@@ -80,13 +83,12 @@ def replace_on(env: BenchEnv, cluster: HadoopCluster) -> ScenarioResult:
     )
     spark = env.spark
     store = HdfsStore(HdfsSettings(webhdfs_url=cluster.webhdfs_url))
-    environment = spark.sparkContext.environment
-    environment[ENV_WEBHDFS_URL] = cluster.webhdfs_url
-    try:
-        _measure(env, result, spark, store, cluster.fs_default_name, rows_per_day, days, tasks)
-    finally:
-        environment.pop(ENV_WEBHDFS_URL, None)
-        store.close()
+    # The driver (this process) and the tasks (the session's executor environment) reach WebHDFS alike.
+    with _webhdfs_setting(spark, cluster.webhdfs_url):
+        try:
+            _measure(env, result, spark, store, cluster.fs_default_name, rows_per_day, days, tasks)
+        finally:
+            store.close()
     result.notes.append(
         "On HDFS a swap is two NameNode renames (the old partition put aside, the incoming one renamed "
         "in); Spark's protocol deletes each partition, then renames its staged one in. Ours reaches the "
@@ -149,6 +151,22 @@ def _measure(
         _same_table(spark, tables["ours"], tables["spark"])
         log(f"turn {turn}: ours {seconds['ours']:.2f} s, Spark's {seconds['spark']:.2f} s")
         store.delete_tree(run_root)
+
+
+@contextlib.contextmanager
+def _webhdfs_setting(spark: Any, url: str) -> Iterator[None]:
+    environments = (os.environ, spark.sparkContext.environment)
+    before = [environment.get(ENV_WEBHDFS_URL) for environment in environments]
+    for environment in environments:
+        environment[ENV_WEBHDFS_URL] = url
+    try:
+        yield
+    finally:
+        for environment, value in zip(environments, before, strict=True):
+            if value is None:
+                environment.pop(ENV_WEBHDFS_URL, None)
+            else:
+                environment[ENV_WEBHDFS_URL] = value
 
 
 def _days(spark: Any, days: range, rows_per_day: int, tasks: int, tag: str) -> Any:
