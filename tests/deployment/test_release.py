@@ -10,9 +10,9 @@ The dependencies are not installed again: pip resolved and installed them, with 
 ``Requires-Dist`` and the same constraints, when it built the cached deployment venv
 (deployment_venv.py, keyed by both), and the fresh venv sees exactly the files of that install's
 closure of the wheel's requirements (`link_dependencies`). Installing them again (about 750 MB from
-pip's cache) took 45-90 s on the 2-core host and proved nothing more.
+pip's cache: 61 s of CI run 4's side lane, about 250 s of CPU) proved nothing more.
 
-Cost: about 20 s, nearly all of it ``airflow providers list`` in the fresh venv (13 s at load 2).
+Cost: about 17 s of CPU, 9 s of it ``airflow providers list`` in the fresh venv.
 """
 
 from __future__ import annotations
