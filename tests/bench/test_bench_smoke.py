@@ -7,12 +7,17 @@ Every scenario runs on the suite's one Spark session (the `spark` fixture) and i
 `--scenario all` runs them on one session: `BenchEnv` leaves a session it did not start running and
 undoes the settings it made on it. A session of its own per scenario (a SparkContext and a Derby
 metastore each, nine times over) proved nothing the shared one does not.
+
+The report and its chart are built once, from every scenario's results, by the module's last test
+(`test_report_and_charts`), as `--scenario all` builds them once: built after each
+scenario, the chart alone cost 2-3 s of CPU sixteen times over.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,10 +76,12 @@ def test_scenario_runs_at_tiny_size(
     name: str, results: Path, embedded_s3: EmbeddedS3, spark: SparkSession
 ) -> None:
     from bench.__main__ import main
+    from bench.report import load_results, markdown
 
     documents = main(
         ["--scenario", name, "--size", "tiny", "--repeat", "1", "--out", str(results)],
         embedded_s3=embedded_s3,
+        report=False,
     )
 
     assert set(documents) == {name}
@@ -100,6 +107,22 @@ def test_scenario_runs_at_tiny_size(
 
     assert spark.sparkContext._jsc is not None, f"{name} stopped the shared session"
 
-    report = (results / "REPORT.md").read_text()
-    assert "| Scenario |" in report and name in report
-    assert (results / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The report's text of the results so far (its charts: `test_report_and_charts`).
+    report = markdown(load_results(results))
+    assert "| Scenario |" in report and f"| {name} | " in report and f"## {document['title']}\n" in report
+
+
+def test_report_and_charts(results: Path) -> None:
+    """After the scenarios (the module's order): the report of all their results, with its chart
+    (a PNG) and the scale scenario's curve charts, names each. Run without them, it fails."""
+    from bench.report import write_report
+
+    missing = sorted(set(_scenarios()) - {path.stem for path in results.glob("*.json")})
+    assert not missing, f"no results of {missing}: run this module whole"
+    report = write_report(results).read_text()
+    for name in _scenarios():
+        assert f"| {name} | " in report, name
+    charts = re.findall(r"\]\(([\w.-]+\.png)\)", report)  # the ratios' and the scale curve's
+    assert "chart.png" in charts and len(charts) >= 2, charts
+    for png in charts:
+        assert (results / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

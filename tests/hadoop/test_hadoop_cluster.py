@@ -1,22 +1,20 @@
 """The test YARN + HDFS cluster (devtools/hadoop_cluster.py): up when `start()` returns, HDFS
 serving files over WebHDFS and YARN with a RUNNING NodeManager, nothing listening beyond loopback,
-and nothing left once stopped.
+and nothing left once stopped (checked by the session's `hadoop_cluster` fixture when it stops
+the cluster: tests/conftest.py).
 
-Cost: the session's cluster (about 15-30 s to start on the shared 2 cores, 450 MB RSS) and, for
-the stop test, a second one of its own (as long again).
+Cost: the session's cluster (about 15-30 s to start on the shared 2 cores, 450 MB RSS).
 """
 
 from __future__ import annotations
 
 import getpass
-import os
 import subprocess
 import uuid
 
-import pytest
 import requests
 
-from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster, HadoopClusterError
+from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 
 
 def _listening_addresses(pid: int) -> list[str]:
@@ -81,19 +79,3 @@ def test_every_listening_socket_is_on_loopback(hadoop_cluster: HadoopCluster) ->
         "[::ffff:127.0.0.2]:",
     )  # the second NodeManager
     assert [a for a in addresses if not a.startswith(loopback)] == []
-
-
-def test_stop_leaves_no_process_and_no_files() -> None:
-    cluster = HadoopCluster().start()
-    pid, directory = cluster.pid, cluster.directory
-    assert pid is not None and directory is not None and directory.is_dir()
-
-    cluster.stop()
-
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
-    assert not directory.exists()
-    assert not cluster.running
-    with pytest.raises(HadoopClusterError, match="not started"):
-        cluster.conf_dir  # noqa: B018
-    cluster.stop()  # idempotent
