@@ -99,7 +99,7 @@ class HadoopCluster:
     def __init__(
         self,
         *,
-        startup_timeout: float = 180.0,
+        startup_timeout: float = 600.0,
         stop_timeout: float = 60.0,
         java_heap: str = "768m",
     ) -> None:
