@@ -30,7 +30,7 @@ import requests
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
-from airflow_commit_provider.devtools.hadoop_jars import pyspark_jars_dir
+from airflow_commit_provider.devtools.yarn_apps import yarn_conf
 from airflow_commit_provider.operators.submission import shipped_py_files
 
 pytestmark = pytest.mark.slow
@@ -39,25 +39,6 @@ APP = Path(__file__).with_name("yarn_app.py")
 VENV_BIN = Path(sys.executable).parent
 #: Bound of the one spark-submit (a hang fails the test instead of the lane).
 SUBMIT_BOUND_SECONDS = 420
-
-
-def yarn_conf() -> dict[str, str]:
-    """What a client-mode application needs on the test cluster (environment-notes.md says why):
-    PySpark's jars read in place on the one node, one small executor beside the AM, and every
-    container bound to loopback and running this venv's Python (boto3, pyarrow)."""
-    return {
-        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
-        "spark.executor.instances": "1",
-        "spark.executor.memory": "512m",
-        "spark.executor.cores": "2",
-        "spark.pyspark.python": sys.executable,
-        "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
-        "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
-    }
 
 
 def test_client_mode_application_commits_to_s3(
@@ -70,7 +51,8 @@ def test_client_mode_application_commits_to_s3(
     assert py_files is not None
     command = [str(VENV_BIN / "spark-submit"), "--master", "yarn", "--deploy-mode", "client"]
     command += ["--py-files", py_files]
-    for key, value in yarn_conf().items():
+    # The containers run this venv's Python (boto3, pyarrow): every container is on this machine.
+    for key, value in {**yarn_conf(), "spark.pyspark.python": sys.executable}.items():
         command += ["--conf", f"{key}={value}"]
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     env |= embedded_s3.env() | hadoop_cluster.env()

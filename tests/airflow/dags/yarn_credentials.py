@@ -1,0 +1,51 @@
+"""Test DAG: the same committed write submitted to YARN in client and in cluster deploy mode,
+with the ``aws_default`` connection's credentials (tests/airflow/test_yarn_credentials.py).
+
+The ``spark_yarn`` connection (host ``yarn``) and ``HADOOP_CONF_DIR`` come from the test, as a
+deployment's would. The package reaches the containers as the ``--py-files`` zip the operator
+builds, the containers' Python is ``spark_python`` (every container of the test cluster is on this
+machine: this venv's interpreter), and each application writes Spark's event log to
+``params.event_log_dir`` and what it found to ``params.result_dir/<mode>.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow.sdk import DAG, Param
+
+from airflow_commit_provider.devtools.yarn_apps import LOOPBACK, yarn_conf
+from airflow_commit_provider.operators import CommittedSparkSubmitOperator
+
+APP = Path(__file__).resolve().parents[1] / "yarn_credentials_app.py"
+DEPLOY_MODES = ("client", "cluster")
+
+with DAG(
+    dag_id="test_yarn_credentials",
+    schedule=None,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    params={
+        "destination": Param("", type="string"),
+        "result_dir": Param("", type="string"),
+        "event_log_dir": Param("", type="string"),
+    },
+) as dag:
+    for mode in DEPLOY_MODES:
+        CommittedSparkSubmitOperator(
+            task_id=f"write_{mode}",
+            conn_id="spark_yarn",
+            deploy_mode=mode,
+            application=str(APP),
+            destination="{{ params.destination }}/" + mode,
+            committer="magic",
+            spark_python=sys.executable,
+            application_args=["{{ params.result_dir }}/" + mode + ".json"],
+            env_vars={"SPARK_LOCAL_IP": LOOPBACK},  # spark-submit's own JVM and the AM's
+            conf={
+                **yarn_conf(),
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": "file://{{ params.event_log_dir }}",
+            },
+        )
