@@ -46,6 +46,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.hooks.spark_launcher import check_spark_launcher
+from airflow_commit_provider.spark.jvm_committers import s3a_credentials_file_conf
 
 __all__ = [
     "CREDENTIALS_FILE_NAME",
@@ -70,6 +71,8 @@ _CONTAINER_CREDENTIALS_FILE = "{{PWD}}/" + CREDENTIALS_FILE_NAME
 #: The YARN confs that set a variable in the application master's (a cluster-mode driver's) and
 #: the executors' environments.
 YARN_ENVIRONMENT_CONFS = ("spark.yarn.appMasterEnv.", "spark.executorEnv.")
+#: Confs of Hadoop's S3A filesystem: a job with any reads S3 through S3A (engine="hadoop", or the user's).
+S3A_CONF_PREFIX = "spark.hadoop.fs.s3a."
 #: The Python of a YARN application's executors and client-mode driver, and of a cluster-mode driver.
 YARN_PYTHON_CONFS = ("spark.pyspark.python", "spark.yarn.appMasterEnv.PYSPARK_PYTHON")
 #: Confs that may carry a secret (OpenLineage's transport: an API key, headers): never on a command line.
@@ -205,7 +208,8 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
 
     def _yarn_additions(self) -> tuple[dict[str, str], list[str]]:
         """On YARN: the confs naming the containers' Python (``spark_python``) and the credentials
-        file, and that file (written now, for ``--files``). Nothing elsewhere."""
+        file (and, for a job using S3A, S3A's chain that reads it), and that file (written now, for
+        ``--files``). Nothing elsewhere."""
         conf: dict[str, str] = {}
         files: list[str] = []
         if self._is_yarn and self._spark_python:
@@ -216,6 +220,8 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
             )
             for prefix in YARN_ENVIRONMENT_CONFS:
                 conf[prefix + SHARED_CREDENTIALS_FILE_VARIABLE] = _CONTAINER_CREDENTIALS_FILE
+            if any(key.startswith(S3A_CONF_PREFIX) for key in self._conf):  # S3A reads the store
+                conf.update(s3a_credentials_file_conf())
         return conf, files
 
     def _write_private_properties(self, private: Mapping[str, Any], given_file: str | None) -> Path:

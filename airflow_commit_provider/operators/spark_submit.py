@@ -18,7 +18,9 @@ a job past its commit point is finished instead, and the next try adopts it. A t
 committed with its partitions not yet registered, by its try or by a retry adopting it, is
 registered by a registration-only application (:mod:`~.registration`). ``engine="hadoop"`` runs a
 new job per try, aborted on a best-effort basis. S3 credentials reach spark-submit as ``AWS_*``
-environment variables only (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`).
+environment variables only, and a YARN job's containers in a private credentials file shipped with
+``--files``, never as ``--conf``
+(:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`; docs/yarn-and-kubernetes.md).
 """
 
 from __future__ import annotations
@@ -70,7 +72,9 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
         ``botocore_config`` override it, as in the Amazon provider's operators. Templated but the last.
     :param allow_unsafe_v2: let ``file-v2`` run (it can leave partial output on failure).
     :param ship_package: ship this package's ``core`` and ``spark`` modules as ``--py-files``.
-    :param spark_python: the Python of a ``local`` master's driver and executors (default: this one).
+    :param spark_python: the Python of a ``local`` master's driver and executors (default: this one);
+        on YARN, the containers' (``spark.pyspark.python`` and the AM's ``PYSPARK_PYTHON``), e.g.
+        ``./environment/bin/python`` of a venv given with ``archives``.
     :param jvm_conf_options: more keyword arguments for ``jvm_committer_conf`` (engine="hadoop"), e.g.
         ``{"bind_commit_protocol": False}``; for ``s3a://``, ``store`` defaults to the connection's.
     :param adopt_committed_tries: (engine="python") return the result of an earlier try's job that

@@ -152,6 +152,37 @@ def test_yarn_users_choices_win(
     assert "spark.pyspark.python=/opt/py/bin/python" in line
     assert "spark.yarn.appMasterEnv.PYSPARK_PYTHON=./environment/bin/python" in line
 
+    assert "fs.s3a.aws.credentials.provider" not in line, "S3A is not in use"
+
+
+def test_yarn_s3a_reads_the_shipped_file(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A job reading S3 through S3A (engine="hadoop": the operator sets its store conf) gets S3A's
+    chain with the profile reader, which reads the file AWS_SHARED_CREDENTIALS_FILE names; the
+    user's own chain wins."""
+    spark_connection(monkeypatch, "yarn")
+    s3_environment = CommitStoreHook().spark_environment("s3a://lake/events")
+    s3a = {"spark.hadoop.fs.s3a.endpoint": aws_default.endpoint_url}
+    hook = CommittedSparkSubmitHook(s3_environment=s3_environment, conf=s3a, private_conf_dir=tmp_path)
+    chain = "spark.hadoop.fs.s3a.aws.credentials.provider="
+    [given] = [part for part in hook.submit_command("/jobs/app.py") if part.startswith(chain)]
+    providers = given.removeprefix(chain).split(",")
+    assert "org.apache.hadoop.fs.s3a.auth.ProfileAWSCredentialsProvider" in providers
+    assert providers[-1] == "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider"
+    own = CommittedSparkSubmitHook(
+        s3_environment=s3_environment, conf={**s3a, chain[:-1]: "com.example.Mine"}, private_conf_dir=tmp_path
+    )
+    assert [p for p in own.submit_command("/jobs/app.py") if p.startswith(chain)] == [
+        f"{chain}com.example.Mine"
+    ]
+
+
+def test_yarn_credentials_need_a_private_directory(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spark_connection(monkeypatch, "yarn")
+    s3_environment = CommitStoreHook().spark_environment("s3://lake/events")
     with pytest.raises(ValueError, match=r"^the S3 credentials: a private file needs private_conf_dir$"):
         CommittedSparkSubmitHook(s3_environment=s3_environment).submit_command("/jobs/app.py")
 
