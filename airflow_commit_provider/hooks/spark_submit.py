@@ -20,7 +20,7 @@ each container); the driver's and executors' environments name it (``AWS_SHARED_
 which boto3, the CRT path through boto3 and the AWS SDK v2 read), and a client-mode driver, which is
 spark-submit's own child, gets the credentials in its environment as on a standalone master. On
 Kubernetes the credentials are not passed: the cluster supplies them (IRSA, or a Kubernetes Secret
-named in ``spark.kubernetes.{driver,executor}.secretKeyRef.*``; docs/hadoop-cluster.md). Confs that
+named in ``spark.kubernetes.{driver,executor}.secretKeyRef.*``; docs/yarn-and-kubernetes.md). Confs that
 may hold a secret (OpenLineage's transport, with its API key) go into a properties file only the
 worker's user can read, given to spark-submit with ``--properties-file`` and
 ``--load-spark-defaults`` (Spark 4 then still reads ``spark-defaults.conf``), never as ``--conf``.

@@ -32,7 +32,7 @@ from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 from airflow_commit_provider.hooks.spark_submit import CREDENTIALS_FILE_NAME
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.hadoop_peers]
 
 DAG_ID = "test_yarn_credentials"
 LOGICAL_DATE = "2024-01-01T00:00:00+00:00"
@@ -85,6 +85,7 @@ def yarn_run(
         "destination": f"s3://{bucket}/events",
         "result_dir": str(results),
         "event_log_dir": str(events),
+        "s3a_endpoint": embedded_s3.endpoint_url,
     }
     process = subprocess.run(
         [sys.executable, "-m", "airflow", "dags", "test", "-c", json.dumps(run_conf), DAG_ID, LOGICAL_DATE],
@@ -158,6 +159,7 @@ def test_both_deploy_modes_commit_with_the_connections_credentials(
         assert written["rows"] == 100
 
         outcome = yarn_run.results[mode]
+        assert outcome["s3a_rows"] == 100, "S3A read the rows back with the shipped credentials"
         driver, executor = outcome["driver"], outcome["executor"]
         assert driver["secret_sha256"] == executor["secret_sha256"] == sha256(yarn_run.secret)
         assert executor["container_id"] and executor["credentials_method"] == "shared-credentials-file"

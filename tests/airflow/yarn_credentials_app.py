@@ -15,6 +15,9 @@ every container of the test cluster is on this machine) what it found, never the
   this application's containers on the node;
 - where the shipped credentials file was localised and its mode, and the mode of the
   application's staging folder in HDFS, where YARN took it from.
+
+Then it reads the committed rows back through Hadoop's S3A (listing in the driver, reading in a
+task), whose credential chain finds the same credentials as boto3 does in each place.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pyspark.sql import SparkSession
 
 ROWS = 100
 CREDENTIALS_FILE_NAME = "airflow-commit-aws-credentials"  # the hook's CREDENTIALS_FILE_NAME
+CONF_DESTINATION = "spark.airflow_commit.destination"  # the operator's (spark.config.CONF_DESTINATION)
 
 
 def own_secret() -> tuple[str | None, bytes | None]:
@@ -125,8 +129,11 @@ def main(result: Path) -> None:
         df = spark.range(ROWS).selectExpr("id", "id % 2 AS p", "concat('row-', id) AS payload")
         summary = write_committed(df, format="parquet", partition_by="p")
         [executor] = spark.sparkContext.parallelize([0], 1).mapPartitions(in_task).collect()
+        destination = spark.conf.get(CONF_DESTINATION)
+        s3a_rows = spark.read.parquet(destination.replace("s3://", "s3a://", 1)).count()
         outcome = {
             "application_id": spark.sparkContext.applicationId,
+            "s3a_rows": s3a_rows,
             "summary": summary.to_dict(),
             "driver": report(),
             "executor": executor,

@@ -5,17 +5,20 @@ The ``spark_yarn`` connection (host ``yarn``) and ``HADOOP_CONF_DIR`` come from 
 deployment's would. The package reaches the containers as the ``--py-files`` zip the operator
 builds, the containers' Python is ``spark_python`` (every container of the test cluster is on this
 machine: this venv's interpreter), and each application writes Spark's event log to
-``params.event_log_dir`` and what it found to ``params.result_dir/<mode>.json``.
+``params.event_log_dir`` and what it found to ``params.result_dir/<mode>.json``. Hadoop's S3A is on
+the classpath, pointed at the store (``params.s3a_endpoint``), for the application to read back.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from airflow_commit_provider.devtools.hadoop_jars import PEER_ARTIFACTS, peer_spark_conf, repository
 from airflow_commit_provider.devtools.yarn_apps import LOOPBACK, yarn_conf
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 
@@ -30,6 +33,8 @@ with DAG(
         "destination": Param("", type="string"),
         "result_dir": Param("", type="string"),
         "event_log_dir": Param("", type="string"),
+        "s3a_endpoint": Param("", type="string"),
+        "s3a_region": Param("us-east-1", type="string"),
     },
 ) as dag:
     for mode in DEPLOY_MODES:
@@ -45,6 +50,15 @@ with DAG(
             env_vars={"SPARK_LOCAL_IP": LOOPBACK},  # spark-submit's own JVM and the AM's
             conf={
                 **yarn_conf(),
+                # S3A, to read the rows back: Hadoop's jars read in place (every container is on
+                # this machine), and where the store is; the hook adds S3A's chain for the file.
+                **peer_spark_conf(
+                    [artifact.path(repository()) for artifact in PEER_ARTIFACTS],
+                    Path(os.environ["AIRFLOW_HOME"]) / "hadoop-local",  # the tests' throwaway home
+                ),
+                "spark.hadoop.fs.s3a.endpoint": "{{ params.s3a_endpoint }}",
+                "spark.hadoop.fs.s3a.endpoint.region": "{{ params.s3a_region }}",
+                "spark.hadoop.fs.s3a.path.style.access": "true",
                 "spark.eventLog.enabled": "true",
                 "spark.eventLog.dir": "file://{{ params.event_log_dir }}",
             },
