@@ -120,6 +120,7 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         self._private_conf_dir = private_conf_dir
         self._spark_python = spark_python
         self._credentials: dict[str, str] = {}  # a YARN job's, shipped in a file (_route_environment)
+        self._credentials_file: Path | None = None  # that file, once written (_yarn_additions)
         self._env_vars = self._route_environment(
             dict(s3_environment or {}), dict(env_vars or {}), spark_python
         )
@@ -147,8 +148,15 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
 
     @property
     def _driver_credentials(self) -> dict[str, str]:
-        """The credentials spark-submit's own environment gets on YARN: a client-mode driver is its child."""
-        return {} if self._is_yarn_cluster_mode else dict(self._credentials)
+        """What spark-submit's own environment gets on YARN, for a client-mode driver (its child): the
+        credentials, and the file's local path, without which S3A's chain, which has the profile
+        reader, fails to start (the reader refuses a missing file)."""
+        if self._is_yarn_cluster_mode or not self._credentials:
+            return {}
+        named = (
+            {SHARED_CREDENTIALS_FILE_VARIABLE: str(self._credentials_file)} if self._credentials_file else {}
+        )
+        return {**self._credentials, **named}
 
     @property
     def process_group(self) -> int | None:
@@ -215,9 +223,10 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         if self._is_yarn and self._spark_python:
             conf.update(dict.fromkeys(YARN_PYTHON_CONFS, self._spark_python))
         if self._is_yarn and self._credentials:
-            files.append(
-                str(self._write_private_file(CREDENTIALS_FILE_NAME, _credentials_file(self._credentials)))
+            self._credentials_file = self._write_private_file(
+                CREDENTIALS_FILE_NAME, _credentials_file(self._credentials)
             )
+            files.append(str(self._credentials_file))
             for prefix in YARN_ENVIRONMENT_CONFS:
                 conf[prefix + SHARED_CREDENTIALS_FILE_VARIABLE] = _CONTAINER_CREDENTIALS_FILE
             if any(key.startswith(S3A_CONF_PREFIX) for key in self._conf):  # S3A reads the store

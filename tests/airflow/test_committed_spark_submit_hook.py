@@ -116,8 +116,9 @@ def test_yarn_credentials_travel_in_a_shipped_file(
     assert credentials_in_file(shipped, monkeypatch) == (aws_default.access_key, aws_default.secret_key, None)
 
     spark_submits_own = hook._env or {}  # what the provider's submit() adds to spark-submit's environment
-    if deploy_mode == "client":
+    if deploy_mode == "client":  # and the file, which S3A's profile reader must find there too
         assert spark_submits_own["AWS_SECRET_ACCESS_KEY"] == aws_default.secret_key
+        assert spark_submits_own["AWS_SHARED_CREDENTIALS_FILE"] == str(shipped)
     else:
         assert aws_default.secret_key not in json.dumps(spark_submits_own)
         assert aws_default.secret_key not in json.dumps(hook.environment)
