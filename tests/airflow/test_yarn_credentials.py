@@ -118,7 +118,7 @@ def yarn_run(
             for mode in MODES
             if (path := results / f"{mode}.json").exists()
         },
-        event_logs=sorted(path for path in events.iterdir() if path.is_file()),
+        event_logs=sorted(path for path in events.rglob("*") if path.is_file()),
         bucket=bucket,
         run_id=_run_id(),
     )

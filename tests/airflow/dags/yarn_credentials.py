@@ -60,6 +60,9 @@ with DAG(
                 "spark.hadoop.fs.s3a.endpoint.region": "{{ params.s3a_region }}",
                 "spark.hadoop.fs.s3a.path.style.access": "true",
                 "spark.eventLog.enabled": "true",
+                # One plain file per application (Spark 4 rolls and compresses by default): grep-able.
+                "spark.eventLog.rolling.enabled": "false",
+                "spark.eventLog.compress": "false",
                 "spark.eventLog.dir": "file://{{ params.event_log_dir }}",
             },
         )
