@@ -66,8 +66,11 @@ SHARED_CREDENTIALS_FILE_VARIABLE = "AWS_SHARED_CREDENTIALS_FILE"
 USER_CREDENTIAL_VARIABLES = (*CREDENTIAL_VARIABLES, SHARED_CREDENTIALS_FILE_VARIABLE, "AWS_PROFILE")
 #: The credentials file's name, in the try's directory and in every YARN container's working directory.
 CREDENTIALS_FILE_NAME = "airflow-commit-aws-credentials"
-#: Where a YARN container finds it: YARN expands ``{{PWD}}`` to the container's working directory.
-_CONTAINER_CREDENTIALS_FILE = "{{PWD}}/" + CREDENTIALS_FILE_NAME
+#: Where a YARN container finds it: in its working directory, where YARN links the localised file
+#: and Spark starts the drivers and Python workers. Relative, not ``{{PWD}}/...``: YARN expands that
+#: in the launch script, but PySpark also hands ``spark.executorEnv.*`` to its Python workers as
+#: the driver read them, unexpanded.
+_CONTAINER_CREDENTIALS_FILE = CREDENTIALS_FILE_NAME
 #: The YARN confs that set a variable in the application master's (a cluster-mode driver's) and
 #: the executors' environments.
 YARN_ENVIRONMENT_CONFS = ("spark.yarn.appMasterEnv.", "spark.executorEnv.")

@@ -110,7 +110,7 @@ def test_yarn_credentials_travel_in_a_shipped_file(
     assert "spark.yarn.appMasterEnv.MY_VAR=1" in line
     assert f"--files /jobs/lookup.csv,{shipped} " in line
     for prefix in ("spark.yarn.appMasterEnv.", "spark.executorEnv."):
-        assert f"{prefix}AWS_SHARED_CREDENTIALS_FILE={{{{PWD}}}}/{CREDENTIALS_FILE_NAME}" in line
+        assert f"{prefix}AWS_SHARED_CREDENTIALS_FILE={CREDENTIALS_FILE_NAME} " in line
     assert aws_default.secret_key not in line and aws_default.access_key not in line
     assert stat.S_IMODE(shipped.stat().st_mode) == 0o600
     assert credentials_in_file(shipped, monkeypatch) == (aws_default.access_key, aws_default.secret_key, None)
@@ -149,7 +149,7 @@ def test_yarn_users_choices_win(
         private_conf_dir=tmp_path,
     )
     line = command(hook)
-    assert f"{own}=/etc/lake/credentials" in line and f"{own}={{{{PWD}}}}" not in line
+    assert f"{own}=/etc/lake/credentials" in line and f"{own}={CREDENTIALS_FILE_NAME}" not in line
     assert "spark.pyspark.python=/opt/py/bin/python" in line
     assert "spark.yarn.appMasterEnv.PYSPARK_PYTHON=./environment/bin/python" in line
 

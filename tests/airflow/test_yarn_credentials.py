@@ -234,6 +234,6 @@ def test_where_the_shipped_file_lives(yarn_run: YarnRun, hadoop_cluster: HadoopC
         outcome = yarn_run.results[mode]
         assert outcome["staging"]["folder"] == "rwx------"
         executor = outcome["executor"]
-        assert executor["credentials_file_variable"].endswith(f"/{CREDENTIALS_FILE_NAME}")
+        assert executor["credentials_file_variable"] == CREDENTIALS_FILE_NAME
         localised = Path(executor["localised_file"])
         assert localised.is_relative_to(hadoop_cluster.directory) and "usercache" in localised.parts
