@@ -12,8 +12,7 @@ containers' launch scripts. Spark's event log is grepped after.
 
 Cost: the Airflow CLI's start and two YARN applications: 193 s for the module (with Airflow's DB
 migration and the embedded S3's start; the cluster-mode task 92 s, the client-mode one 70 s) on the
-shared 2 cores
-(the AM and one 512m executor each, one after the other), plus the session's cluster and S3.
+shared 2 cores (the AM and one 512m executor each, one after the other), plus the session's cluster.
 """
 
 from __future__ import annotations
