@@ -21,16 +21,24 @@ the submitting thread itself, in its SIGTERM handler, it cannot) kills the group
 
 S3 settings reach spark-submit as environment variables, never as ``--conf`` or arguments, so they
 are in no command line, log or XCom. On YARN and Kubernetes the provider's hook turns environment
-variables into ``--conf`` arguments; there only the endpoint and region are passed, and the cluster
-must supply credentials (instance roles, IRSA). Confs that may hold a secret (OpenLineage's
-transport, with its API key) go into a properties file only the worker's user can read, given to
-spark-submit with ``--properties-file`` and ``--load-spark-defaults`` (Spark 4 then still reads
-``spark-defaults.conf``), never as ``--conf``.
+variables into ``--conf`` arguments; there only the endpoint and region travel so. On YARN the
+connection's credentials go into a shared credentials file only the worker's user can read, shipped
+with ``--files`` (YARN copies it into the application's private staging folder and localises it into
+each container); the driver's and executors' environments name it (``AWS_SHARED_CREDENTIALS_FILE``,
+which boto3, the CRT path through boto3 and the AWS SDK v2 read), and a client-mode driver, which is
+spark-submit's own child, gets the credentials in its environment as on a standalone master. On
+Kubernetes the credentials are not passed: the cluster supplies them (IRSA, or a Kubernetes Secret
+named in ``spark.kubernetes.{driver,executor}.secretKeyRef.*``; docs/yarn-and-kubernetes.md). Confs that
+may hold a secret (OpenLineage's transport, with its API key) go into a properties file only the
+worker's user can read, given to spark-submit with ``--properties-file`` and
+``--load-spark-defaults`` (Spark 4 then still reads ``spark-defaults.conf``), never as ``--conf``.
 """
 
 from __future__ import annotations
 
+import configparser
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -48,11 +56,39 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_commit_provider.hooks.spark_launcher import check_spark_launcher
+from airflow_commit_provider.spark.jvm_committers import s3a_credentials_file_conf
 
-__all__ = ["PUBLIC_S3_VARIABLES", "CommittedSparkSubmitHook", "YarnApplication", "process_group_alive"]
+__all__ = [
+    "CREDENTIALS_FILE_NAME",
+    "CREDENTIAL_VARIABLES",
+    "PUBLIC_S3_VARIABLES",
+    "CommittedSparkSubmitHook",
+    "YarnApplication",
+    "process_group_alive",
+]
 
 #: The S3 variables that may travel as ``--conf`` on YARN and Kubernetes: they carry no secret.
 PUBLIC_S3_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
+#: The S3 variables that carry the credentials: on YARN they travel in a file, never as ``--conf``.
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+#: The variable naming a shared credentials file (boto3, the AWS CLI and the AWS SDK v2 read it).
+SHARED_CREDENTIALS_FILE_VARIABLE = "AWS_SHARED_CREDENTIALS_FILE"
+#: Variables of the user's ``env_vars`` that choose the credentials: given any, the connection's stay behind.
+USER_CREDENTIAL_VARIABLES = (*CREDENTIAL_VARIABLES, SHARED_CREDENTIALS_FILE_VARIABLE, "AWS_PROFILE")
+#: The credentials file's name, in the try's directory and in every YARN container's working directory.
+CREDENTIALS_FILE_NAME = "airflow-commit-aws-credentials"
+#: Where a YARN container finds it: in its working directory, where YARN links the localised file
+#: and Spark starts the drivers and Python workers. Relative, not ``{{PWD}}/...``: YARN expands that
+#: in the launch script, but PySpark also hands ``spark.executorEnv.*`` to its Python workers as
+#: the driver read them, unexpanded.
+_CONTAINER_CREDENTIALS_FILE = CREDENTIALS_FILE_NAME
+#: The YARN confs that set a variable in the application master's (a cluster-mode driver's) and
+#: the executors' environments.
+YARN_ENVIRONMENT_CONFS = ("spark.yarn.appMasterEnv.", "spark.executorEnv.")
+#: Confs of Hadoop's S3A filesystem: a job with any reads S3 through S3A (engine="hadoop", or the user's).
+S3A_CONF_PREFIX = "spark.hadoop.fs.s3a."
+#: The Python of a YARN application's executors and client-mode driver, and of a cluster-mode driver.
+YARN_PYTHON_CONFS = ("spark.pyspark.python", "spark.yarn.appMasterEnv.PYSPARK_PYTHON")
 #: Confs that may carry a secret (OpenLineage's transport: an API key, headers): never on a command line.
 PRIVATE_CONF_PREFIXES = ("spark.openlineage.transport.",)
 #: The properties file spark-submit reads them from, in the try's own directory.
@@ -81,12 +117,16 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
 
     :param s3_environment: ``AWS_*`` variables giving the job S3 access (with credentials), as
         :meth:`CommitStoreHook.spark_environment` returns them. They go into spark-submit's
-        environment; on YARN and Kubernetes only :data:`PUBLIC_S3_VARIABLES` are kept.
+        environment; on YARN and Kubernetes only :data:`PUBLIC_S3_VARIABLES` are passed so, and on
+        YARN the :data:`CREDENTIAL_VARIABLES` in a shipped file (the module's docstring).
     :param spark_python: the Python for the driver and executors when the master is ``local``
-        (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set).
-    :param env_vars: the user's variables; they win over the S3 ones.
-    :param private_conf_dir: where the properties file of :data:`PRIVATE_CONF_PREFIXES` confs is
-        written (the try's own directory); required when ``conf`` holds any.
+        (default: the worker's own interpreter, unless ``PYSPARK_PYTHON`` is set); on YARN, the
+        :data:`YARN_PYTHON_CONFS` (a path in the containers, e.g. ``./environment/bin/python`` of a
+        venv archive given with ``archives``). A ``conf`` setting them wins.
+    :param env_vars: the user's variables; they win over the S3 ones. Naming any of
+        :data:`USER_CREDENTIAL_VARIABLES`, they choose the credentials: the connection's are not passed.
+    :param private_conf_dir: where the properties file of :data:`PRIVATE_CONF_PREFIXES` confs and
+        the credentials file of a YARN job are written (the try's own directory); required for either.
 
     The other arguments are those of ``SparkSubmitHook``.
     """
@@ -107,6 +147,9 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         self._submitting_thread: int | None = None
         super().__init__(env_vars=None, **kwargs)
         self._private_conf_dir = private_conf_dir
+        self._spark_python = spark_python
+        self._credentials: dict[str, str] = {}  # a YARN job's, shipped in a file (_route_environment)
+        self._credentials_file: Path | None = None  # that file, once written (_yarn_additions)
         self._env_vars = self._route_environment(
             dict(s3_environment or {}), dict(env_vars or {}), spark_python
         )
@@ -125,7 +168,24 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     @property
     def environment(self) -> dict[str, Any]:
         """The variables spark-submit gets (secrets included: never log this)."""
-        return dict(self._env_vars or {})
+        return {**(self._env_vars or {}), **self._driver_credentials}
+
+    @property
+    def shipped_credentials(self) -> bool:
+        """Whether the connection's credentials go to a YARN job in the shipped credentials file."""
+        return bool(self._credentials)
+
+    @property
+    def _driver_credentials(self) -> dict[str, str]:
+        """What spark-submit's own environment gets on YARN, for a client-mode driver (its child): the
+        credentials, and the file's local path, without which S3A's chain, which has the profile
+        reader, fails to start (the reader refuses a missing file)."""
+        if self._is_yarn_cluster_mode or not self._credentials:
+            return {}
+        named = (
+            {SHARED_CREDENTIALS_FILE_VARIABLE: str(self._credentials_file)} if self._credentials_file else {}
+        )
+        return {**self._credentials, **named}
 
     @property
     def process_group(self) -> int | None:
@@ -228,31 +288,59 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         return self._build_spark_submit_command(application)
 
     def _build_spark_submit_command(self, application: str) -> list[str]:
-        """The provider's command, with the private confs moved into a properties file."""
+        """The provider's command, with the private confs moved into a properties file and, on YARN,
+        the Python confs and the credentials file (:meth:`_yarn_additions`) added."""
         private = {key: value for key, value in self._conf.items() if key.startswith(PRIVATE_CONF_PREFIXES)}
-        if not private:
+        added_conf, added_files = self._yarn_additions()
+        if not private and not added_conf:
             return super()._build_spark_submit_command(application)
-        if self._private_conf_dir is None:
-            raise ValueError(
-                f"{', '.join(sorted(private))}: a private conf needs private_conf_dir for its file"
-            )
-        given_conf, given_file = self._conf, self._properties_file
-        self._conf = {key: value for key, value in given_conf.items() if key not in private}
-        self._properties_file = str(self._write_private_properties(private, given_file))
+        given_conf, given_properties, given_files = self._conf, self._properties_file, self._files
+        self._conf = {**added_conf, **{key: value for key, value in given_conf.items() if key not in private}}
+        self._files = ",".join(name for name in (given_files, *added_files) if name) or None
+        if private:
+            self._properties_file = str(self._write_private_properties(private, given_properties))
         try:
             command = super()._build_spark_submit_command(application)
         finally:
-            self._conf, self._properties_file = given_conf, given_file
-        command.insert(command.index("--properties-file") + 2, "--load-spark-defaults")
+            self._conf, self._properties_file, self._files = given_conf, given_properties, given_files
+        if private:
+            command.insert(command.index("--properties-file") + 2, "--load-spark-defaults")
+        if self._driver_credentials:  # the provider sets `_env` (spark-submit's) from env_vars only
+            self._env = {**(self._env or {}), **self._driver_credentials}
         return command
+
+    def _yarn_additions(self) -> tuple[dict[str, str], list[str]]:
+        """On YARN: the confs naming the containers' Python (``spark_python``) and the credentials
+        file (and, for a job using S3A, S3A's chain that reads it), and that file (written now, for
+        ``--files``). Nothing elsewhere."""
+        conf: dict[str, str] = {}
+        files: list[str] = []
+        if self._is_yarn and self._spark_python:
+            conf.update(dict.fromkeys(YARN_PYTHON_CONFS, self._spark_python))
+        if self._is_yarn and self._credentials:
+            self._credentials_file = self._write_private_file(
+                CREDENTIALS_FILE_NAME, _credentials_file(self._credentials)
+            )
+            files.append(str(self._credentials_file))
+            for prefix in YARN_ENVIRONMENT_CONFS:
+                conf[prefix + SHARED_CREDENTIALS_FILE_VARIABLE] = _CONTAINER_CREDENTIALS_FILE
+            if any(key.startswith(S3A_CONF_PREFIX) for key in self._conf):  # S3A reads the store
+                conf.update(s3a_credentials_file_conf())
+        return conf, files
 
     def _write_private_properties(self, private: Mapping[str, Any], given_file: str | None) -> Path:
         """The user's properties file (if any) followed by the private confs, readable by the owner only."""
-        path = Path(self._private_conf_dir or ".", PRIVATE_PROPERTIES_NAME)
         text = Path(given_file).read_text(encoding="utf-8") + "\n" if given_file else ""
         text += "".join(
             f"{_escaped(key, True)}={_escaped(str(value), False)}\n" for key, value in private.items()
         )
+        return self._write_private_file(PRIVATE_PROPERTIES_NAME, text, ", ".join(sorted(private)))
+
+    def _write_private_file(self, name: str, text: str, holding: str = "the S3 credentials") -> Path:
+        """`text` as the file `name` in ``private_conf_dir``, readable by its owner only."""
+        if self._private_conf_dir is None:
+            raise ValueError(f"{holding}: a private file needs private_conf_dir")
+        path = Path(self._private_conf_dir, name)
         path.unlink(missing_ok=True)  # a file left there keeps its mode; a new one is private from the start
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
@@ -344,11 +432,30 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
     ) -> dict[str, Any] | None:
         if self.env_becomes_conf:
             public = {name: value for name, value in s3_env.items() if name in PUBLIC_S3_VARIABLES}
-            if public != s3_env:
+            credentials = {name: value for name, value in s3_env.items() if name in CREDENTIAL_VARIABLES}
+            chosen = sorted(set(user_env) & set(USER_CREDENTIAL_VARIABLES))
+            if credentials and chosen:
                 self.log.info(
-                    "Not passing S3 credentials to a %s job (they would be on the spark-submit command "
-                    "line): the cluster must provide them",
-                    "YARN" if self._is_yarn else "Kubernetes",
+                    "env_vars set %s: the connection's S3 credentials are not passed", ", ".join(chosen)
+                )
+            elif credentials and self._is_kubernetes:
+                self.log.info(
+                    "Not passing S3 credentials to a Kubernetes job (the provider would put them on the "
+                    "spark-submit command line): the cluster must provide them, e.g. a Kubernetes Secret "
+                    "named in spark.kubernetes.driver.secretKeyRef.* and spark.kubernetes.executor.secretKeyRef.*"
+                )
+            elif credentials:
+                self._credentials = credentials
+                self.log.info(
+                    "Passing S3 credentials (%s) to a YARN job in the file %s, shipped with --files and "
+                    "named by %s in the application master's and executors' environments%s; none on the "
+                    "command line or in Spark's conf",
+                    ", ".join(credentials),
+                    CREDENTIALS_FILE_NAME,
+                    SHARED_CREDENTIALS_FILE_VARIABLE,
+                    ""
+                    if self._is_yarn_cluster_mode
+                    else ", and to the client-mode driver in spark-submit's environment",
                 )
             return {**public, **user_env} or None
         env = {**s3_env, **user_env}
@@ -369,6 +476,15 @@ class CommittedSparkSubmitHook(SparkSubmitHook):
         if shutil.which(binary, path=path) is None and (beside / binary).is_file():
             extra["PATH"] = os.pathsep.join(p for p in (str(beside), path) if p)
         return extra
+
+
+def _credentials_file(credentials: Mapping[str, str]) -> str:
+    """`credentials` (:data:`CREDENTIAL_VARIABLES`) as a shared credentials file's default profile."""
+    parser = configparser.RawConfigParser()
+    parser["default"] = {name.lower(): value for name, value in credentials.items()}  # aws_access_key_id...
+    text = io.StringIO()
+    parser.write(text)
+    return text.getvalue()
 
 
 def _escaped(text: str, key: bool) -> str:

@@ -23,9 +23,11 @@ new job per try, aborted on a best-effort basis.
 through the cluster (``yarn_track_via_rm_api``, ``track_driver_via_k8s_api``, a standalone master in
 cluster mode), spark-submit returns once it is submitted, the try waits for it through the cluster,
 and with the provider's ``durable`` (default True) the application is stored in the task state
-store and tagged with its job on YARN, so a retry waits for it before it settles its job. S3
-credentials reach spark-submit as ``AWS_*``
-environment variables only (:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`).
+store and tagged with its job on YARN, so a retry waits for it before it settles its job.
+
+S3 credentials reach spark-submit as ``AWS_*`` environment variables only, and a YARN job's
+containers in a private credentials file shipped with ``--files``, never as ``--conf``
+(:class:`~airflow_commit_provider.hooks.spark_submit.CommittedSparkSubmitHook`; docs/yarn-and-kubernetes.md).
 """
 
 from __future__ import annotations
@@ -77,7 +79,9 @@ class CommittedSparkSubmitOperator(AwsBaseHookMixin[CommitStoreHook], SparkSubmi
         ``botocore_config`` override it, as in the Amazon provider's operators. Templated but the last.
     :param allow_unsafe_v2: let ``file-v2`` run (it can leave partial output on failure).
     :param ship_package: ship this package's ``core`` and ``spark`` modules as ``--py-files``.
-    :param spark_python: the Python of a ``local`` master's driver and executors (default: this one).
+    :param spark_python: the Python of a ``local`` master's driver and executors (default: this one);
+        on YARN, the containers' (``spark.pyspark.python`` and the AM's ``PYSPARK_PYTHON``), e.g.
+        ``./environment/bin/python`` of a venv given with ``archives``.
     :param jvm_conf_options: more keyword arguments for ``jvm_committer_conf`` (engine="hadoop"), e.g.
         ``{"bind_commit_protocol": False}``; for ``s3a://``, ``store`` defaults to the connection's.
     :param adopt_committed_tries: (engine="python") return the result of an earlier try's job that

@@ -249,6 +249,28 @@ def s3a_store_conf(
     return conf
 
 
+#: S3A's credential chain when it should also read a shared credentials file: Hadoop's default
+#: chain (core-default.xml, Hadoop 3.5.0) with S3A's profile reader before the instance role, which
+#: off EC2 only times out. The profile reader (hadoop-aws 3.5.0 has it) reads the file that
+#: ``AWS_SHARED_CREDENTIALS_FILE`` names, else ``fs.s3a.auth.profile.file``.
+S3A_CREDENTIAL_PROVIDERS_WITH_FILE = (
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.ProfileAWSCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+)
+#: The Spark conf of S3A's credential chain.
+S3A_CREDENTIAL_PROVIDERS = f"{HADOOP_CONF_PREFIX}fs.s3a.aws.credentials.provider"
+
+
+def s3a_credentials_file_conf() -> dict[str, str]:
+    """The S3A credential chain that also reads the shared credentials file named by
+    ``AWS_SHARED_CREDENTIALS_FILE``: how S3A in a YARN container finds the credentials the
+    operator ships there (``hooks.spark_submit``). Names of classes, no secret."""
+    return {S3A_CREDENTIAL_PROVIDERS: ",".join(S3A_CREDENTIAL_PROVIDERS_WITH_FILE)}
+
+
 def _s3a_committers() -> str:
     """The S3A committers' names, for messages that point to them."""
     names = [name for name, cls in COMMITTERS.items() if cls.traits.jvm.kind == "s3a"]

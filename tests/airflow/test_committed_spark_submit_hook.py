@@ -19,13 +19,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from airflow.providers.apache.spark.hooks import spark_submit as provider_hook_module
 from airflow.sdk.exceptions import AirflowException
 from support.waiting import wait_until
 
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.hooks import CommitStoreHook, CommittedSparkSubmitHook
-from airflow_commit_provider.hooks.spark_submit import process_group_alive
+from airflow_commit_provider.hooks.spark_submit import CREDENTIALS_FILE_NAME, process_group_alive
 
 SECRET = "s3cr3t-value"
 ACCESS_KEY = "AKIAEXAMPLE"
@@ -70,20 +72,148 @@ def test_client_masters_get_the_credentials_in_the_environment_only(
     assert "spark.airflow_commit.job_id=job-1" in line
 
 
-def test_no_credentials_on_a_yarn_command_line(
-    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+def credentials_in_file(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, str | None]:
+    """The credentials boto3 finds through AWS_SHARED_CREDENTIALS_FILE=`path` and nothing else."""
+    with monkeypatch.context() as scoped:
+        for name in [name for name in os.environ if name.startswith("AWS_")]:
+            scoped.delenv(name)
+        scoped.setenv("AWS_SHARED_CREDENTIALS_FILE", str(path))
+        found = boto3.Session().get_credentials()
+        assert found is not None and found.method == "shared-credentials-file"
+        return found.access_key, found.secret_key, found.token
+
+
+@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
+def test_yarn_credentials_travel_in_a_shipped_file(
+    aws_default: EmbeddedS3,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    deploy_mode: str,
 ) -> None:
-    """On YARN the provider turns the environment into --conf: only the endpoint and region go."""
+    """On YARN the provider turns the environment into --conf: only the endpoint and region go so.
+    The credentials go in a private file shipped with --files, which the application master's and the
+    executors' AWS_SHARED_CREDENTIALS_FILE names; a client-mode driver (spark-submit's child) gets
+    them in spark-submit's environment, a cluster-mode spark-submit not at all."""
     spark_connection(monkeypatch, "yarn")
     hook = CommittedSparkSubmitHook(
-        s3_environment=CommitStoreHook().spark_environment("s3://lake/events"), env_vars={"MY_VAR": "1"}
+        s3_environment=CommitStoreHook().spark_environment("s3://lake/events"),
+        env_vars={"MY_VAR": "1"},
+        files="/jobs/lookup.csv",
+        deploy_mode=deploy_mode,
+        private_conf_dir=tmp_path,
     )
-    assert hook.env_becomes_conf
+    assert hook.env_becomes_conf and hook.shipped_credentials
     line = command(hook)
+    shipped = tmp_path / CREDENTIALS_FILE_NAME
     assert f"spark.yarn.appMasterEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in line
     assert "spark.yarn.appMasterEnv.MY_VAR=1" in line
+    assert f"--files /jobs/lookup.csv,{shipped} " in line
+    for prefix in ("spark.yarn.appMasterEnv.", "spark.executorEnv."):
+        assert f"{prefix}AWS_SHARED_CREDENTIALS_FILE={CREDENTIALS_FILE_NAME} " in line
     assert aws_default.secret_key not in line and aws_default.access_key not in line
-    assert aws_default.secret_key not in json.dumps(hook.environment)
+    assert stat.S_IMODE(shipped.stat().st_mode) == 0o600
+    assert credentials_in_file(shipped, monkeypatch) == (aws_default.access_key, aws_default.secret_key, None)
+
+    spark_submits_own = hook._env or {}  # what the provider's submit() adds to spark-submit's environment
+    if deploy_mode == "client":  # and the file, which S3A's profile reader must find there too
+        assert spark_submits_own["AWS_SECRET_ACCESS_KEY"] == aws_default.secret_key
+        assert spark_submits_own["AWS_SHARED_CREDENTIALS_FILE"] == str(shipped)
+    else:
+        assert aws_default.secret_key not in json.dumps(spark_submits_own)
+        assert aws_default.secret_key not in json.dumps(hook.environment)
+    said = capfd.readouterr().out  # the task log: Airflow logs to stdout
+    assert f"in the file {CREDENTIALS_FILE_NAME}, shipped with --files" in said
+    assert aws_default.secret_key not in said and aws_default.access_key not in said
+
+
+def test_yarn_users_choices_win(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """env_vars naming the credentials (a profile) keep the connection's behind; a conf naming
+    the containers' credentials file or Python wins over the hook's."""
+    spark_connection(monkeypatch, "yarn")
+    s3_environment = CommitStoreHook().spark_environment("s3://lake/events")
+    profiled = CommittedSparkSubmitHook(
+        s3_environment=s3_environment, env_vars={"AWS_PROFILE": "lake"}, private_conf_dir=tmp_path
+    )
+    assert not profiled.shipped_credentials
+    assert "AWS_SHARED_CREDENTIALS_FILE" not in command(profiled) and "--files" not in command(profiled)
+    assert not (tmp_path / CREDENTIALS_FILE_NAME).exists()
+
+    own = "spark.executorEnv.AWS_SHARED_CREDENTIALS_FILE"
+    hook = CommittedSparkSubmitHook(
+        s3_environment=s3_environment,
+        conf={own: "/etc/lake/credentials", "spark.pyspark.python": "/opt/py/bin/python"},
+        spark_python="./environment/bin/python",
+        private_conf_dir=tmp_path,
+    )
+    line = command(hook)
+    assert f"{own}=/etc/lake/credentials" in line and f"{own}={CREDENTIALS_FILE_NAME}" not in line
+    assert "spark.pyspark.python=/opt/py/bin/python" in line
+    assert "spark.yarn.appMasterEnv.PYSPARK_PYTHON=./environment/bin/python" in line
+
+    assert "fs.s3a.aws.credentials.provider" not in line, "S3A is not in use"
+
+
+def test_yarn_s3a_reads_the_shipped_file(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A job reading S3 through S3A (engine="hadoop": the operator sets its store conf) gets S3A's
+    chain with the profile reader, which reads the file AWS_SHARED_CREDENTIALS_FILE names; the
+    user's own chain wins."""
+    spark_connection(monkeypatch, "yarn")
+    s3_environment = CommitStoreHook().spark_environment("s3a://lake/events")
+    s3a = {"spark.hadoop.fs.s3a.endpoint": aws_default.endpoint_url}
+    hook = CommittedSparkSubmitHook(s3_environment=s3_environment, conf=s3a, private_conf_dir=tmp_path)
+    chain = "spark.hadoop.fs.s3a.aws.credentials.provider="
+    [given] = [part for part in hook.submit_command("/jobs/app.py") if part.startswith(chain)]
+    providers = given.removeprefix(chain).split(",")
+    assert "org.apache.hadoop.fs.s3a.auth.ProfileAWSCredentialsProvider" in providers
+    assert providers[-1] == "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider"
+    own = CommittedSparkSubmitHook(
+        s3_environment=s3_environment, conf={**s3a, chain[:-1]: "com.example.Mine"}, private_conf_dir=tmp_path
+    )
+    assert [p for p in own.submit_command("/jobs/app.py") if p.startswith(chain)] == [
+        f"{chain}com.example.Mine"
+    ]
+
+
+def test_yarn_credentials_need_a_private_directory(
+    aws_default: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spark_connection(monkeypatch, "yarn")
+    s3_environment = CommitStoreHook().spark_environment("s3://lake/events")
+    with pytest.raises(ValueError, match=r"^the S3 credentials: a private file needs private_conf_dir$"):
+        CommittedSparkSubmitHook(s3_environment=s3_environment).submit_command("/jobs/app.py")
+
+
+def test_kubernetes_gets_no_credentials_on_its_command_line(
+    aws_default: EmbeddedS3,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """On Kubernetes the provider turns the environment into driver env confs, which a pod's spec
+    shows: only the endpoint and region go, in the command line and any properties file; the log
+    says how the cluster gives the rest. The Kubernetes client is not installed in the test venv; the
+    provider only checks that it imported (its module name bound) before building the command, which
+    never uses it."""
+    monkeypatch.setattr(provider_hook_module, "kube_client", object(), raising=False)
+    spark_connection(monkeypatch, "k8s://https://127.0.0.1:6443")
+    hook = CommittedSparkSubmitHook(
+        s3_environment=CommitStoreHook().spark_environment("s3://lake/events"),
+        conf={"spark.openlineage.transport.auth.apiKey": "k"},
+        deploy_mode="cluster",
+        private_conf_dir=tmp_path,
+    )
+    line = command(hook)
+    assert f"spark.kubernetes.driverEnv.AWS_ENDPOINT_URL={aws_default.endpoint_url}" in line
+    written = "".join(path.read_text() for path in tmp_path.iterdir())
+    for text in (line, written, json.dumps(hook.environment)):
+        assert aws_default.secret_key not in text and aws_default.access_key not in text
+    assert not hook.shipped_credentials and "--files" not in line
+    assert "spark.kubernetes.driver.secretKeyRef" in capfd.readouterr().out
 
 
 def test_local_master_finds_spark_submit_beside_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,5 +396,5 @@ def test_private_confs_go_to_a_properties_file_with_the_users_own(
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert "spark.airflow_commit.job_id=job-1" in line
 
-    with pytest.raises(ValueError, match=f"{key}: a private conf needs private_conf_dir"):
+    with pytest.raises(ValueError, match=f"{key}: a private file needs private_conf_dir"):
         CommittedSparkSubmitHook(conf={key: "x"}).submit_command("/jobs/app.py")

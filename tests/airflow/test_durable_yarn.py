@@ -45,7 +45,7 @@ from airflow_commit_provider.core.store.hdfs import HdfsStore
 from airflow_commit_provider.core.store.settings import HdfsSettings
 from airflow_commit_provider.core.task_key import TaskKey
 from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
-from airflow_commit_provider.devtools.hadoop_jars import pyspark_jars_dir
+from airflow_commit_provider.devtools.yarn_apps import yarn_conf
 from airflow_commit_provider.operators.durable_submission import job_tag
 from airflow_commit_provider.operators.spark_submit import CommittedSparkSubmitOperator
 from airflow_commit_provider.success.check import load_success
@@ -69,30 +69,21 @@ BOUND_SECONDS = 1200.0
 
 
 def container_conf(cluster: HadoopCluster) -> dict[str, str]:
-    """What a cluster-mode application needs on the test cluster (environment-notes.md says why):
-    PySpark's jars read in place on the one node, one small executor beside the AM, every container
-    on loopback and running this venv's Python, and HDFS's client configuration for the driver
-    and the executors (which open ``hdfs://`` through WebHDFS)."""
+    """The test cluster's conf (`yarn_conf`) for a cluster-mode application: a small driver in the AM
+    (its 1 GB container fits either NodeManager), JVMs tuned for starting fast, this venv's Python,
+    and HDFS's client configuration for the driver and the executors (which open ``hdfs://``
+    through WebHDFS)."""
     hadoop_conf = str(cluster.conf_dir)
     return {
-        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
-        "spark.executor.instances": "1",
-        "spark.executor.memory": "512m",
-        "spark.executor.cores": "2",
+        **yarn_conf(),
         "spark.driver.memory": "512m",
         # JVMs tuned for starting fast rather than running long (the jobs are small).
         "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         "spark.pyspark.python": sys.executable,
-        "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
-        "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
         "spark.yarn.appMasterEnv.HADOOP_CONF_DIR": hadoop_conf,
         "spark.executorEnv.HADOOP_CONF_DIR": hadoop_conf,
         "spark.yarn.appMasterEnv.GATED_APP_TESTS_DIR": str(TESTS),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
     }
 
 

@@ -56,7 +56,7 @@ from airflow_commit_provider.core.store.hdfs import HdfsStore
 from airflow_commit_provider.core.store.settings import ENV_WEBHDFS_URL, HdfsSettings
 from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
 from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
-from airflow_commit_provider.devtools.hadoop_jars import pyspark_jars_dir
+from airflow_commit_provider.devtools.yarn_apps import yarn_conf
 from airflow_commit_provider.operators.submission import shipped_py_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.hadoop_cluster, pytest.mark.s3, pytest.mark.timeout(1800)]
@@ -88,20 +88,17 @@ SPECULATED = [name for name, (_, _, fault) in WRITES.items() if fault == "specul
 HOSTS = {"localhost", "127.0.0.2"}
 
 
-def yarn_conf(event_dir: Path) -> dict[str, str]:
-    """What a client-mode application needs on the test cluster (environment-notes.md says why):
-    PySpark's jars read in place on this machine, two small executors, one on each NodeManager,
-    every container bound to loopback and running this venv's Python (boto3, pyarrow); the event
-    log; speculation for a task that has run `minTaskRuntime` (only the straggler, which waits for
-    its copy: another write's task that ran that long could be copied too, which the checks allow)."""
+def application_conf(event_dir: Path) -> dict[str, str]:
+    """The test cluster's conf (`yarn_conf`), with what this application adds: two small executors,
+    one on each NodeManager, running this venv's Python (boto3, pyarrow); the event log;
+    speculation for a task that has run `minTaskRuntime` (only the straggler, which waits for its
+    copy: another write's task that ran that long could be copied too, which the checks allow)."""
     return {
-        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
+        **yarn_conf(),
         # An AM container of 3 GB (2g and Spark's 384m overhead, in 1 GB steps): the first
         # NodeManager (4 GB) has room for one executor beside it, the second (1 GB) for one, never the AM.
         "spark.yarn.am.memory": "2g",
         "spark.executor.instances": "2",
-        "spark.executor.memory": "512m",
-        "spark.executor.cores": "2",
         "spark.speculation": "true",
         "spark.speculation.quantile": "0.5",
         "spark.speculation.multiplier": "1.5",
@@ -111,17 +108,11 @@ def yarn_conf(event_dir: Path) -> dict[str, str]:
         "spark.speculation.efficiency.enabled": "false",
         "spark.python.task.killTimeout": "500ms",
         "spark.pyspark.python": sys.executable,
-        "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
-        "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
         # The trap: an executor that resolved WebHDFS from its own environment would fail.
         f"spark.executorEnv.{ENV_WEBHDFS_URL}": DEAD_WEBHDFS,
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
         # On the shared 2 cores under load (a load average of 20-60 was seen), the AM waited for
         # the driver's RPC reply longer than the default 120 s and YARN restarted it.
         "spark.network.timeout": "600s",
-        "spark.sql.shuffle.partitions": "2",
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": event_dir.as_uri(),
         "spark.eventLog.compress": "false",
@@ -187,7 +178,7 @@ def application(
     assert py_files is not None
     command = [str(VENV_BIN / "spark-submit"), "--master", "yarn", "--deploy-mode", "client"]
     command += ["--py-files", py_files]
-    for key, value in yarn_conf(events).items():
+    for key, value in application_conf(events).items():
         command += ["--conf", f"{key}={value}"]
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "AIRFLOW_COMMIT_"))}
     env |= embedded_s3.env() | hadoop_cluster.env()

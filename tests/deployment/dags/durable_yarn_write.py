@@ -16,24 +16,19 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
-from airflow_commit_provider.devtools.hadoop_jars import pyspark_jars_dir
+from airflow_commit_provider.devtools.yarn_apps import yarn_conf
 from airflow_commit_provider.operators import CommittedSparkSubmitOperator
 
 TESTS = Path(__file__).resolve().parents[2]
 HADOOP_CONF_DIR = os.environ.get("HADOOP_CONF_DIR", "")
-#: What a cluster-mode application needs on the one-node test cluster (tests/airflow/test_durable_yarn.py).
+#: The test cluster's conf for a cluster-mode application (as tests/airflow/test_durable_yarn.py).
 CONTAINERS = {
-    "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
-    "spark.executor.instances": "1",
-    "spark.executor.memory": "512m",
-    "spark.executor.cores": "2",
+    **yarn_conf(),
     "spark.driver.memory": "512m",
     # JVMs tuned for starting fast rather than running long (the jobs are small).
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.pyspark.python": sys.executable,
-    "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
-    "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
     "spark.yarn.appMasterEnv.HADOOP_CONF_DIR": HADOOP_CONF_DIR,
     "spark.executorEnv.HADOOP_CONF_DIR": HADOOP_CONF_DIR,
     "spark.yarn.appMasterEnv.GATED_APP_TESTS_DIR": str(TESTS),
