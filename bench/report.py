@@ -31,6 +31,7 @@ ORDER = (
     "scale",
     "verify_files",
     "request_paths",
+    "hdfs",
 )
 
 

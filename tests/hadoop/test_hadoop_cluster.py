@@ -42,8 +42,9 @@ def test_hdfs_serves_a_file_over_webhdfs(hadoop_cluster: HadoopCluster) -> None:
 
 def test_namenode_metrics_count_each_call_as_it_is_made(hadoop_cluster: HadoopCluster) -> None:
     """What the HDFS benchmark counts NameNode calls with: the namesystem's counters
-    (``NameNodeActivity``) include calls made just before the read, whatever route they came by,
-    and the RPC port's per-method counters only calls that came by RPC (not WebHDFS's)."""
+    (``NameNodeActivity``) include calls made just before the read, whatever route they came by;
+    the RPC server's per-method counters count a WebHDFS request as an external call, not as the
+    RPC method it runs."""
     rpc_bean = f"RpcDetailedActivityForPort{hadoop_cluster.namenode_rpc_port}"
     root = f"{hadoop_cluster.webhdfs_url}/webhdfs/v1/"
     namesystem, rpc = (
@@ -59,6 +60,7 @@ def test_namenode_metrics_count_each_call_as_it_is_made(hadoop_cluster: HadoopCl
     rpc_after = hadoop_cluster.namenode_metrics(rpc_bean)
     assert namesystem_after["FileInfoOps"] - namesystem["FileInfoOps"] == 3
     assert rpc_after.get("GetFileInfoNumOps", 0) == rpc.get("GetFileInfoNumOps", 0)
+    assert rpc_after["(external)NumOps"] - rpc.get("(external)NumOps", 0) == 3
     assert rpc_after["SendHeartbeatNumOps"] >= 1  # the DataNode's, by RPC: the bean is the live one
 
 
