@@ -16,8 +16,8 @@ same kind in the same repetition (manifest / ManifestCommitter, file-v1 / FileOu
 
 Per write: wall time; job commit time (ours: `WriteSummary.job_commit_seconds`, from the tasks'
 end to the commit's; Hadoop's: Spark's own ``job commit time`` metric, the protocol's `commitJob`
-around Hadoop's committer; the ManifestCommitter's own ``committer_commit_job`` from its `_SUCCESS`
-as well); NameNode calls per data file written, counted by the NameNode (`bench.namenode`): every
+around Hadoop's committer, since FileOutputCommitter's `_SUCCESS` is empty and the
+ManifestCommitter's is written before its own commitJob timer stops); NameNode calls per data file written, counted by the NameNode (`bench.namenode`): every
 call it served (Hadoop's client RPCs; our WebHDFS requests and the DataNode's RPCs on our behalf),
 by method, and its namesystem operations by kind (creates, renames, listings, deletes, file infos,
 block lookups and added blocks, counted alike on both routes).
@@ -40,7 +40,6 @@ from airflow_commit_provider.core.store.settings import ENV_WEBHDFS_URL, HdfsSet
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
-from airflow_commit_provider.success.check import load_success
 from bench.common import BenchEnv, ScenarioResult, log, new_id, rotated, timer
 from bench.jvm_peers import file_v1_conf, spark_job_commit_seconds, sql_execution_mark
 from bench.namenode import NameNodeCalls, NameNodeCounter
@@ -82,13 +81,17 @@ class Dataset:
 
 def datasets(env: BenchEnv) -> list[Dataset]:
     """The scenario's tables by size: many small files (a daily table's backfill), and a few big
-    files (``rows`` sets about 40 bytes a row on disk: 64 MiB files at `full`)."""
+    ones (about 40 bytes a row on disk: 32 MB files at `small`, 64 MB at `full`)."""
     return env.pick(
         tiny=[Dataset(tasks=2, days=3, rows=600)],
-        small=[Dataset(tasks=4, days=50, rows=200_000), Dataset(tasks=2, days=2, rows=1_600_000)],
+        small=[
+            Dataset(tasks=4, days=50, rows=200_000),
+            Dataset(tasks=8, days=125, rows=1_000_000),
+            Dataset(tasks=2, days=2, rows=3_200_000),
+        ],
         full=[
             Dataset(tasks=8, days=50, rows=400_000),
-            Dataset(tasks=8, days=200, rows=1_600_000),
+            Dataset(tasks=16, days=250, rows=4_000_000),
             Dataset(tasks=4, days=2, rows=12_800_000),
         ],
     )
@@ -157,7 +160,6 @@ class Written:
     files: int
     bytes: int
     calls: NameNodeCalls
-    hadoop_commit_job_seconds: float | None = None
 
 
 def run(env: BenchEnv) -> ScenarioResult:
@@ -252,15 +254,11 @@ def write_variant(
             ):
                 files += 1
                 size += status.size
-        success = load_success(store, destination, allow_legacy=True)
         written = Written(seconds, 0.0, files, size, calls)
         if variant.ours:
             written.job_commit_seconds = summary.job_commit_seconds
         else:
             written.job_commit_seconds = spark_job_commit_seconds(spark, mark)
-            if variant.committer == "manifest":
-                commit = success.iostatistics.meanstatistics.get("committer_commit_job.mean")
-                written.hadoop_commit_job_seconds = commit["sum"] / 1000 if commit else None
         store.delete_tree(destination)
     finally:
         store.close()
@@ -277,10 +275,6 @@ def _record(result: ScenarioResult, table: Dataset, variant: Variant, written: W
     per_file = max(written.files, 1)
     result.measure(f"total seconds, {name}", written.seconds)
     result.measure(f"job commit seconds, {name}", written.job_commit_seconds)
-    if written.hadoop_commit_job_seconds is not None:
-        result.measure(
-            f"ManifestCommitter's own commitJob seconds, {name}", written.hadoop_commit_job_seconds
-        )
     result.measure(f"files, {name}", written.files, "files")
     result.measure(f"bytes written, {name}", written.bytes, "bytes")
     for kind, count in written.calls.operations.items():
