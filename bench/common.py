@@ -446,7 +446,9 @@ class BenchEnv:
             from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 
             log("starting the Hadoop cluster (HDFS + YARN)")
-            self._hadoop = HadoopCluster().start()
+            # A benchmark waits for a loaded host (--max-wait) rather than fail: 3 minutes, the
+            # cluster's default, were not enough at a load of 20 on 2 cores.
+            self._hadoop = HadoopCluster(startup_timeout=900).start()
             self._own_hadoop = True
             log(
                 f"Hadoop cluster ready in {self._hadoop.startup_seconds:.1f} s at {self._hadoop.fs_default_name}"
