@@ -3,7 +3,7 @@
     python -m bench [--scenario {job_commit,committers_s3,local,cleanup,datasource,s3a_writes,
                                  arrow_batches,s3a_job_commit,report_page,report_file_pages,
                                  table_registration,asset_events,partitions,scale,
-                                 verify_files,request_paths,hdfs_replace,all}]
+                                 verify_files,request_paths,hdfs_replace,hdfs,all}]
                     [--size {tiny,small,full}]
                     [--repeat N] [--out bench/results] [--threads N] [--max-load L] [--max-wait S]
 
@@ -38,6 +38,7 @@ from bench.report import write_report
 
 if TYPE_CHECKING:
     from airflow_commit_provider.devtools.embedded_s3 import EmbeddedS3
+    from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
 
 SCENARIOS = {
     "job_commit": "bench.job_commit",
@@ -57,6 +58,7 @@ SCENARIOS = {
     "verify_files": "bench.verify_files",
     "request_paths": "bench.request_paths",
     "hdfs_replace": "bench.hdfs_replace",
+    "hdfs": "bench.hdfs_commits",
 }
 SCHEMA_VERSION = 1
 
@@ -82,17 +84,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(
-    argv: list[str] | None = None, *, embedded_s3: EmbeddedS3 | None = None, report: bool = True
+    argv: list[str] | None = None,
+    *,
+    embedded_s3: EmbeddedS3 | None = None,
+    hadoop_cluster: HadoopCluster | None = None,
+    report: bool = True,
 ) -> dict[str, Any]:
-    """Run the chosen scenarios; returns {scenario: result document}. Without `report`, the report
-    is left as it was (the smoke test runs one scenario at a time and builds it once, at the end:
-    its chart alone took 2-3 s of CPU each time)."""
+    """Run the chosen scenarios; returns {scenario: result document}. Servers handed in are used
+    (and left running) instead of starting the scenario's own. Without `report`, the report is left
+    as it was (the smoke test runs one scenario at a time and builds it once, at the end: its chart
+    alone took 2-3 s of CPU each time)."""
     args = parse_args(argv)
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     args.out.mkdir(parents=True, exist_ok=True)
     documents: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-") as work:
-        env = BenchEnv(args.size, args.repeat, Path(work), embedded_s3=embedded_s3, threads=args.threads)
+        env = BenchEnv(
+            args.size,
+            args.repeat,
+            Path(work),
+            embedded_s3=embedded_s3,
+            hadoop_cluster=hadoop_cluster,
+            threads=args.threads,
+        )
         try:
             host = host_info()
             for name in names:

@@ -1,7 +1,7 @@
 """Scenario: ``replace`` on HDFS, ours against Spark's own dynamic partition overwrite, in one run.
 
-One table on the test cluster's HDFS (`devtools.hadoop_cluster.HadoopCluster`, MiniDFSCluster with
-one DataNode, started for the scenario and stopped after it), one Spark session (`BenchEnv.spark`,
+One table on the run's Hadoop cluster (`BenchEnv.hadoop`, MiniDFSCluster with one DataNode, in a
+fresh folder: `bench.hdfs_commits.hdfs_workspace`), one Spark session (`BenchEnv.spark`,
 local mode; its Hadoop client reaches the NameNode by full ``hdfs://`` URIs, its Python tasks reach
 WebHDFS by the executor environment). Each repetition gives both writers a table of `days` days
 written by Spark (not timed), then replaces half of them and adds as many new days with one
@@ -16,7 +16,8 @@ DataFrame:
   files staged under ``.spark-staging-<job>``, each partition deleted and its staged folder renamed
   in at job commit, through Hadoop's RPC client.
 
-Per write: wall time (ratio ours / Spark's, target 1.25 as for the local manifest scenario); ours
+Per write: wall time (ratio ours / Spark's, target 1.25 as for the local manifest scenario), and
+the NameNode calls per file written, counted by the NameNode (`bench.namenode`, both routes); ours
 also its job commit's seconds and store calls per file (its `_SUCCESS` counters; a write of a
 file is one call there, four WebHDFS requests). The two writers
 alternate which goes first. Both tables are checked to hold the same folders and rows.
@@ -24,23 +25,21 @@ alternate which goes first. Both tables are checked to hold the same folders and
 
 from __future__ import annotations
 
-import contextlib
-import os
-import uuid
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.hdfs import HdfsStore
-from airflow_commit_provider.core.store.settings import ENV_WEBHDFS_URL, HdfsSettings
+from airflow_commit_provider.core.store.settings import HdfsSettings
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
 from airflow_commit_provider.success.check import load_success
 from bench.common import BenchEnv, ScenarioResult, log, requests_in, rotated, timer
+from bench.hdfs_commits import hdfs_workspace
+from bench.namenode import NameNodeCounter
 
 if TYPE_CHECKING:
-    from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
+    pass
 
 TARGET_RATIO = 1.25
 #: The HDFS store's counters of one call each that `common.REQUEST_COUNTERS` (S3's) lacks.
@@ -51,16 +50,6 @@ OURS = "write_committed(..., conflict_mode='replace') (manifest, partitions swap
 
 
 def run(env: BenchEnv) -> ScenarioResult:
-    from airflow_commit_provider.devtools.hadoop_cluster import HadoopCluster
-
-    log("starting the test Hadoop cluster")
-    with HadoopCluster() as cluster:
-        return replace_on(env, cluster)
-
-
-def replace_on(env: BenchEnv, cluster: HadoopCluster) -> ScenarioResult:
-    """The scenario on a running cluster (`run` starts one; the smoke test in tests/hadoop hands in
-    the suite's)."""
     rows_per_day = env.pick(tiny=2_000, small=200_000, full=1_000_000)
     days = env.pick(tiny=4, small=8, full=16)
     tasks = env.pick(tiny=2, small=4, full=8)
@@ -81,14 +70,11 @@ def replace_on(env: BenchEnv, cluster: HadoopCluster) -> ScenarioResult:
             "threads": env.threads,
         },
     )
-    spark = env.spark
-    store = HdfsStore(HdfsSettings(webhdfs_url=cluster.webhdfs_url))
-    # The driver (this process) and the tasks (the session's executor environment) reach WebHDFS alike.
-    with _webhdfs_setting(spark, cluster.webhdfs_url):
-        try:
-            _measure(env, result, spark, store, cluster.fs_default_name, rows_per_day, days, tasks)
-        finally:
-            store.close()
+    store = HdfsStore(HdfsSettings(webhdfs_url=env.hadoop.webhdfs_url))
+    try:
+        _measure(env, result, store, rows_per_day, days, tasks)
+    finally:
+        store.close()
     result.notes.append(
         "On HDFS a swap is two NameNode renames (the old partition put aside, the incoming one renamed "
         "in); Spark's protocol deletes each partition, then renames its staged one in. Ours reaches the "
@@ -98,75 +84,59 @@ def replace_on(env: BenchEnv, cluster: HadoopCluster) -> ScenarioResult:
 
 
 def _measure(
-    env: BenchEnv,
-    result: ScenarioResult,
-    spark: Any,
-    store: HdfsStore,
-    namenode: str,
-    rows_per_day: int,
-    days: int,
-    tasks: int,
+    env: BenchEnv, result: ScenarioResult, store: HdfsStore, rows_per_day: int, days: int, tasks: int
 ) -> None:
+    spark, counter = env.spark, NameNodeCounter(env.hadoop)
     initial = _days(spark, range(days), rows_per_day, tasks, "old")
     replacing = _days(spark, range(days // 2, days + days // 2), rows_per_day, tasks, "new")
+    files_written = tasks * days  # every task writes every day it holds
     wall = result.comparison(
         "replace wall time", ours_label=OURS, baseline_label=SPARKS, unit="s", target=TARGET_RATIO
     )
+    namenode_calls = {
+        writer: result.check(f"NameNode calls per file written: {label}", unit="calls")
+        for writer, label in (("ours", OURS), ("spark", SPARKS))
+    }
+    namenode = env.hadoop.fs_default_name
     dynamic = jvm_committer_conf(f"{namenode}/t", "file-v1", dynamic_partition_overwrite=True)
     plain = jvm_committer_conf(f"{namenode}/t", "file-v1")
     for turn in range(env.repeat):
-        run_root = StorePath.parse(f"{namenode}/bench-replace-{uuid.uuid4().hex[:8]}")
         seconds: dict[str, float] = {}
         tables: dict[str, str] = {}
-        for writer in rotated(["ours", "spark"], turn):
-            table = str(run_root.join(writer))
-            with applied_conf(spark, plain):
-                initial.write.option("compression", CODEC).partitionBy("dt").parquet(table)
-            with timer() as elapsed:
-                if writer == "ours":
-                    summary = write_committed(
-                        replacing,
-                        table,
-                        partition_by=["dt"],
-                        conflict_mode="replace",
-                        options={"compression": CODEC, "threads": env.threads},
-                    )
-                else:
-                    with applied_conf(spark, dynamic):
-                        replacing.write.option("compression", CODEC).mode("overwrite").partitionBy(
-                            "dt"
-                        ).parquet(table)
-            seconds[writer] = elapsed()
-            tables[writer] = table
-        wall.add(seconds["ours"], seconds["spark"])
-        result.measure("ours: job commit", summary.job_commit_seconds)
-        counters = load_success(store, StorePath.parse(tables["ours"])).iostatistics.counters
-        calls = requests_in(counters) + sum(counters.get(name, 0) for name in HDFS_CALLS)
-        result.check("ours: store calls per file written (WebHDFS)", unit="calls").values.append(
-            calls / max(summary.files, 1)
-        )
-        result.measure(
-            "ours: partitions swapped", counters.get("committer_partitions_swapped", 0), unit="partitions"
-        )
-        _same_table(spark, tables["ours"], tables["spark"])
+        with hdfs_workspace(env, "bench-replace") as run_root:
+            for writer in rotated(["ours", "spark"], turn):
+                table = tables[writer] = str(run_root.join(writer))
+                with applied_conf(spark, plain):
+                    initial.write.option("compression", CODEC).partitionBy("dt").parquet(table)
+                before = counter.read()
+                with timer() as elapsed:
+                    if writer == "ours":
+                        summary = write_committed(
+                            replacing,
+                            table,
+                            partition_by=["dt"],
+                            conflict_mode="replace",
+                            options={"compression": CODEC, "threads": env.threads},
+                        )
+                    else:
+                        with applied_conf(spark, dynamic):
+                            replacing.write.option("compression", CODEC).mode("overwrite").partitionBy(
+                                "dt"
+                            ).parquet(table)
+                seconds[writer] = elapsed()
+                namenode_calls[writer].values.append(counter.since(before).total / files_written)
+            wall.add(seconds["ours"], seconds["spark"])
+            result.measure("ours: job commit", summary.job_commit_seconds)
+            counters = load_success(store, StorePath.parse(tables["ours"])).iostatistics.counters
+            calls = requests_in(counters) + sum(counters.get(name, 0) for name in HDFS_CALLS)
+            result.check("ours: store calls per file written (WebHDFS)", unit="calls").values.append(
+                calls / max(summary.files, 1)
+            )
+            result.measure(
+                "ours: partitions swapped", counters.get("committer_partitions_swapped", 0), unit="partitions"
+            )
+            _same_table(spark, tables["ours"], tables["spark"])
         log(f"turn {turn}: ours {seconds['ours']:.2f} s, Spark's {seconds['spark']:.2f} s")
-        store.delete_tree(run_root)
-
-
-@contextlib.contextmanager
-def _webhdfs_setting(spark: Any, url: str) -> Iterator[None]:
-    environments = (os.environ, spark.sparkContext.environment)
-    before = [environment.get(ENV_WEBHDFS_URL) for environment in environments]
-    for environment in environments:
-        environment[ENV_WEBHDFS_URL] = url
-    try:
-        yield
-    finally:
-        for environment, value in zip(environments, before, strict=True):
-            if value is None:
-                environment.pop(ENV_WEBHDFS_URL, None)
-            else:
-                environment[ENV_WEBHDFS_URL] = value
 
 
 def _days(spark: Any, days: range, rows_per_day: int, tasks: int, tag: str) -> Any:

@@ -1,5 +1,7 @@
 """What the scenarios that race Hadoop's own committers (JVM) share: Spark's classic
-FileOutputCommitter baseline, and S3A's own request counters.
+FileOutputCommitter baseline, S3A's own request counters, and Spark's own measure of a write's job
+commit (`spark_job_commit_seconds`: Hadoop's committers time their commitJob in their `_SUCCESS`,
+except FileOutputCommitter, whose marker is empty; Spark times it for every committer).
 
 S3A counts every request it makes in its filesystem's IOStatistics (``store_io_request``: each HTTP
 request the AWS SDK sent, retries included) and the bytes it copied (``files_copied_bytes``: a
@@ -65,3 +67,63 @@ def s3a_statistics(spark: Any, bucket: str) -> IOStatistics:
         json.loads(statistics.IOStatisticsSnapshot.serializer().toJson(snapshot)),
         "Hadoop's IOStatisticsSnapshot",
     )
+
+
+#: Spark's SQL metric of a file write's `commitJob` (`BasicWriteJobStatsTracker`): the protocol's
+#: job commit, Hadoop's committer's `commitJob` within it, timed by Spark whatever the committer.
+SPARK_JOB_COMMIT_METRIC = "job commit time"
+#: How Spark renders a duration (`Utils.msDurationToString`): "345 ms", "1.2 s", "3.5 m", "1.1 h".
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def sql_execution_mark(spark: Any) -> int:
+    """The newest SQL execution's ID in the session's status store (-1 for none): a mark for
+    `spark_job_commit_seconds`."""
+    newest = _recent_executions(spark, 1)
+    return int(newest.apply(0).executionId()) if newest.size() else -1
+
+
+def spark_job_commit_seconds(spark: Any, mark: int) -> float:
+    """The job commit time Spark measured for the newest file write among the SQL executions after
+    `mark` (`sql_execution_mark` before the write); RuntimeError if there is none. Spark rounds it
+    to 0.1 s from 1 s on ("1.2 s")."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    executions = _recent_executions(spark, _RECENT)
+    for index in reversed(range(executions.size())):
+        execution = executions.apply(index)
+        if execution.executionId() <= mark:
+            break
+        metrics = execution.metrics()
+        accumulators = {
+            metrics.apply(i).accumulatorId()
+            for i in range(metrics.size())
+            if metrics.apply(i).name() == SPARK_JOB_COMMIT_METRIC
+        }
+        if not accumulators:
+            continue
+        values = store.executionMetrics(execution.executionId()).iterator()
+        while values.hasNext():
+            entry = values.next()
+            if entry._1() in accumulators:
+                return _duration_seconds(entry._2())
+        raise RuntimeError(f"SQL execution {execution.executionId()} has no {SPARK_JOB_COMMIT_METRIC!r}")
+    raise RuntimeError(f"no file write among the SQL executions after {mark}")
+
+
+#: How many of the newest SQL executions `spark_job_commit_seconds` looks through for the write.
+_RECENT = 16
+
+
+def _recent_executions(spark: Any, count: int) -> Any:
+    """The newest `count` SQL executions of the status store (a Scala Seq, oldest first), once
+    Spark's listener bus is drained: the status listener runs on it, so every event posted so far
+    (a write's start, its metric updates) has been applied."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    store = spark._jsparkSession.sharedState().statusStore()
+    total = int(store.executionsCount())
+    return store.executionsList(max(total - count, 0), count)
+
+
+def _duration_seconds(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * _DURATION_UNITS[unit]

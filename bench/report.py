@@ -31,6 +31,8 @@ ORDER = (
     "scale",
     "verify_files",
     "request_paths",
+    "hdfs",
+    "hdfs_replace",
 )
 
 

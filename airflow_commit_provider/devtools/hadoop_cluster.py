@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
+import requests
+
 from airflow_commit_provider.devtools.hadoop_jars import minicluster_jars, pyspark_jars_dir
 from airflow_commit_provider.devtools.processes import read_first_line, serve_until_signal, signal_group
 
@@ -62,6 +64,13 @@ CLUSTER_SETTINGS: dict[str, str] = {
     # 5 s by default. At 0.5 s the session's teardown after one application went from 21 s to 16 s.
     "yarn.nodemanager.process-kill-wait.ms": "500",
 }
+
+#: How often Hadoop's metrics system samples (``*.periodMillis``, "for testing" in MetricsConfig):
+#: the NameNode's JMX servlet answers from a cache refreshed at most once per period, 10 s by
+#: default, so a read right after a write would not see it; at 10 ms, a read later than
+#: `HadoopCluster.jmx_cache_seconds` after the previous one does (the benchmarks count NameNode calls).
+METRICS_PERIOD_MS = 10
+_METRICS_FILE = "hadoop-metrics2.properties"
 
 #: Client configuration keys the properties read (written by the launcher).
 _FS_DEFAULT_NAME = "fs.defaultFS"
@@ -112,6 +121,8 @@ class HadoopCluster:
         self._directory: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._conf: dict[str, str] = {}
+        self._jmx_read_at: dict[str, float] = {}
+        """When each metrics bean was last read (monotonic seconds), for `namenode_metrics`."""
 
     def __repr__(self) -> str:
         state = f"fs_default_name={self.fs_default_name!r}" if self._conf else "stopped"
@@ -154,6 +165,37 @@ class HadoopCluster:
     def webhdfs_url(self) -> str:
         """The NameNode's HTTP address, ``http://127.0.0.1:<port>`` (WebHDFS is under ``/webhdfs/v1``)."""
         return f"http://{self._setting(_NAMENODE_HTTP)}"
+
+    @property
+    def namenode_rpc_port(self) -> int:
+        """The NameNode's client RPC port (its RPC metrics are ``RpcActivityForPort<port>``)."""
+        return int(self.fs_default_name.rpartition(":")[2])
+
+    #: How long the NameNode's JMX servlet answers a bean from its cache: one metrics period and 1 ms.
+    jmx_cache_seconds = (METRICS_PERIOD_MS + 1) / 1000
+
+    def namenode_metrics(self, bean: str) -> dict[str, int | float]:
+        """The numbers of the NameNode's metrics bean `bean` (``NameNodeActivity``,
+        ``RpcDetailedActivityForPort<port>``) as of this call, for counting what a stretch of work
+        asked of the NameNode: a read sooner than `jmx_cache_seconds` after the previous read of
+        `bean` first waits out the rest (at most 11 ms), or it would be answered from the cache the
+        previous one filled, without the calls made in between."""
+        wait = self._jmx_read_at.get(bean, 0.0) + self.jmx_cache_seconds - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        response = requests.get(
+            f"{self.webhdfs_url}/jmx", params={"qry": f"Hadoop:service=NameNode,name={bean}"}, timeout=60
+        )
+        self._jmx_read_at[bean] = time.monotonic()
+        response.raise_for_status()
+        beans = response.json()["beans"]
+        if len(beans) != 1:
+            raise HadoopClusterError(f"the NameNode has {len(beans)} metrics beans named {bean!r}, not one")
+        return {
+            key: value
+            for key, value in beans[0].items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
 
     @property
     def rm_address(self) -> str:
@@ -204,6 +246,8 @@ class HadoopCluster:
             self._directory = directory = Path(tempfile.mkdtemp(prefix="hadoop-cluster-"))
             for name in ("conf", "data", "tmp"):
                 (directory / name).mkdir()
+            # Hadoop's metrics system reads its file from the launcher's working directory.
+            (directory / _METRICS_FILE).write_text(f"*.periodMillis={METRICS_PERIOD_MS}\n")
             settings = {**CLUSTER_SETTINGS, "hadoop.tmp.dir": str(directory / "tmp" / "hadoop")}
             command = [
                 java,

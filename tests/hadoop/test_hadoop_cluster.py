@@ -38,6 +38,30 @@ def test_hdfs_serves_a_file_over_webhdfs(hadoop_cluster: HadoopCluster) -> None:
     assert (status["length"], status["replication"]) == (len(body), 1)
 
 
+def test_namenode_metrics_count_each_call_as_it_is_made(hadoop_cluster: HadoopCluster) -> None:
+    """What the HDFS benchmark counts NameNode calls with: the namesystem's counters
+    (``NameNodeActivity``) include calls made just before the read, whatever route they came by;
+    the RPC server's per-method counters count a WebHDFS request as an external call, not as the
+    RPC method it runs."""
+    rpc_bean = f"RpcDetailedActivityForPort{hadoop_cluster.namenode_rpc_port}"
+    root = f"{hadoop_cluster.webhdfs_url}/webhdfs/v1/"
+    namesystem, rpc = (
+        hadoop_cluster.namenode_metrics("NameNodeActivity"),
+        hadoop_cluster.namenode_metrics(rpc_bean),
+    )
+    for _ in range(3):
+        status = requests.get(
+            root, params={"op": "GETFILESTATUS", "user.name": getpass.getuser()}, timeout=60
+        )
+        assert status.status_code == 200, status.text
+    namesystem_after = hadoop_cluster.namenode_metrics("NameNodeActivity")
+    rpc_after = hadoop_cluster.namenode_metrics(rpc_bean)
+    assert namesystem_after["FileInfoOps"] - namesystem["FileInfoOps"] == 3
+    assert rpc_after.get("GetFileInfoNumOps", 0) == rpc.get("GetFileInfoNumOps", 0)
+    assert rpc_after["(external)NumOps"] - rpc.get("(external)NumOps", 0) == 3
+    assert rpc_after["SendHeartbeatNumOps"] >= 1  # the DataNode's, by RPC: the bean is the live one
+
+
 def test_yarn_has_two_running_node_managers_on_two_hosts(hadoop_cluster: HadoopCluster) -> None:
     """MiniYARNCluster's NodeManager on "localhost" and the launcher's second one on 127.0.0.2:
     two hosts to Spark (which runs a speculative copy of a task only on another host than its

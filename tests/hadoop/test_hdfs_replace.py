@@ -147,27 +147,3 @@ def test_replace_matches_sparks_dynamic_overwrite_on_hdfs(
     assert table_state(spark, store, ours) == expected
     assert expected[0] == ["dt=a", "dt=b", "dt=c", "dt=d"]
     assert rows_by_partition(expected[1]) == EXPECTED_ROWS
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_the_replace_benchmark_runs_at_tiny_size(
-    spark: Any, hadoop_cluster: HadoopCluster, tmp_path: Any
-) -> None:
-    """bench/hdfs_replace.py on the session's cluster and Spark (the bench smoke test runs no
-    scenario that needs the cluster): one repetition, a finite ratio, both tables alike."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from bench.common import BenchEnv
-    from bench.hdfs_replace import replace_on
-
-    env = BenchEnv("tiny", 1, tmp_path)
-    try:
-        document = replace_on(env, hadoop_cluster).to_json()
-    finally:
-        env.close()
-    (wall,) = document["comparisons"]
-    assert wall["ratio"]["median"] > 0 and len(wall["ours_stats"]["values"]) == 1
-    assert document["measurements"]["ours: partitions swapped"]["median"] == 4
