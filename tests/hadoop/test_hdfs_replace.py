@@ -17,14 +17,7 @@ import pytest
 from support.faults import FaultInjectingStore, SimulatedCrash
 from support.hdfs import listed_counts, namespace_counts
 from support.invariants import store_files
-from support.replace_oracle import (
-    EXPECTED_ROWS,
-    overwrite,
-    rows_by_partition,
-    sparks_replace,
-    table_state,
-    write_initial,
-)
+from support.replace_oracle import assert_replace_matches_sparks
 from support.replace_swap import (
     EXPECTED,
     OLD,
@@ -131,19 +124,9 @@ def test_replace_matches_sparks_dynamic_overwrite_on_hdfs(
     ``write_committed(..., conflict_mode="replace")`` give the same folders and rows. The tasks
     reach WebHDFS by the setting the driver has (the session's executor environment)."""
     from airflow_commit_provider.core.store.settings import ENV_WEBHDFS_URL
-    from airflow_commit_provider.spark import write_committed
 
     store, root = hdfs_root
     oracle, ours = str(root.join("spark")), str(root.join("ours"))
     monkeypatch.setenv(ENV_WEBHDFS_URL, hadoop_cluster.webhdfs_url)
     monkeypatch.setitem(spark.sparkContext.environment, ENV_WEBHDFS_URL, hadoop_cluster.webhdfs_url)
-    sparks_replace(spark, oracle)
-    write_initial(spark, ours)
-    summary = write_committed(
-        overwrite(spark), ours, partition_by="dt", committer=committer, conflict_mode="replace"
-    )
-    assert summary.committer == committer
-    expected = table_state(spark, store, oracle)
-    assert table_state(spark, store, ours) == expected
-    assert expected[0] == ["dt=a", "dt=b", "dt=c", "dt=d"]
-    assert rows_by_partition(expected[1]) == EXPECTED_ROWS
+    assert_replace_matches_sparks(spark, store, oracle, ours, committer)

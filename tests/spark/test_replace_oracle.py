@@ -11,18 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.replace_oracle import (
-    EXPECTED_ROWS,
-    overwrite,
-    rows_by_partition,
-    sparks_replace,
-    table_state,
-    write_initial,
-)
+from support.replace_oracle import assert_replace_matches_sparks
 
 from airflow_commit_provider.core.paths import StorePath
 from airflow_commit_provider.core.store.local import LocalStore
-from airflow_commit_provider.spark import write_committed
 
 pytestmark = [pytest.mark.spark, pytest.mark.hadoop_peers]
 
@@ -33,15 +25,6 @@ def test_replace_matches_sparks_dynamic_overwrite_on_local_files(
 ) -> None:
     store = LocalStore()
     oracle, ours = f"file://{tmp_path}/spark", f"file://{tmp_path}/ours"
-    sparks_replace(spark, oracle)
-    write_initial(spark, ours)
-    summary = write_committed(
-        overwrite(spark), ours, partition_by="dt", committer=committer, conflict_mode="replace"
-    )
-    assert summary.committer == committer
-    expected = table_state(spark, store, oracle)
-    assert table_state(spark, store, ours) == expected
-    assert expected[0] == ["dt=a", "dt=b", "dt=c", "dt=d"]
-    assert rows_by_partition(expected[1]) == EXPECTED_ROWS
+    assert_replace_matches_sparks(spark, store, oracle, ours, committer)
     # Hidden files stay, as replace keeps them: here the `.crc` files Hadoop wrote beside the initial ones.
     assert not store.directory_exists(StorePath.parse(ours).join("_temporary")), "the job's folder is gone"

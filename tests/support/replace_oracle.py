@@ -50,6 +50,23 @@ def table_state(spark: Any, store: Store, location: str) -> tuple[list[str], lis
     return folders, rows
 
 
+def assert_replace_matches_sparks(spark: Any, store: Store, oracle: str, ours: str, committer: str) -> None:
+    """Spark's dynamic overwrite at `oracle`, ours (``write_committed(..., conflict_mode="replace")``
+    with `committer`) at `ours`: the same partition folders and rows, and the expected ones."""
+    from airflow_commit_provider.spark import write_committed
+
+    sparks_replace(spark, oracle)
+    write_initial(spark, ours)
+    summary = write_committed(
+        overwrite(spark), ours, partition_by="dt", committer=committer, conflict_mode="replace"
+    )
+    assert summary.committer == committer
+    expected = table_state(spark, store, oracle)
+    assert table_state(spark, store, ours) == expected
+    assert expected[0] == ["dt=a", "dt=b", "dt=c", "dt=d"]
+    assert rows_by_partition(expected[1]) == EXPECTED_ROWS
+
+
 def rows_by_partition(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], int]:
     counts: dict[tuple[str, str], int] = {}
     for _id, tag, day in rows:
