@@ -98,6 +98,13 @@ def written() -> dict[str, dict[str, Any]]:
     return {}
 
 
+@pytest.fixture(scope="module")
+def other_destinations() -> list[str]:
+    """Destinations written besides the daily table and the killed writes' (the durable YARN
+    write's, when it ran), which the Commits page lists too."""
+    return []
+
+
 def unpause(deployment: Deployment, dag_id: str) -> None:
     deployment.api.patch(f"/dags/{dag_id}", {"is_paused": False})
 
@@ -471,7 +478,7 @@ def hdfs_rows(store: HdfsStore, destination: StorePath) -> list[int]:
 
 
 def test_a_sigkilled_workers_yarn_application_is_reconnected_to_and_committed_once(
-    deployment: Deployment, hadoop_cluster: HadoopCluster
+    deployment: Deployment, hadoop_cluster: HadoopCluster, other_destinations: list[str]
 ) -> None:
     """Try 1 submits in YARN cluster mode (RM tracking, durable) and stores its application; its
     application stops at a gate before the job commits and the task process is SIGKILLed. Try 2
@@ -484,6 +491,7 @@ def test_a_sigkilled_workers_yarn_application_is_reconnected_to_and_committed_on
     run_id, key = "durable", TaskKey(DURABLE, "write", "durable", -1)
     destination = StorePath.parse(f"{hadoop_cluster.fs_default_name}/deployment/durable")
     store = HdfsStore(HdfsSettings(webhdfs_url=hadoop_cluster.webhdfs_url))
+    other_destinations.append(destination.uri())
     unpause(deployment, DURABLE)
     trigger(deployment, DURABLE, run_id, {"case": "durable", "markers": str(markers)})
 
@@ -587,7 +595,10 @@ def table_rows(page: Any, name: str) -> list[list[str]]:
 
 
 def test_commit_pages_in_a_browser_behind_login(
-    deployment: Deployment, written: dict[str, dict[str, Any]], table: StorePath
+    deployment: Deployment,
+    written: dict[str, dict[str, Any]],
+    table: StorePath,
+    other_destinations: list[str],
 ) -> None:
     """A committed day, an adopted retry and a fenced try each have a page, reached from the task's
     extra link in a real Chromium after signing in; without a session the pages are refused. The
@@ -645,7 +656,9 @@ def test_commit_pages_in_a_browser_behind_login(
         menu_page.locator("h1").wait_for()
         destinations = menu_page.locator('[data-testid="destination-name"]').all_inner_texts()
         killed = f"s3://{deployment.bucket}/killed"
-        assert sorted(destinations) == sorted([str(table), f"{killed}/adopt", f"{killed}/fence"])
+        assert sorted(destinations) == sorted(
+            [str(table), f"{killed}/adopt", f"{killed}/fence", *other_destinations]
+        ), destinations
         events = menu_page.locator('[data-testid="destination"]').filter(has_text=str(table))
         jobs = events.locator('[data-testid="commits"] tbody tr td:first-child').all_inner_texts()
         job = written[day]["write"]["job_id"]
