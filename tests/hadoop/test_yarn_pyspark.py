@@ -140,10 +140,10 @@ class Application:
 
     def lost_attempts(self, name: str) -> dict[str, LostAttempt]:
         """The task attempts of the write's job that were not their task's commit, as its job
-        record lists them, by task attempt ID."""
+        record lists them, by task attempt ID (none when its record lists none)."""
         record = load_job_record(self.store(name), self.destinations[name], self.write(name)["job_id"])
-        assert record.lost_attempts is not None
-        return {attempt.task_attempt_id: attempt for attempt in record.lost_attempts}
+        # None: no attempt was lost (a speculative copy that adopted its task's commit is not)
+        return {attempt.task_attempt_id: attempt for attempt in record.lost_attempts or []}
 
     def task_attempt_id(self, name: str, task: int, spark_attempt_id: int) -> str:
         """Our task attempt ID of Spark's task attempt `spark_attempt_id` (``JobLayout``)."""

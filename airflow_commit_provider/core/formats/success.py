@@ -163,7 +163,8 @@ class SuccessData:
     `partitions` is); None while pending."""
     lost_attempts: list[LostAttempt] | None = None
     """The task attempts that were not their task's commit, in the job record only (folded in
-    before cleanup, `stages.lost_attempts`); None in a record from before they were kept. At most
+    before cleanup, `stages.lost_attempts`); None when no attempt was lost, and in a record from
+    before they were kept. At most
     `LOST_ATTEMPTS_LIMIT` are written; the rest are counted in `lost_attempts_left_out`."""
     lost_attempts_left_out: dict[str, int] | None = None
     """Per task, how many more lost attempts there were than the record lists (`OTHER_TASKS`:
