@@ -129,12 +129,12 @@ def test_scenario_runs_at_tiny_size(
 def test_report_and_charts(results: Path) -> None:
     """After the scenarios (the module's order): the report of all their results, with its chart
     (a PNG) and the scale scenario's curve charts, names each. Run without them, it fails."""
-    from bench.report import write_report
+    from bench.report import ORDER, write_report
 
-    missing = sorted(set(_scenarios()) - {path.stem for path in results.glob("*.json")})
+    missing = sorted(set(ORDER) - {path.stem for path in results.glob("*.json")})
     assert not missing, f"no results of {missing}: run this module whole"
     report = write_report(results).read_text()
-    for name in _scenarios():
+    for name in ORDER:
         assert f"| {name} | " in report, name
     charts = re.findall(r"\]\(([\w.-]+\.png)\)", report)  # the ratios' and the scale curve's
     assert "chart.png" in charts and len(charts) >= 2, charts
