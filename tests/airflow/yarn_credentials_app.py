@@ -72,7 +72,7 @@ def look_for(secret: bytes | None) -> dict[str, Any]:
                 {"pid": int(entry.name), "program": program, "container": in_container}
             )
     container_id = os.environ.get("CONTAINER_ID")
-    if container_id:  # the application's containers on this node are siblings of this one's directory
+    if container_id:  # the application's containers (all on one node: the DAG's sizes) are siblings
         for script in sorted(Path.cwd().parent.glob("container_*/launch_container.sh")):
             text = script.read_bytes()
             found["launch_scripts"].append(

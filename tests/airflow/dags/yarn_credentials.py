@@ -54,6 +54,11 @@ with DAG(
             env_vars={"SPARK_LOCAL_IP": LOOPBACK},  # spark-submit's own JVM and the AM's
             conf={
                 **yarn_conf(),
+                # Every container then takes 2 GB (1g and Spark's 384m overhead, in 1 GB steps),
+                # which only the first NodeManager has: the application's containers are siblings
+                # on one node, where the application finds all their launch scripts.
+                "spark.executor.memory": "1g",
+                "spark.yarn.am.memory": "1g",
                 # S3A, to read the rows back: Hadoop's jars read in place (every container is on
                 # this machine), and where the store is; the hook adds S3A's chain for the file.
                 **peer_spark_conf(
