@@ -109,6 +109,19 @@ def unpause(deployment: Deployment, dag_id: str) -> None:
     deployment.api.patch(f"/dags/{dag_id}", {"is_paused": False})
 
 
+def clear_run(deployment: Deployment, dag_id: str, run_id: str) -> None:
+    """Clear every task of a finished run through the API, and wait until the run restarts."""
+    api = deployment.api
+    api.post(
+        f"/dags/{dag_id}/clearTaskInstances", {"dry_run": False, "dag_run_id": run_id, "only_failed": False}
+    )
+    wait_until(
+        lambda: api.run(dag_id, run_id)["state"] != "success",
+        "the cleared run to restart",
+        EVENT_BOUND_SECONDS,
+    )
+
+
 def trigger(
     deployment: Deployment, dag_id: str, run_id: str, conf: dict[str, Any], day: str | None = None
 ) -> None:
@@ -299,14 +312,7 @@ def test_a_cleared_day_is_replaced(
     old_job = written[day]["write"]["job_id"]
     old_files = day_files(store, table, day)
     others = {d: day_files(store, table, d) for d in written if d != day}
-    api.post(
-        f"/dags/{INGEST}/clearTaskInstances", {"dry_run": False, "dag_run_id": run_id, "only_failed": False}
-    )
-    wait_until(
-        lambda: api.run(INGEST, run_id)["state"] != "success",
-        "the cleared run to restart",
-        EVENT_BOUND_SECONDS,
-    )
+    clear_run(deployment, INGEST, run_id)
     run = api.wait_run(INGEST, run_id, RUN_BOUND_SECONDS)
     record = record_day(deployment, written, run)
     new_job = record["write"]["job_id"]
@@ -551,14 +557,7 @@ def test_a_sigkilled_workers_yarn_application_is_reconnected_to_and_committed_on
     print("durable YARN timeline:\n" + "\n".join(lines))
 
     # A clear: the stored application has ended and its job was delivered, so try 3 writes again.
-    api.post(
-        f"/dags/{DURABLE}/clearTaskInstances", {"dry_run": False, "dag_run_id": run_id, "only_failed": False}
-    )
-    wait_until(
-        lambda: api.run(DURABLE, run_id)["state"] != "success",
-        "the cleared run to restart",
-        EVENT_BOUND_SECONDS,
-    )
+    clear_run(deployment, DURABLE, run_id)
     api.wait_run(DURABLE, run_id, RUN_BOUND_SECONDS)
     again = api.xcom(DURABLE, run_id, "write")
     assert (again["job_id"], again["try_number"], again["adopted_from_try"]) == (try_job_id(key, 3), 3, None)
