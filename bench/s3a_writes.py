@@ -28,15 +28,15 @@ and 0 bytes copied. `tiny` (the smoke test) runs the magic committers only.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_commit_provider.core.paths import StorePath
-from airflow_commit_provider.spark import register_data_source, schema_bounded_batches
-from airflow_commit_provider.spark.config import ARROW_MAX_RECORDS_PER_BATCH
+from airflow_commit_provider.spark import register_data_source
+from airflow_commit_provider.spark.arrow_batches import BATCH_BYTES
+from airflow_commit_provider.spark.config import ARROW_MAX_BYTES_PER_BATCH, ARROW_MAX_RECORDS_PER_BATCH
 from airflow_commit_provider.spark.jvm_committers import jvm_committer_conf
 from airflow_commit_provider.spark.session_conf import applied_conf
 from airflow_commit_provider.spark.writer import write_committed
@@ -71,10 +71,15 @@ class Variant:
     """Informative: run with `common.ARROW_BYTE_CHECK_OFF` (what moving rows to Python costs without it)."""
     arrow_records_per_batch: int = 0
     """Informative, with `arrow_byte_check_off`: the session's row limit too (0: Spark's default)."""
+    arrow_measured: bool = False
+    """Informative: Spark's 64 MiB byte limit set in the session, so Spark measures every batch after
+    each row even for the data source (`MEASURED`: what its route cost before ``source_batches``)."""
 
     @property
     def name(self) -> str:
         suffix = ", Arrow byte check off" if self.arrow_byte_check_off else ""
+        if self.arrow_measured:
+            suffix += ", Spark measuring every row"
         if self.arrow_records_per_batch:
             suffix += f", {self.arrow_records_per_batch} rows per batch"
         return {
@@ -93,8 +98,8 @@ class Variant:
 
 
 REFERENCE = Variant("s3a", "magic")
-#: The data source's route with its writes in a `schema_bounded_batches` block.
-SCHEMA_BOUNDED_SOURCE = "format committed, schema-bounded"
+#: Spark's own byte limit, set in the session: Spark then measures every batch (`Variant.arrow_measured`).
+MEASURED = {ARROW_MAX_BYTES_PER_BATCH: str(BATCH_BYTES)}
 
 
 @dataclass
@@ -178,6 +183,8 @@ def write_variant(env: BenchEnv, variant: Variant, frame: Any, bucket: str) -> W
     cpu_before = env.client_cpu.parts()
     summary = None
     arrow = dict(ARROW_BYTE_CHECK_OFF) if variant.arrow_byte_check_off else {}
+    if variant.arrow_measured:
+        arrow.update(MEASURED)
     if variant.arrow_records_per_batch:
         arrow[ARROW_MAX_RECORDS_PER_BATCH] = str(variant.arrow_records_per_batch)
     with applied_conf(spark, arrow), timer() as elapsed, timer(env.server_cpu) as server_cpu:
@@ -223,16 +230,14 @@ def _write_ours(env: BenchEnv, variant: Variant, frame: Any, url: str) -> Any:
     options: dict[str, Any] = {**env.s3_options(), "threads": env.threads, "compression": CODEC}
     if variant.route == "write_committed":
         return write_committed(frame, url, format="parquet", committer=variant.committer, options=options)
-    bounded = variant.route == SCHEMA_BOUNDED_SOURCE
-    with schema_bounded_batches(frame) if bounded else contextlib.nullcontext():
-        (
-            frame.write.format("committed")
-            .mode("append")
-            .option("format", "parquet")
-            .option("committer", variant.committer)
-            .options(**{key: str(value) for key, value in options.items()})
-            .save(url)
-        )
+    (
+        frame.write.format("committed")
+        .mode("append")
+        .option("format", "parquet")
+        .option("committer", variant.committer)
+        .options(**{key: str(value) for key, value in options.items()})
+        .save(url)
+    )
     return None
 
 

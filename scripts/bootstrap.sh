@@ -13,6 +13,7 @@
 #   4. Java 17+ for Spark (honours JAVA_HOME; installs openjdk-17-jre-headless via apt-get when root),
 #      with the JDK's compiler module for the metastore service's and the Hadoop cluster's launchers
 #      (openjdk-17-jdk-headless)
+#      and the data source's Spark optimizer rule built (scripts/build_jvm.sh: javac, the venv's Spark jars)
 #   5. Hadoop's S3A committers, spark-hadoop-cloud, PostgreSQL's JDBC driver (for the shared Hive
 #      metastore of tests/tables) and Hadoop's minicluster (the YARN + HDFS of tests/hadoop) (pinned
 #      jars, SHA-256 checked) fetched with Maven
@@ -226,6 +227,10 @@ if ! "$JAVA_CMD" --list-modules 2>/dev/null | grep -q '^jdk.compiler@'; then
     apt_install openjdk-17-jdk-headless ||
         die "the metastore service needs a JDK (jdk.compiler): install openjdk-17-jdk-headless"
 fi
+
+# The data source's Spark optimizer rule (spark/source_batches.py), compiled against the venv's Spark.
+VENV_PYTHON="$VENV/bin/python" bash scripts/build_jvm.sh ||
+    die "airflow_commit_provider/spark/jvm/airflow-commit-spark.jar could not be built (see above)"
 
 # --- 5. Hadoop's JVM committers (the peers the tests and benchmarks run beside ours), its minicluster
 

@@ -8,9 +8,7 @@ Hadoop's own (JVM) committers.
 - :func:`finish_table_write` - finish a table write that stopped after its commit point (roll the
   commit forward, register its partitions in the catalog).
 - :func:`register_data_source` - ``df.write.format("committed")``: the same protocol as a Python
-  data source, run by Spark's own write path (classic and Spark Connect sessions);
-  :func:`schema_bounded_batches` - its rows sent to Python as fast as ``write_committed``'s, for
-  the writes of one block.
+  data source, run by Spark's own write path (classic and Spark Connect sessions).
 - :func:`jvm_committer_conf` - Spark conf that makes Spark's own writers use Hadoop's S3A or
   manifest committers; :func:`s3a_store_conf` - where S3A finds a store (never who it is).
 
@@ -31,7 +29,6 @@ __all__ = [
     "plan_write",
     "register_data_source",
     "s3a_store_conf",
-    "schema_bounded_batches",
     "write_committed",
 ]
 
@@ -41,7 +38,6 @@ _EXPORTS = {
     "finish_table_write": "airflow_commit_provider.spark.tables",
     "plan_write": "airflow_commit_provider.spark.write_plan",
     "register_data_source": "airflow_commit_provider.spark.datasource",
-    "schema_bounded_batches": "airflow_commit_provider.spark.arrow_batches",
     "write_committed": "airflow_commit_provider.spark.writer",
     "jvm_committer_conf": "airflow_commit_provider.spark.jvm_committers",
     "applied_conf": "airflow_commit_provider.spark.session_conf",

@@ -22,44 +22,18 @@ Where the settings go: `write_job_batches` sets them for the one Spark job of a 
 job also sends other rows to Python (an upstream UDF or ``mapInArrow`` whose input the schema does
 not bound: `sends_rows_to_python`). Neither overrides a value the session sets.
 
-A Python data source (``df.write.format("committed")``) gets no such setting of its own. How Spark
-4.2.0 runs its write (sql/core, ``org.apache.spark.sql.execution``):
-
-- ``datasources.v2.python.PythonBatchWrite.createBatchWriterFactory`` (PythonWrite.scala) runs on
-  the driver, in the thread executing the query (the caller's own in classic PySpark, a server
-  thread on Spark Connect). It calls ``UserDefinedPythonDataSource.createWriteInfoInPython``, whose
-  ``UserDefinedPythonDataSourceWriteRunner`` (a ``python.PythonPlannerRunner``) starts a separate
-  Python process for the source's ``writer(schema, overwrite)``: it is given the schema, the
-  write's options and the overwrite flag, and hands back only the pickled writer and its write
-  function. It has no session, and nothing it returns becomes a setting.
-- ``PythonBatchWriterFactory.createWriter(...).writeAll`` (PythonBatchWriterFactory.scala) runs in
-  each task: ``UserDefinedPythonDataSource.createMapInBatchEvaluatorFactory`` reads ``SQLConf.get``
-  there, which on an executor is a ``ReadOnlySQLConf`` over the task's local properties, and builds
-  a ``python.MapInBatchEvaluatorFactory`` whose ``ArrowPythonRunner`` mixes in
-  ``BasicPythonArrowInput``: its initialiser reads ``arrowMaxRecordsPerBatch`` and
-  ``arrowMaxBytesPerBatch`` from that same ``SQLConf.get``, and
-  ``BatchedPythonArrowInput.writeSizedBatch`` calls ``ArrowWriter.sizeInBytes`` after each row
-  unless the byte limit is ``Int.MaxValue`` (``ArrowFieldWriter.getSizeInBytes``:
-  ``setValueCount`` and ``getBufferSizeFor`` on every top-level column).
-- A task's local properties are those of the thread that submitted the job, with every SQL conf
-  the session sets copied over them (``SQLExecution.withSQLConfPropagated``). The data source's
-  options are not SQL confs, and the columnar Arrow input of Spark 4.2
-  (``spark.sql.execution.arrow.pythonUDF.columnarInput.enabled``, ``ColumnarArrowPythonInput``)
-  serves only ``ArrowEvalPythonExec``, not ``MapInBatch`` or data source writes.
-
-So the only setting narrower than the session is a local property of the thread that calls
-``save()``, which only the caller can set: `schema_bounded_batches` does it for one block, as
-``write_job_batches`` does for ``write_committed``. With the session as Spark leaves it, the data
-source's rows are measured, which keeps it above S3A magic's time on narrow rows (bench
-``arrow_batches``). The data source never changes that by itself: turning the measurement off for
-the whole session (`unmeasure_session`, only when the user asks:
-``register_data_source(spark, unmeasured_arrow_batches=True)``) leaves every Arrow batch the
-session sends to Python (``mapInArrow``, pandas UDFs, the data source) cut by rows alone, and 1 MB
-rows then exhaust the direct memory of the JVM that builds the batch, which Spark treats as fatal
-(``OutOfDirectMemoryError``: the local driver exits). A row limit for the session small enough to
-hold 1 MB rows to 64 MiB (64 rows) would cost narrow rows more per batch than the measurement does
-(bench ``arrow_batches``). The conf ``CommittedSparkSubmitOperator`` gives the application it
-submits is that application's session, the same trade, so it sets neither key.
+A Python data source (``df.write.format("committed")``) gets no such setting of its own: its
+``writer()`` runs in a planner process with no session, and the tasks' runner reads its limits
+from the task's SQL conf (``UserDefinedPythonDataSource.createMapInBatchEvaluatorFactory``, then
+``BasicPythonArrowInput``'s initialiser). ``source_batches`` bounds its batches in the JVM
+instead, for the writes of that one source; on Spark Connect, where the client cannot install
+that rule, ``register_data_source(spark, unmeasured_arrow_batches=True)`` turns the measurement
+off for the whole session (`unmeasure_session`), only when the user asks: every Arrow batch the
+session sends to Python is then cut by rows alone, and 1 MB rows exhaust the direct memory of the
+JVM that builds the batch, which Spark treats as fatal (``OutOfDirectMemoryError``). A row limit
+small enough to hold 1 MB rows to 64 MiB (64 rows) would cost narrow rows more per batch than the
+measurement does (bench ``arrow_batches``). The conf ``CommittedSparkSubmitOperator`` gives the
+application it submits is that application's session, the same trade, so it sets neither key.
 """
 
 from __future__ import annotations
@@ -154,8 +128,7 @@ def unmeasured_conf(
 def write_job_batches(
     df: DataFrame, bounded_strings: Mapping[str, int] | None = None
 ) -> Iterator[dict[str, str] | None]:
-    """For the Spark jobs this thread runs in the block (a ``write_committed``'s one job, or a
-    ``df.write.format("committed")`` through `schema_bounded_batches`): Arrow batches of `df`'s
+    """For the Spark jobs this thread runs in the block (a ``write_committed``'s one job): Arrow batches of `df`'s
     rows bounded without Spark's per-row measurement when its schema allows it
     (`unmeasured_conf`; `bounded_strings` as for `max_row_bytes`) and its plan sends no other rows
     to Python (`sends_rows_to_python`).
@@ -183,33 +156,6 @@ def write_job_batches(
     finally:
         for key, value in previous.items():
             context.setLocalProperty(key, value)
-
-
-@contextlib.contextmanager
-def schema_bounded_batches(df: DataFrame) -> Iterator[None]:
-    """``df.write.format("committed")...save()`` in the block sends `df`'s rows to its tasks as
-    fast as ``write_committed`` does: in batches bounded by the schema, not measured by Spark,
-    when every column has a fixed width and the plan sends no other rows to Python; measured as
-    usual otherwise (wide rows stay in 64 MiB batches). Nothing changes in the session: the
-    settings are this thread's, for the jobs it runs in the block (`write_job_batches`), so other
-    threads and later jobs keep Spark's measurement. A Spark Connect session keeps it too.
-
-    The data source cannot do this itself: its ``writer()`` runs in a Python process that Spark
-    starts for planning, away from the thread whose local properties become the job's."""
-    with write_job_batches(df) as conf:
-        if conf:
-            log.info(
-                "Arrow batches of this thread's writes in the block: %s, as the schema bounds them "
-                "(Spark's per-row measurement skipped; the session is unchanged)",
-                ", ".join(f"{key}={value}" for key, value in conf.items()),
-            )
-        else:
-            log.info(
-                "Arrow batches of this thread's writes in the block are measured by Spark as usual: a "
-                "column of no fixed width, another Python step in the plan, a byte limit the session "
-                "sets, or a Spark Connect session"
-            )
-        yield
 
 
 def sends_rows_to_python(df: DataFrame) -> bool:
@@ -264,8 +210,8 @@ def _chosen(spark: Any, key: str) -> str | None:
 
 def unmeasure_session(spark: Any) -> None:
     """Turn Spark's per-row batch measurement off for the whole session, as the user asked
-    (``register_data_source(spark, unmeasured_arrow_batches=True)``): the only way to speed up a
-    Python data source's writes, whose driver side has no session to scope it to one job. Every
+    (``register_data_source(spark, unmeasured_arrow_batches=True)``): the way to speed up the data
+    source's writes on Spark Connect, where the client cannot install ``source_batches``' rule. Every
     Arrow batch the session sends to Python (``mapInArrow``, pandas UDFs, the data source) is then
     cut at ``maxRecordsPerBatch`` rows alone, whatever its bytes. A value the session sets is kept."""
     current = spark.conf.get(cfg.ARROW_MAX_BYTES_PER_BATCH, None)

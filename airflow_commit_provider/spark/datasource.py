@@ -56,16 +56,16 @@ Column types are checked as in ``write_committed`` (``type_support``); for orc, 
 whose calendar table Spark's ORC writer rebases old timestamps with is taken from this worker's
 environment (``orc_layout.process_time_zone``): there is no session to ask.
 
-**Arrow batches.** Spark sends the rows to ``write()`` in Arrow batches sized by the session's
-``spark.sql.execution.arrow.*`` settings, the same for every write of the session: a data source's
-write has none of its own, and its driver side runs in a process of its own with no session to
-set them for one job, as ``write_committed`` does (``arrow_batches`` says where in Spark). By
-default Spark measures each batch after every row to keep it under 64 MiB, which keeps wide rows
-safe and costs narrow rows most of their transfer time. Two ways skip it, both the user's choice:
-``with schema_bounded_batches(df): df.write.format("committed")...save()`` skips it for the writes
-of that block in that thread when ``df``'s schema bounds a batch (as ``write_committed`` does;
-wide rows stay measured), and ``register_data_source(spark, unmeasured_arrow_batches=True)`` turns
-it off for the whole session (the only way on Spark Connect), for users who know no rows are wide.
+**Arrow batches.** Spark sends the rows to ``write()`` in Arrow batches of at most
+``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000) and 64 MiB. To know the bytes it
+measures each batch after every row, which keeps wide rows safe and costs narrow rows most of their
+transfer time, and a data source has no setting of its own to change that. ``register_data_source``
+installs a Spark optimizer rule in a classic session (``source_batches``) that cuts this source's
+batches by their rows' bytes in the JVM instead, without the per-row measurement, and logs that it
+did; the session's other queries and writes are unchanged, and a ``maxBytesPerBatch`` the session
+sets is kept. On Spark Connect the client cannot install it: there
+``register_data_source(spark, unmeasured_arrow_batches=True)`` turns the measurement off for the
+whole session, for users who know no rows are wide.
 
 **Spark's output commit coordinator** applies, and adds nothing to the exclusive task commit.
 Spark's ``PythonBatchWrite`` keeps ``BatchWrite.useCommitCoordinator()``'s default (true), so
@@ -107,6 +107,7 @@ from airflow_commit_provider.spark.frames import (
     resolve_partition_columns,
 )
 from airflow_commit_provider.spark.orc_layout import process_time_zone, timestamp_rebase
+from airflow_commit_provider.spark.source_batches import bound_source_batches
 from airflow_commit_provider.spark.tables import schema_columns
 from airflow_commit_provider.spark.task_config import TaskConfig
 from airflow_commit_provider.spark.task_info import current_task_info
@@ -165,17 +166,20 @@ def register_data_source(spark: SparkSession, *, unmeasured_arrow_batches: bool 
     source that writes its tables (``option("table", ...)``) through that metastore by default:
     the source's driver side runs without a session, so the URI travels in the class.
 
-    ``unmeasured_arrow_batches=True`` makes the source's writes as fast as ``write_committed``'s
-    (``arrow_batches``): it turns Spark's per-row Arrow batch measurement off for the whole
-    session, unless the session sets ``spark.sql.execution.arrow.maxBytesPerBatch`` itself, and
-    logs a warning saying so. Batches are then cut at ``maxRecordsPerBatch`` rows alone, for every
-    Arrow batch the session sends to Python; leave it off if any rows may be wide (1 MB rows make
-    10 GB batches at Spark's default 10,000 rows). Spark gives a Python data source's writes no
-    setting of their own; the narrowest is the calling thread's, for a block of writes:
-    ``arrow_batches.schema_bounded_batches(df)``, which also keeps wide rows measured.
+    In a classic session it also installs the rule that sends this source's rows to its tasks in
+    Arrow batches bounded in the JVM, without Spark's per-row measurement (``source_batches``), and
+    logs that it did: the session's other queries and writes are unchanged.
+
+    ``unmeasured_arrow_batches=True`` is for Spark Connect, where the client cannot install that
+    rule: it turns Spark's per-row Arrow batch measurement off for the whole session, unless the
+    session sets ``spark.sql.execution.arrow.maxBytesPerBatch`` itself, and logs a warning saying
+    so. Batches are then cut at ``maxRecordsPerBatch`` rows alone, for every Arrow batch the session
+    sends to Python; leave it off if any rows may be wide (1 MB rows make 10 GB batches at Spark's
+    default 10,000 rows).
     """
     if unmeasured_arrow_batches:
         unmeasure_session(spark)
+    bound_source_batches(spark, SHORT_NAME)
     uris = spark.conf.get(cfg.METASTORE_URIS, None)
     if not uris:
         spark.dataSource.register(CommittedDataSource)

@@ -37,10 +37,3 @@ def write_through_the_data_source(spark: Any, df: Any, path: str) -> None:
         .option("partition_by", "dt")  # Spark refuses partitionBy() for Python data sources
         .save(path)  # s3://lake/warehouse/events, s3a://..., file:///... or a local path
     )
-
-
-def write_in_unmeasured_batches(df: Any, path: str) -> None:
-    from airflow_commit_provider.spark import schema_bounded_batches
-
-    with schema_bounded_batches(df):  # fixed-width columns, no other Python in the plan: unmeasured
-        df.write.format("committed").mode("append").option("committer", "magic").save(path)

@@ -163,9 +163,10 @@ class ObservedSelect:
             yield batch.select(list(self.columns))
 
 
-def observed_data_source(batch_log: BatchLog) -> type:
+def observed_data_source(batch_log: BatchLog, name: str = "committed") -> type:
     """The ``committed`` data source, its tasks logging every batch they receive to `batch_log`
-    (registered under the same name, it replaces the plain one until that is registered again)."""
+    (registered under the same name, it replaces the plain one until that is registered again;
+    under another `name`, it is a Python data source of someone else's)."""
     from airflow_commit_provider.spark.datasource import CommittedDataSource, CommittedWriter
     from airflow_commit_provider.spark.task_info import current_task_info
 
@@ -180,6 +181,10 @@ def observed_data_source(batch_log: BatchLog) -> type:
             return super().write(logged())
 
     class ObservedDataSource(CommittedDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
         def writer(self, schema: Any, overwrite: bool) -> Any:
             plain = super().writer(schema, overwrite)
             return ObservedWriter(plain.plan, plain.task_config, plain.catalog)

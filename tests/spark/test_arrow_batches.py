@@ -9,7 +9,6 @@ the tests about Spark's own limits unset that for their write.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from airflow_commit_provider.core.store.local import LocalStore
 from airflow_commit_provider.spark import (
     arrow_batches,
     register_data_source,
-    schema_bounded_batches,
+    source_batches,
     write_committed,
 )
 from airflow_commit_provider.spark.config import (
@@ -210,34 +209,98 @@ def test_a_byte_limit_the_session_sets_is_used_as_it_is(spark, tmp_path, batch_l
     assert {entry["limit"] for entry in batches} == {"1048576"}
 
 
-@pytest.mark.parametrize(
-    "route",
-    ["write_committed", "df.write.format('committed')", "df.write.format('committed'), schema-bounded"],
-)
-def test_one_mebibyte_rows_reach_python_in_batches_spark_measured(
+@pytest.mark.parametrize("route", ["write_committed", "df.write.format('committed')"])
+def test_one_mebibyte_rows_reach_python_in_batches_within_the_bound(
     spark_row_limit_unset, tmp_path, batch_log, route
 ):
-    """Rows of 1 MiB (80 in the one Spark partition, whose default row limit is 10,000): Spark
-    measures the batches and cuts them at its 64 MiB, on both routes, and every row is written."""
+    """Rows of 1 MiB (80 in the one Spark partition, whose default row limit is 10,000) are cut into
+    batches within 64 MiB, and every row is written: ``write_committed``'s measured by Spark, the
+    data source's unmeasured and cut in the JVM by their rows' bytes (``source_batches``)."""
     spark = spark_row_limit_unset
     df = _wide_df(spark)
     out = tmp_path / "out"
     if route == "write_committed":
         batches = _logged_write(df, out, batch_log)
+        limit = None
     else:
-        spark.dataSource.register(observed_data_source(batch_log))
-        try:
-            with schema_bounded_batches(df) if route.endswith("schema-bounded") else contextlib.nullcontext():
-                df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
-        finally:
-            register_data_source(spark)
-        batches = [entry for entry in batch_log.read() if entry["rows"]]
+        batches = _logged_source_write(spark, df, out, batch_log)
+        limit = ARROW_UNMEASURED_BATCHES
 
     assert sum(entry["rows"] for entry in batches) == WIDE_ROWS
-    assert {entry["limit"] for entry in batches} == {None}, "Spark's own byte limit, measured"
+    assert {entry["limit"] for entry in batches} == {limit}
     assert max(entry["bytes"] for entry in batches) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
     assert max(entry["rows"] for entry in batches) < WIDE_ROWS, "the partition was cut into several batches"
     _same_rows(spark, df, out)
+
+
+def test_the_data_source_sends_fixed_width_rows_unmeasured_at_the_sessions_row_limit(
+    spark, tmp_path, batch_log
+):
+    """As the user registered it, with the session as it was: no per-row measurement, and the
+    batches are the session's row limit (the suite's 50 rows), the session and thread unchanged."""
+    df = _numeric_df(spark, 1000)
+    batches = _logged_source_write(spark, df, tmp_path / "out", batch_log)
+
+    assert sum(entry["rows"] for entry in batches) == 1000
+    assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
+    assert max(entry["rows"] for entry in batches) == int(spark.conf.get(ARROW_MAX_RECORDS_PER_BATCH))
+    _same_rows(spark, df, tmp_path / "out")
+    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None, "the session is untouched"
+    assert spark.sparkContext.getLocalProperty(ARROW_MAX_BYTES_PER_BATCH) is None
+
+
+def test_the_data_source_keeps_a_byte_limit_the_session_or_the_thread_sets(spark, tmp_path, batch_log):
+    df = _numeric_df(spark, 200)
+    with applied_conf(spark, {ARROW_MAX_BYTES_PER_BATCH: "1048576"}):
+        session = _logged_source_write(spark, df, tmp_path / "session", batch_log)
+    assert {entry["limit"] for entry in session} == {"1048576"}
+
+    (tmp_path / "thread").mkdir()
+    thread_log = BatchLog(str(tmp_path / "thread"))
+    context = spark.sparkContext
+    context.setLocalProperty(ARROW_MAX_BYTES_PER_BATCH, "2097152")
+    try:
+        thread = _logged_source_write(spark, df, tmp_path / "thread-out", thread_log)
+    finally:
+        context.setLocalProperty(ARROW_MAX_BYTES_PER_BATCH, None)
+    assert {entry["limit"] for entry in thread} == {"2097152"}
+
+
+def test_another_python_data_source_stays_measured(spark, tmp_path, batch_log):
+    """The rule wraps the writes of the source it was installed for, by name, and no other."""
+    df = _numeric_df(spark, 200)
+    register_data_source(spark)
+    spark.dataSource.register(observed_data_source(batch_log, name="someone_elses"))
+    df.write.format("someone_elses").mode("append").option("format", "parquet").save(str(tmp_path / "out"))
+
+    batches = [entry for entry in batch_log.read() if entry["rows"]]
+    assert sum(entry["rows"] for entry in batches) == 200
+    assert {entry["limit"] for entry in batches} == {None}, "Spark's own byte limit, measured"
+
+
+def test_registering_says_what_it_adds_to_the_session_and_adds_one_rule(spark, caplog):
+    with caplog.at_level(logging.INFO, logger="airflow_commit_provider.spark"):
+        register_data_source(spark)
+        register_data_source(spark)
+    said = [
+        record.getMessage() for record in caplog.records if source_batches.RULE_CLASS in record.getMessage()
+    ]
+    assert len(said) == 2 and "other queries and writes are unchanged" in said[0]
+    rules = spark._jsparkSession.experimental().extraOptimizations()
+    names = [rules.apply(index).getClass().getName() for index in range(rules.size())]
+    assert names.count(source_batches.RULE_CLASS) == 1, names
+
+
+def _logged_source_write(spark: Any, df: Any, path: Path, batch_log: BatchLog) -> list[dict[str, Any]]:
+    """``df.write.format("committed")`` to `path`, registered as a user would
+    (``register_data_source``), its tasks logging their batches; the non-empty batches."""
+    register_data_source(spark)
+    spark.dataSource.register(observed_data_source(batch_log))
+    try:
+        df.write.format("committed").mode("append").option("format", "parquet").save(str(path))
+    finally:
+        register_data_source(spark)
+    return [entry for entry in batch_log.read() if entry["rows"]]
 
 
 def test_registering_with_unmeasured_batches_says_so_and_never_overrides_the_session(
@@ -290,66 +353,46 @@ def test_a_plan_that_sends_other_rows_to_python_is_told_apart(spark, tmp_path):
         cached_selected.unpersist()
 
 
-def test_a_write_after_another_python_step_on_wide_rows_keeps_spark_measuring(
-    spark_row_limit_unset, tmp_path, batch_log
+@pytest.mark.parametrize("route", ["write_committed", "df.write.format('committed')"])
+def test_a_write_after_another_python_step_on_wide_rows_keeps_that_step_measured(
+    spark_row_limit_unset, tmp_path, batch_log, route
 ):
     """A ``mapInArrow`` that receives 1 MiB rows and passes on their ids: the frame written has a
-    fixed width, but the step before the write gets the wide rows in the same job. Unmeasured,
+    fixed width, but the step before the write gets the wide rows in the same task. Unmeasured,
     under the row limit worked out from the written schema (10,000), that step's batches were
-    whole partitions of 80 rows (80 MiB); the job keeps Spark's measurement, so they stay within
-    64 MiB."""
+    whole partitions of 80 rows (80 MiB). ``write_committed``'s job keeps Spark's measurement; the
+    data source's rule turns it off only for the write's own runner, which the task starts after
+    the step's: either way the step's batches stay within 64 MiB."""
     spark = spark_row_limit_unset
     (tmp_path / "upstream").mkdir()
     upstream = BatchLog(str(tmp_path / "upstream"))
     df = _wide_df(spark).mapInArrow(ObservedSelect(upstream, ("id",)), "id long")
-    instrumentation = WriteInstrumentation(task=TaskInstrumentation(received_batch=batch_log))
+    out = tmp_path / "out"
+    if route == "write_committed":
+        instrumentation = WriteInstrumentation(task=TaskInstrumentation(received_batch=batch_log))
+        assert instrumented_write(df, str(out), instrumentation, format="parquet").rows == WIDE_ROWS
+        written = [entry for entry in batch_log.read() if entry["rows"]]
+        assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
+    else:
+        written = _logged_source_write(spark, df, out, batch_log)
+        assert {entry["limit"] for entry in written} == {ARROW_UNMEASURED_BATCHES}
 
-    summary = instrumented_write(df, str(tmp_path / "out"), instrumentation, format="parquet")
-
-    assert summary.rows == WIDE_ROWS
     received = [entry for entry in upstream.read() if entry["rows"]]
     assert sum(entry["rows"] for entry in received) == WIDE_ROWS
     assert max(entry["bytes"] for entry in received) <= arrow_batches.BATCH_BYTES + WIDE_ROW_BYTES + 64 * 1024
-    written = [entry for entry in batch_log.read() if entry["rows"]]
-    assert {entry["limit"] for entry in written} == {None}, "the write's job is measured by Spark"
-    assert sorted(row.id for row in spark.read.parquet(str(tmp_path / "out")).collect()) == list(
-        range(WIDE_ROWS)
-    )
+    assert sorted(row.id for row in spark.read.parquet(str(out)).collect()) == list(range(WIDE_ROWS))
 
 
-def test_the_data_source_in_a_schema_bounded_block_skips_the_measurement_and_leaves_the_session(
-    spark_row_limit_unset, tmp_path, batch_log, monkeypatch, caplog
+def test_on_spark_connect_a_server_with_the_extension_sends_the_rows_unmeasured(
+    connect_spark, tmp_path, batch_log
 ):
-    """``with schema_bounded_batches(df)``: the data source's fixed-width rows arrive unmeasured,
-    in batches the row limit holds under the bound (lowered to 16 KiB, so that a partition of
-    2,000 rows fills several), and the thread and the session are as before afterwards."""
-    spark = spark_row_limit_unset
-    monkeypatch.setattr(arrow_batches, "BATCH_BYTES", 16 * 1024)
-    df = _numeric_df(spark, 4000)
-    width = arrow_batches.max_row_bytes(df.schema)
-    assert width is not None
-    out = tmp_path / "out"
-    spark.dataSource.register(observed_data_source(batch_log))
-    try:
-        with (
-            caplog.at_level(logging.INFO, logger="airflow_commit_provider.spark"),
-            schema_bounded_batches(df),
-        ):
-            df.write.format("committed").mode("append").option("format", "parquet").save(str(out))
-    finally:
-        register_data_source(spark)
+    """The suite's Connect server names ``BoundedArrowBatchesExtension`` in ``spark.sql.extensions``
+    (``source_batches.server_conf``), as a platform team would: a client's data source writes get
+    the rule the client cannot install, with the constants a classic session is given."""
+    df = _numeric_df(connect_spark, 1000)
+    batches = _logged_source_write(connect_spark, df, tmp_path / "out", batch_log)
 
-    [said] = [record.getMessage() for record in caplog.records if "Arrow batches" in record.getMessage()]
-    assert f"{ARROW_MAX_BYTES_PER_BATCH}={ARROW_UNMEASURED_BATCHES}" in said
-    assert f"{ARROW_MAX_RECORDS_PER_BATCH}={16 * 1024 // width}" in said
-    assert "the session is unchanged" in said
-    batches = [entry for entry in batch_log.read() if entry["rows"]]
-    assert sum(entry["rows"] for entry in batches) == 4000
+    assert sum(entry["rows"] for entry in batches) == 1000
     assert {entry["limit"] for entry in batches} == {ARROW_UNMEASURED_BATCHES}
-    assert max(entry["rows"] for entry in batches) == 16 * 1024 // width
-    assert max(entry["bytes"] for entry in batches) <= 16 * 1024
-    _same_rows(spark, df, out)
-    context = spark.sparkContext
-    assert context.getLocalProperty(ARROW_MAX_BYTES_PER_BATCH) is None, "the thread's properties are restored"
-    assert context.getLocalProperty(ARROW_MAX_RECORDS_PER_BATCH) is None
-    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None, "the session is untouched"
+    assert max(entry["rows"] for entry in batches) == 50, "the server's row limit"
+    _same_rows(connect_spark, df, tmp_path / "out")

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_commit_provider.spark.source_batches import server_conf
 from support.standalone import Daemon, free_port, spark_home, stop_daemons
 from support.waiting import wait_until
 
@@ -50,6 +51,8 @@ class ConnectServer:
             "spark.sql.execution.arrow.maxRecordsPerBatch": "50",
             "spark.python.task.killTimeout": "100ms",
             "spark.driver.memory": "1g",
+            # As a platform team would run it: the data source's batches bounded in the JVM.
+            **server_conf(),
         }
     )
     startup_timeout: float = 300.0

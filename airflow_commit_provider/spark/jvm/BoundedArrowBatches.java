@@ -1,0 +1,316 @@
+package airflowcommit.spark;
+
+import java.io.IOException;
+import java.util.Iterator;
+import java.util.Properties;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteSummary;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.types.StructType;
+
+import scala.Option;
+import scala.collection.immutable.Seq;
+
+/**
+ * The Arrow batches that carry a {@code df.write.format("committed")} write's rows to its Python
+ * tasks, bounded by bytes without Spark's per-row measurement.
+ *
+ * <p>Spark 4 cuts those batches at {@code spark.sql.execution.arrow.maxRecordsPerBatch} rows or at
+ * {@code maxBytesPerBatch} bytes, and to know the bytes it measures the batch after every row it
+ * adds ({@code BatchedPythonArrowInput.writeSizedBatch} calls {@code ArrowWriter.sizeInBytes}):
+ * tens of nanoseconds per column per row, most of what moving narrow rows to Python costs. A
+ * Python data source cannot scope a setting to its own writes: its {@code writer()} runs in a
+ * planner process with no session. So this optimizer rule, installed in one session by
+ * {@code register_data_source} (or by {@code spark.sql.extensions}), wraps the write of the one
+ * data source it names, and each task of that write:
+ *
+ * <ul>
+ *   <li>turns the measurement off for the Python runner it starts ({@code maxBytesPerBatch =
+ *       Int.MaxValue} in the task's local properties, which Spark's executors read as the task's
+ *       SQL conf, and only while the task writes), unless the session or the calling thread set
+ *       the key itself: their value is kept, measured as they asked;
+ *   <li>hands the runner its rows through {@link BytesBoundedRows}, which ends a batch once its
+ *       rows' {@code UnsafeRow} bytes reach the bound: Spark's loop stops a batch when the rows
+ *       iterator says it has no next row, and starts the next batch when it says it has one. An
+ *       {@code UnsafeRow}'s size is known without work, and it is never less than half the row's
+ *       Arrow size (a decimal of up to 18 digits: 8 bytes against Arrow's 16), so a bound of half
+ *       Spark's 64 MiB keeps batches of 1 MB rows within 64 MiB as Spark's measurement does.
+ * </ul>
+ *
+ * <p>The row limit stays the session's ({@code maxRecordsPerBatch}, 10,000 by default), and
+ * nothing else in the session changes: other queries' plans pass through the rule untouched.
+ */
+public final class BoundedArrowBatches extends Rule<LogicalPlan> {
+  /** The SQL conf key whose value Int.MaxValue turns Spark's per-row measurement off. */
+  public static final String MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch";
+  /** Spark's Write of a Python data source; its toString is the source's short name. */
+  static final String PYTHON_WRITE = "org.apache.spark.sql.execution.datasources.v2.python.PythonWrite";
+
+  private final String sourceName;
+  private final long rowBytesPerBatch;
+
+  public BoundedArrowBatches(String sourceName, long rowBytesPerBatch) {
+    this.sourceName = sourceName;
+    this.rowBytesPerBatch = rowBytesPerBatch;
+  }
+
+  /**
+   * Adds the rule to {@code session}'s optimizer (a classic session: {@code
+   * spark.experimental.extraOptimizations}, whose batch runs after Spark has chosen each write's
+   * Write). Idempotent: a rule of this class already there is replaced. Returns whether a rule was
+   * there before.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static synchronized boolean install(Object session, String sourceName, int rowBytesPerBatch) {
+    org.apache.spark.sql.ExperimentalMethods experimental =
+        ((org.apache.spark.sql.classic.SparkSession) session).experimental();
+    Seq<Rule<LogicalPlan>> rules = experimental.extraOptimizations();
+    Seq<Rule<LogicalPlan>> others =
+        (Seq) rules.filterNot(rule -> rule.getClass().getName().equals(BoundedArrowBatches.class.getName()));
+    experimental.extraOptimizations_$eq(
+        (Seq) others.appended(new BoundedArrowBatches(sourceName, rowBytesPerBatch)));
+    return others.size() != rules.size();
+  }
+
+  @Override
+  public LogicalPlan apply(LogicalPlan plan) {
+    // A write command is the root of its plan: nothing below it is looked at.
+    Object[] arguments = new Object[plan.productArity()];
+    int writeAt = -1;
+    for (int index = 0; index < arguments.length; index++) {
+      arguments[index] = plan.productElement(index);
+      if (arguments[index] instanceof Option<?> option && option.isDefined() && isOurs(option.get())) {
+        writeAt = index;
+      }
+    }
+    if (writeAt < 0) {
+      return plan;
+    }
+    Write write = (Write) ((Option<?>) arguments[writeAt]).get();
+    StructType schema = ((LogicalPlan) plan.children().head()).schema();
+    arguments[writeAt] = Option.apply(new BoundedWrite(write, schema, rowBytesPerBatch));
+    return plan.makeCopy(arguments);
+  }
+
+  private boolean isOurs(Object write) {
+    return write.getClass().getName().equals(PYTHON_WRITE) && write.toString().equals(sourceName);
+  }
+
+  /** The data source's Write, its tasks' rows handed over in bounded batches. */
+  static final class BoundedWrite implements Write {
+    private final Write write;
+    private final StructType schema;
+    private final long rowBytesPerBatch;
+
+    BoundedWrite(Write write, StructType schema, long rowBytesPerBatch) {
+      this.write = write;
+      this.schema = schema;
+      this.rowBytesPerBatch = rowBytesPerBatch;
+    }
+
+    @Override
+    public String description() {
+      return write.description();
+    }
+
+    @Override
+    public String toString() {
+      return write.toString();
+    }
+
+    @Override
+    public BatchWrite toBatch() {
+      return new BoundedBatchWrite(write.toBatch(), schema, rowBytesPerBatch);
+    }
+
+    @Override
+    public CustomMetric[] supportedCustomMetrics() {
+      return write.supportedCustomMetrics();
+    }
+
+    @Override
+    public CustomTaskMetric[] reportDriverMetrics() {
+      return write.reportDriverMetrics();
+    }
+  }
+
+  /** Spark's BatchWrite of the data source, whose writer factory is wrapped. */
+  static final class BoundedBatchWrite implements BatchWrite {
+    private final BatchWrite batchWrite;
+    private final StructType schema;
+    private final long rowBytesPerBatch;
+
+    BoundedBatchWrite(BatchWrite batchWrite, StructType schema, long rowBytesPerBatch) {
+      this.batchWrite = batchWrite;
+      this.schema = schema;
+      this.rowBytesPerBatch = rowBytesPerBatch;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      return new BoundedWriterFactory(batchWrite.createBatchWriterFactory(info), schema, rowBytesPerBatch);
+    }
+
+    @Override
+    public boolean useCommitCoordinator() {
+      return batchWrite.useCommitCoordinator();
+    }
+
+    @Override
+    public void onDataWriterCommit(WriterCommitMessage message) {
+      batchWrite.onDataWriterCommit(message);
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages) {
+      batchWrite.commit(messages);
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages, WriteSummary summary) {
+      batchWrite.commit(messages, summary);
+    }
+
+    @Override
+    public void abort(WriterCommitMessage[] messages) {
+      batchWrite.abort(messages);
+    }
+  }
+
+  /** Sent to the executors: makes each task's writer. */
+  static final class BoundedWriterFactory implements DataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    private final DataWriterFactory factory;
+    private final StructType schema;
+    private final long rowBytesPerBatch;
+
+    BoundedWriterFactory(DataWriterFactory factory, StructType schema, long rowBytesPerBatch) {
+      this.factory = factory;
+      this.schema = schema;
+      this.rowBytesPerBatch = rowBytesPerBatch;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      return new BoundedWriter(factory.createWriter(partitionId, taskId), schema, rowBytesPerBatch);
+    }
+  }
+
+  /** One task's writer: Spark's, run with the measurement off and the rows bounded by bytes. */
+  static final class BoundedWriter implements DataWriter<InternalRow> {
+    private final DataWriter<InternalRow> writer;
+    private final StructType schema;
+    private final long rowBytesPerBatch;
+
+    BoundedWriter(DataWriter<InternalRow> writer, StructType schema, long rowBytesPerBatch) {
+      this.writer = writer;
+      this.schema = schema;
+      this.rowBytesPerBatch = rowBytesPerBatch;
+    }
+
+    @Override
+    public void writeAll(Iterator<InternalRow> records) throws IOException {
+      TaskContext task = TaskContext.get();
+      Properties conf = task == null ? null : task.getLocalProperties();
+      if (conf == null || conf.getProperty(MAX_BYTES_PER_BATCH) != null) {
+        writer.writeAll(records); // the session or the calling thread chose: Spark measures as asked
+        return;
+      }
+      conf.setProperty(MAX_BYTES_PER_BATCH, Integer.toString(Integer.MAX_VALUE));
+      try {
+        writer.writeAll(new BytesBoundedRows(records, schema, rowBytesPerBatch));
+      } finally {
+        conf.remove(MAX_BYTES_PER_BATCH);
+      }
+    }
+
+    @Override
+    public void write(InternalRow record) throws IOException {
+      writer.write(record);
+    }
+
+    @Override
+    public WriterCommitMessage commit() throws IOException {
+      return writer.commit();
+    }
+
+    @Override
+    public void abort() throws IOException {
+      writer.abort();
+    }
+
+    @Override
+    public void close() throws IOException {
+      writer.close();
+    }
+
+    @Override
+    public CustomTaskMetric[] currentMetricsValues() {
+      return writer.currentMetricsValues();
+    }
+  }
+
+  /**
+   * A task's rows, with one "no next row" after each run of rows whose UnsafeRow bytes reach the
+   * bound: Spark's batch loop ({@code writeSizedBatch}: {@code while (rows.hasNext && ...)}) then
+   * ends the batch, and asks again before the next one ({@code if (nextBatchStart.hasNext)}).
+   * A row that is not an UnsafeRow is measured as one (Spark's own projection of the schema).
+   */
+  static final class BytesBoundedRows implements Iterator<InternalRow> {
+    private final Iterator<InternalRow> rows;
+    private final StructType schema;
+    private final long rowBytesPerBatch;
+    private UnsafeProjection projection;
+    private long bytes;
+    private boolean endOfBatch;
+
+    BytesBoundedRows(Iterator<InternalRow> rows, StructType schema, long rowBytesPerBatch) {
+      this.rows = rows;
+      this.schema = schema;
+      this.rowBytesPerBatch = rowBytesPerBatch;
+    }
+
+    @Override
+    public boolean hasNext() {
+      if (endOfBatch) {
+        endOfBatch = false;
+        return false;
+      }
+      return rows.hasNext();
+    }
+
+    @Override
+    public InternalRow next() {
+      InternalRow row = rows.next();
+      bytes += sizeOf(row);
+      if (bytes >= rowBytesPerBatch) {
+        bytes = 0;
+        endOfBatch = true;
+      }
+      return row;
+    }
+
+    private long sizeOf(InternalRow row) {
+      if (row instanceof UnsafeRow unsafe) {
+        return unsafe.getSizeInBytes();
+      }
+      if (projection == null) {
+        projection = UnsafeProjection.create(schema);
+      }
+      return projection.apply(row).getSizeInBytes();
+    }
+  }
+}
