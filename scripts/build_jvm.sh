@@ -19,6 +19,6 @@ fi
 spark_jars=$("$PY" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 classes=$(mktemp -d)
 trap 'rm -rf "$classes"' EXIT
-javac --release 17 -Xlint:-options -cp "$spark_jars/*" -d "$classes" "$SOURCES"/*.java
-jar --create --file "$JAR" -C "$classes" .
+"${JAVA_HOME:+$JAVA_HOME/bin/}javac" --release 17 -Xlint:-options -cp "$spark_jars/*" -d "$classes" "$SOURCES"/*.java
+"${JAVA_HOME:+$JAVA_HOME/bin/}jar" --create --file "$JAR" -C "$classes" .
 echo "build_jvm: built $JAR"
