@@ -8,9 +8,9 @@ job commit on the driver). Both run the same commit protocol with the same commi
 DataFrame (materialised before the warm-up, so neither route pays for generating the rows).
 Target: the data source within 1.05x of `write_committed`. Both routes run with Spark's per-row
 Arrow batch measurement off in the session (`common.ARROW_BYTE_CHECK_OFF`, what
-`register_data_source(spark, unmeasured_arrow_batches=True)` sets): a data source's writes take the
-session's setting and `write_committed` keeps one the session makes, so both move rows from the JVM
-the same way and this compares the routes (`arrow_batches` compares each route's defaults).
+`register_data_source(spark, unmeasured_arrow_batches=True)` sets): the data source's rule and
+`write_committed` both keep a setting the session makes, so both move rows from the JVM the same way
+and this compares the routes (`arrow_batches` compares each route's defaults).
 
 Two layouts per store:
 

@@ -15,7 +15,8 @@ writer never pays), a raw uncommitted `mapInArrow` + pyarrow write of one file p
 tasks' writer (ours minus the commit protocol), and `df.write.format("committed")` with Spark's
 per-row Arrow batch-size check off in the session (`common.ARROW_BYTE_CHECK_OFF`, what
 `register_data_source(spark, unmeasured_arrow_batches=True)` sets), which `write_committed` skips
-for its own job when the schema bounds a batch and a data source's writes cannot skip on their own.
+for its own job when the schema bounds a batch and the data source's rule skips for its writes
+(`spark.source_batches`): the row with it and the default row should now be alike.
 
 Codecs are explicit on both sides: parquet snappy, ORC zstd (Spark 4's defaults).
 """

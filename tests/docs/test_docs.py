@@ -149,15 +149,13 @@ def test_snippets_and_commands_run(spark: SparkSession, lake: str, tmp_path: Pat
     assert committed.committer == "partitioned" and committed.rows == 20
     assert sorted(committed.partitions) == ["dt=2024-01-01", "dt=2024-01-02"]
 
-    by_source, unmeasured = tmp_path / "by_source", tmp_path / "unmeasured"
+    by_source = tmp_path / "by_source"
     snippets.write_through_the_data_source(spark, df, str(by_source))
-    snippets.write_in_unmeasured_batches(df.select("event_id", "amount"), str(unmeasured))
     assert spark.read.parquet(str(by_source)).count() == 20
     assert sorted(p.name for p in by_source.iterdir() if p.name.startswith("dt=")) == [
         "dt=2024-01-01",
         "dt=2024-01-02",
     ]
-    assert spark.read.parquet(str(unmeasured)).count() == 20
 
     run_commands(tmp_path, job_id=committed.job_id)
 
