@@ -100,8 +100,8 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
       return plan;
     }
     Write write = (Write) ((Option<?>) arguments[writeAt]).get();
-    StructType schema = ((LogicalPlan) plan.children().head()).schema();
-    arguments[writeAt] = Option.apply(new BoundedWrite(write, schema, rowBytesPerBatch));
+    Batching batching = new Batching(((LogicalPlan) plan.children().head()).schema(), rowBytesPerBatch);
+    arguments[writeAt] = Option.apply(new BoundedWrite(write, batching));
     return plan.makeCopy(arguments);
   }
 
@@ -109,116 +109,106 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
     return write.getClass().getName().equals(PYTHON_WRITE) && write.toString().equals(sourceName);
   }
 
-  /** The data source's Write, its tasks' rows handed over in bounded batches. */
-  static final class BoundedWrite implements Write {
-    private final Write write;
-    private final StructType schema;
-    private final long rowBytesPerBatch;
+  /** How a write's rows are batched: the rows' schema, and the UnsafeRow bytes that end a batch. */
+  record Batching(StructType schema, long rowBytesPerBatch) implements java.io.Serializable {}
 
-    BoundedWrite(Write write, StructType schema, long rowBytesPerBatch) {
-      this.write = write;
-      this.schema = schema;
-      this.rowBytesPerBatch = rowBytesPerBatch;
+  /** What each wrapper below holds: Spark's object, whose calls it passes on, and the batching. */
+  abstract static class Wrapper<T> implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+    final T wrapped;
+    final Batching batching;
+
+    Wrapper(T wrapped, Batching batching) {
+      this.wrapped = wrapped;
+      this.batching = batching;
+    }
+  }
+
+  /** The data source's Write, its tasks' rows handed over in bounded batches. */
+  static final class BoundedWrite extends Wrapper<Write> implements Write {
+    BoundedWrite(Write write, Batching batching) {
+      super(write, batching);
     }
 
     @Override
     public String description() {
-      return write.description();
+      return wrapped.description();
     }
 
     @Override
     public String toString() {
-      return write.toString();
+      return wrapped.toString();
     }
 
     @Override
     public BatchWrite toBatch() {
-      return new BoundedBatchWrite(write.toBatch(), schema, rowBytesPerBatch);
+      return new BoundedBatchWrite(wrapped.toBatch(), batching);
     }
 
     @Override
     public CustomMetric[] supportedCustomMetrics() {
-      return write.supportedCustomMetrics();
+      return wrapped.supportedCustomMetrics();
     }
 
     @Override
     public CustomTaskMetric[] reportDriverMetrics() {
-      return write.reportDriverMetrics();
+      return wrapped.reportDriverMetrics();
     }
   }
 
   /** Spark's BatchWrite of the data source, whose writer factory is wrapped. */
-  static final class BoundedBatchWrite implements BatchWrite {
-    private final BatchWrite batchWrite;
-    private final StructType schema;
-    private final long rowBytesPerBatch;
-
-    BoundedBatchWrite(BatchWrite batchWrite, StructType schema, long rowBytesPerBatch) {
-      this.batchWrite = batchWrite;
-      this.schema = schema;
-      this.rowBytesPerBatch = rowBytesPerBatch;
+  static final class BoundedBatchWrite extends Wrapper<BatchWrite> implements BatchWrite {
+    BoundedBatchWrite(BatchWrite batchWrite, Batching batching) {
+      super(batchWrite, batching);
     }
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      return new BoundedWriterFactory(batchWrite.createBatchWriterFactory(info), schema, rowBytesPerBatch);
+      return new BoundedWriterFactory(wrapped.createBatchWriterFactory(info), batching);
     }
 
     @Override
     public boolean useCommitCoordinator() {
-      return batchWrite.useCommitCoordinator();
+      return wrapped.useCommitCoordinator();
     }
 
     @Override
     public void onDataWriterCommit(WriterCommitMessage message) {
-      batchWrite.onDataWriterCommit(message);
+      wrapped.onDataWriterCommit(message);
     }
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
-      batchWrite.commit(messages);
+      wrapped.commit(messages);
     }
 
     @Override
     public void commit(WriterCommitMessage[] messages, WriteSummary summary) {
-      batchWrite.commit(messages, summary);
+      wrapped.commit(messages, summary);
     }
 
     @Override
     public void abort(WriterCommitMessage[] messages) {
-      batchWrite.abort(messages);
+      wrapped.abort(messages);
     }
   }
 
   /** Sent to the executors: makes each task's writer. */
-  static final class BoundedWriterFactory implements DataWriterFactory {
-    private static final long serialVersionUID = 1L;
-    private final DataWriterFactory factory;
-    private final StructType schema;
-    private final long rowBytesPerBatch;
-
-    BoundedWriterFactory(DataWriterFactory factory, StructType schema, long rowBytesPerBatch) {
-      this.factory = factory;
-      this.schema = schema;
-      this.rowBytesPerBatch = rowBytesPerBatch;
+  static final class BoundedWriterFactory extends Wrapper<DataWriterFactory> implements DataWriterFactory {
+    BoundedWriterFactory(DataWriterFactory factory, Batching batching) {
+      super(factory, batching);
     }
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      return new BoundedWriter(factory.createWriter(partitionId, taskId), schema, rowBytesPerBatch);
+      return new BoundedWriter(wrapped.createWriter(partitionId, taskId), batching);
     }
   }
 
   /** One task's writer: Spark's, run with the measurement off and the rows bounded by bytes. */
-  static final class BoundedWriter implements DataWriter<InternalRow> {
-    private final DataWriter<InternalRow> writer;
-    private final StructType schema;
-    private final long rowBytesPerBatch;
-
-    BoundedWriter(DataWriter<InternalRow> writer, StructType schema, long rowBytesPerBatch) {
-      this.writer = writer;
-      this.schema = schema;
-      this.rowBytesPerBatch = rowBytesPerBatch;
+  static final class BoundedWriter extends Wrapper<DataWriter<InternalRow>> implements DataWriter<InternalRow> {
+    BoundedWriter(DataWriter<InternalRow> writer, Batching batching) {
+      super(writer, batching);
     }
 
     @Override
@@ -226,12 +216,12 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
       TaskContext task = TaskContext.get();
       Properties conf = task == null ? null : task.getLocalProperties();
       if (conf == null || conf.getProperty(MAX_BYTES_PER_BATCH) != null) {
-        writer.writeAll(records); // the session or the calling thread chose: Spark measures as asked
+        wrapped.writeAll(records); // the session or the calling thread chose: Spark measures as asked
         return;
       }
       conf.setProperty(MAX_BYTES_PER_BATCH, Integer.toString(Integer.MAX_VALUE));
       try {
-        writer.writeAll(new BytesBoundedRows(records, schema, rowBytesPerBatch));
+        wrapped.writeAll(new BytesBoundedRows(records, batching));
       } finally {
         conf.remove(MAX_BYTES_PER_BATCH);
       }
@@ -239,27 +229,27 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
 
     @Override
     public void write(InternalRow record) throws IOException {
-      writer.write(record);
+      wrapped.write(record);
     }
 
     @Override
     public WriterCommitMessage commit() throws IOException {
-      return writer.commit();
+      return wrapped.commit();
     }
 
     @Override
     public void abort() throws IOException {
-      writer.abort();
+      wrapped.abort();
     }
 
     @Override
     public void close() throws IOException {
-      writer.close();
+      wrapped.close();
     }
 
     @Override
     public CustomTaskMetric[] currentMetricsValues() {
-      return writer.currentMetricsValues();
+      return wrapped.currentMetricsValues();
     }
   }
 
@@ -271,16 +261,14 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
    */
   static final class BytesBoundedRows implements Iterator<InternalRow> {
     private final Iterator<InternalRow> rows;
-    private final StructType schema;
-    private final long rowBytesPerBatch;
+    private final Batching batching;
     private UnsafeProjection projection;
     private long bytes;
     private boolean endOfBatch;
 
-    BytesBoundedRows(Iterator<InternalRow> rows, StructType schema, long rowBytesPerBatch) {
+    BytesBoundedRows(Iterator<InternalRow> rows, Batching batching) {
       this.rows = rows;
-      this.schema = schema;
-      this.rowBytesPerBatch = rowBytesPerBatch;
+      this.batching = batching;
     }
 
     @Override
@@ -296,7 +284,7 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
     public InternalRow next() {
       InternalRow row = rows.next();
       bytes += sizeOf(row);
-      if (bytes >= rowBytesPerBatch) {
+      if (bytes >= batching.rowBytesPerBatch()) {
         bytes = 0;
         endOfBatch = true;
       }
@@ -308,7 +296,7 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
         return unsafe.getSizeInBytes();
       }
       if (projection == null) {
-        projection = UnsafeProjection.create(schema);
+        projection = UnsafeProjection.create(batching.schema());
       }
       return projection.apply(row).getSizeInBytes();
     }
