@@ -24,6 +24,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from airflow_commit_provider.spark import config as cfg
 from airflow_commit_provider.spark.arrow_batches import BATCH_BYTES
 
 log = logging.getLogger("airflow_commit_provider.spark")
@@ -44,10 +45,10 @@ def server_conf() -> dict[str, str]:
     return {"spark.sql.extensions": EXTENSION_CLASS, "spark.jars": str(JAR)}
 
 
-def bound_source_batches(spark: Any, source_name: str) -> bool:
+def bound_source_batches(spark: Any, source_name: str) -> None:
     """Install ``BoundedArrowBatches`` for the data source `source_name` in `spark` (replacing one
-    installed before); False, with the reason logged, where it cannot be (Spark Connect, or the jar
-    not built), and the source's batches stay measured by Spark."""
+    installed before); where it cannot be (Spark Connect, or the jar not built) the reason is logged
+    and the source's batches stay measured by Spark."""
     session = getattr(spark, "_jsparkSession", None)
     if session is None:
         log.info(
@@ -56,14 +57,14 @@ def bound_source_batches(spark: Any, source_name: str) -> bool:
             source_name,
             EXTENSION_CLASS,
         )
-        return False
+        return
     if not JAR.is_file():
         log.info(
             "df.write.format(%r): Spark measures its Arrow batches (%s is not built: scripts/build_jvm.sh)",
             source_name,
             JAR,
         )
-        return False
+        return
     rule = _rule_class(spark, session)
     install = next(method for method in rule.getMethods() if method.getName() == "install")
     gateway = spark.sparkContext._gateway
@@ -81,9 +82,8 @@ def bound_source_batches(spark: Any, source_name: str) -> bool:
         BATCH_BYTES // 1024**2,
         RULE_CLASS,
         JAR.name,
-        "spark.sql.execution.arrow.maxBytesPerBatch",
+        cfg.ARROW_MAX_BYTES_PER_BATCH,
     )
-    return True
 
 
 def _rule_class(spark: Any, session: Any) -> Any:

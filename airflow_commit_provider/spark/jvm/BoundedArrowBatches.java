@@ -70,11 +70,10 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
   /**
    * Adds the rule to {@code session}'s optimizer (a classic session: {@code
    * spark.experimental.extraOptimizations}, whose batch runs after Spark has chosen each write's
-   * Write). Idempotent: a rule of this class already there is replaced. Returns whether a rule was
-   * there before.
+   * Write). Idempotent: a rule of this class already there is replaced.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  public static synchronized boolean install(Object session, String sourceName, int rowBytesPerBatch) {
+  public static synchronized void install(Object session, String sourceName, int rowBytesPerBatch) {
     org.apache.spark.sql.ExperimentalMethods experimental =
         ((org.apache.spark.sql.classic.SparkSession) session).experimental();
     Seq<Rule<LogicalPlan>> rules = experimental.extraOptimizations();
@@ -82,7 +81,6 @@ public final class BoundedArrowBatches extends Rule<LogicalPlan> {
         (Seq) rules.filterNot(rule -> rule.getClass().getName().equals(BoundedArrowBatches.class.getName()));
     experimental.extraOptimizations_$eq(
         (Seq) others.appended(new BoundedArrowBatches(sourceName, rowBytesPerBatch)));
-    return others.size() != rules.size();
   }
 
   @Override
